@@ -1,0 +1,103 @@
+# husk: one Makefile for the whole tree.  `make help` lists the targets.
+BUILD ?= build
+CC ?= gcc
+SHELL := /bin/sh
+
+WARN := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+	-Wformat=2 -Wvla -Wpointer-arith -Wundef -Wno-format-nonliteral
+BASE_CFLAGS := -std=gnu11 -g -D_GNU_SOURCE -MMD -MP $(WARN)
+REL_CFLAGS := -O2 -fstack-protector-strong -D_FORTIFY_SOURCE=2
+SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+
+VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c))
+VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_SRCS))
+AGENT_SRCS := $(sort $(wildcard guest-agent/*.c))
+AGENT_LIB_SRCS := $(filter-out guest-agent/main.c,$(AGENT_SRCS))
+UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+
+obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
+
+BIN := $(BUILD)/bin
+VMM := $(BIN)/husk-vmm
+VMM_SAN := $(BIN)/husk-vmm-san
+AGENT := $(BIN)/husk-agent
+BOOTBENCH := $(BIN)/bootbench
+UNIT := $(BUILD)/tests/unit-tests
+KERNEL := $(BUILD)/images/bzImage
+INITRAMFS := $(BUILD)/images/initramfs.cpio.gz
+
+.PHONY: all help deps build images run test unit bench format clean
+all: build images
+
+help:
+	@echo "make deps     install every Debian package the build, images and tests need"
+	@echo "make run      install, build, then boot a guest (through the nested harness if needed)"
+	@echo "make test     install, build, then run every test; ends with 'N passed, N failed'"
+	@echo "make bench    install, build, then compare boots of husk-vmm and QEMU microvm"
+	@echo "make format   clang-format the C sources"
+
+deps:
+	@tools/deps.sh
+
+build: $(VMM) $(VMM_SAN) $(AGENT) $(BOOTBENCH) $(UNIT)
+images: $(KERNEL) $(INITRAMFS)
+
+$(BUILD)/obj/rel/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) -Ivmm -Iguest-agent -c $< -o $@
+
+$(BUILD)/obj/san/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) -Ivmm -Iguest-agent -c $< -o $@
+
+$(VMM): $(call obj,rel,$(VMM_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^ -lpthread
+
+$(VMM_SAN): $(call obj,san,$(VMM_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
+
+# The agent runs as the guest's init before any library exists there.
+$(AGENT): $(call obj,rel,$(AGENT_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) -static -o $@ $^
+
+$(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $^
+
+$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS))
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
+
+$(KERNEL): images/kernel/husk.config images/kernel/build.sh
+	images/kernel/build.sh $@
+
+$(INITRAMFS): $(AGENT) images/initramfs/build.sh
+	images/initramfs/build.sh $(AGENT) $@
+
+unit: $(UNIT)
+	$(UNIT)
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	tools/husk-kvm-run --timeout 600 -- $(VMM) --kernel $(KERNEL) --initrd $(INITRAMFS) \
+		--mem 256M --vcpus 2 \
+		--cmdline 'quiet husk.cmd="uname -sr; echo cpus: $$(nproc); grep MemTotal /proc/meminfo"'
+
+test: deps
+	@$(MAKE) --no-print-directory all
+	tests/run.sh
+
+bench: deps
+	@$(MAKE) --no-print-directory all
+	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- tools/bench/boot.sh
+
+format:
+	clang-format -i $(VMM_SRCS) $(AGENT_SRCS) $(UNIT_SRCS) $(wildcard vmm/*.h vmm/*/*.h guest-agent/*.h tests/unit/*.h) tools/bench/bootbench.c
+
+clean:
+	rm -rf $(BUILD)
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

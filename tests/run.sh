@@ -1,0 +1,48 @@
+#!/bin/sh
+# Runs every test: host unit tests (ASan+UBSan), then the integration tests on
+# real KVM through tools/husk-kvm-run, then the harness's own checks. Prints
+# one PASS/FAIL line per test and ends with "N passed, N failed".
+set -u
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+: >"$tmp/all"
+
+# suite NAME COMMAND...: runs a suite; one that dies without reporting a
+# failure (a sanitizer abort, a crashed VM) counts as a failure of its own.
+suite() {
+	name=$1
+	shift
+	echo "== $name: $*"
+	{
+		"$@" 2>&1
+		echo $? >"$tmp/rc"
+	} | tee "$tmp/out"
+	rc=$(cat "$tmp/rc")
+	grep -E '^(PASS|FAIL) ' "$tmp/out" >>"$tmp/all"
+	if [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$tmp/out"; then
+		echo "FAIL $name: exited with status $rc without reporting a failed test" | tee -a "$tmp/all"
+	fi
+}
+
+hardware_kvm() {
+	[ -c /dev/kvm ] && [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }
+}
+
+suite unit build/tests/unit-tests
+suite integration tools/husk-kvm-run --timeout 2400 -- tests/integration/run.sh
+suite harness tests/harness.sh
+# On a KVM host the integration suite ran directly; boot once through the
+# nested path too, so the harness CI depends on elsewhere keeps working.
+if hardware_kvm; then
+	HUSK_NESTED=1 suite nested tools/husk-kvm-run --timeout 900 -- tests/integration/run.sh boot_2cpu
+fi
+
+passed=$(grep -c '^PASS ' "$tmp/all")
+failed=$(grep -c '^FAIL ' "$tmp/all")
+if [ "$failed" != 0 ]; then
+	echo "Failed:"
+	grep '^FAIL ' "$tmp/all"
+fi
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ] && [ "$passed" -gt 0 ]

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Installs every Debian package that building husk, its images and its tests
+# need. Non-interactive and idempotent: does nothing when all are present.
+set -eu
+
+packages="
+build-essential pkg-config clang libclang-rt-14-dev
+linux-source-6.1 bc bison flex libelf-dev libssl-dev xz-utils lz4 cpio gzip
+busybox-static qemu-system-x86 qemu-utils
+"
+
+missing=""
+for p in $packages; do
+	if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]; then
+		missing="$missing $p"
+	fi
+done
+[ -z "$missing" ] && exit 0
+
+echo "deps: installing:$missing"
+if [ "$(id -u)" = 0 ]; then
+	sudo=""
+elif command -v sudo >/dev/null; then
+	sudo="sudo"
+else
+	echo "deps: not root and no sudo; install these packages as root:$missing" >&2
+	exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+$sudo apt-get install -y -qq --no-install-recommends $missing

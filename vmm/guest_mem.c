@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: MIT
+#include "guest_mem.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define SZ_2M (2ULL << 20)
+
+static int region_map(struct guest_region *r, uint64_t gpa, uint64_t size)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		       -1, 0);
+
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	/* Guest RAM is never part of a host core dump. */
+	madvise(p, size, MADV_DONTDUMP);
+	r->gpa = gpa;
+	r->size = size;
+	r->host = p;
+	return 0;
+}
+
+int guest_mem_init(struct guest_mem *mem, uint64_t ram_size)
+{
+	uint64_t low;
+	int ret;
+
+	memset(mem, 0, sizeof(*mem));
+	/* 1 TiB is far beyond what a sandbox gets and keeps every sum below 2^64. */
+	if (ram_size < SZ_2M || ram_size % SZ_2M || ram_size > (1ULL << 40))
+		return -EINVAL;
+	low = ram_size < GUEST_MMIO_GAP_START ? ram_size : GUEST_MMIO_GAP_START;
+	ret = region_map(&mem->regions[0], 0, low);
+	if (ret)
+		return ret;
+	mem->nr_regions = 1;
+	if (ram_size > low) {
+		ret = region_map(&mem->regions[1], GUEST_MMIO_GAP_END, ram_size - low);
+		if (ret) {
+			guest_mem_free(mem);
+			return ret;
+		}
+		mem->nr_regions = 2;
+	}
+	mem->ram_size = ram_size;
+	return 0;
+}
+
+void guest_mem_free(struct guest_mem *mem)
+{
+	for (int i = 0; i < mem->nr_regions; i++)
+		munmap(mem->regions[i].host, mem->regions[i].size);
+	memset(mem, 0, sizeof(*mem));
+}
+
+void *gpa_ptr(const struct guest_mem *mem, uint64_t gpa, uint64_t len)
+{
+	if (len == 0 || gpa + len < gpa)
+		return NULL;
+	for (int i = 0; i < mem->nr_regions; i++) {
+		const struct guest_region *r = &mem->regions[i];
+
+		/* Written so that no sum can wrap: gpa >= r->gpa first. */
+		if (gpa >= r->gpa && gpa - r->gpa < r->size && len <= r->size - (gpa - r->gpa))
+			return r->host + (gpa - r->gpa);
+	}
+	return NULL;
+}
+
+int guest_mem_read(const struct guest_mem *mem, uint64_t gpa, void *dst, uint64_t len)
+{
+	const void *p = gpa_ptr(mem, gpa, len);
+
+	if (!p)
+		return -EFAULT;
+	memcpy(dst, p, len);
+	return 0;
+}
+
+int guest_mem_write(const struct guest_mem *mem, uint64_t gpa, const void *src, uint64_t len)
+{
+	void *p = gpa_ptr(mem, gpa, len);
+
+	if (!p)
+		return -EFAULT;
+	memcpy(p, src, len);
+	return 0;
+}
+
+uint64_t guest_mem_low_size(const struct guest_mem *mem)
+{
+	return mem->nr_regions ? mem->regions[0].size : 0;
+}

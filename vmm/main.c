@@ -1,0 +1,234 @@
+// SPDX-License-Identifier: MIT
+/* husk-vmm: one KVM microVM per process. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "devices/power.h"
+#include "devices/serial.h"
+#include "kvm.h"
+#include "log.h"
+#include "vm.h"
+#include "x86/boot.h"
+#include "x86/layout.h"
+
+#define MAX_VCPUS 255 /* xAPIC IDs in the MADT are 8 bits */
+#define MIN_MEM (32ULL << 20)
+
+/*
+ * Always on the guest command line, ahead of the user's: the console, the
+ * panic signal (see devices/power.h), and no PCI bus to probe.
+ */
+static const char base_cmdline[] = "console=ttyS0 reboot=panic_warm panic=-1 pci=off";
+
+struct options {
+	const char *kernel;
+	const char *initrd;
+	const char *cmdline;
+	const char *console;
+	uint64_t mem;
+	unsigned vcpus;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
+		"                [--mem SIZE] [--vcpus N] [--console stdio|PATH] [-v]\n"
+		"\n"
+		"Boots a Linux guest in a KVM microVM.\n"
+		"\n"
+		"  --kernel BZIMAGE   x86-64 Linux bzImage (boot protocol 2.12 or newer)\n"
+		"  --initrd FILE      initramfs or initrd image\n"
+		"  --cmdline TEXT     kernel command line, appended to \"%s\"\n"
+		"  --mem SIZE         guest RAM: a number with K, M or G (default MiB),\n"
+		"                     a multiple of 2 MiB, at least 32M (default 256M)\n"
+		"  --vcpus N          virtual CPUs, 1 to %d (default 1)\n"
+		"  --console DEST     where the serial console goes: stdio (default) or a file\n"
+		"  -v, --verbose      more messages on stderr (twice for debug)\n"
+		"  -h, --help         this text\n"
+		"\n"
+		"Environment: HUSK_KVM_DEVICE names the KVM device (default /dev/kvm).\n"
+		"\n"
+		"Exit status: 0 the guest powered off or rebooted; 1 the VMM failed;\n"
+		"2 bad usage, bad input files or no usable KVM; 3 the guest crashed\n"
+		"(kernel panic, triple fault, KVM could not run it).\n",
+		base_cmdline, MAX_VCPUS);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "husk-vmm: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nTry 'husk-vmm --help'.\n");
+	return VM_EXIT_USAGE;
+}
+
+/* "256M", "1G", "512" (MiB), "1048576K"; also "MiB"/"MB" spellings. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	uint64_t v, shift = 20;
+
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && strcmp(end, "iB") && strcmp(end, "B"))
+		return -EINVAL;
+	if (v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct options *o)
+{
+	static const struct option longopts[] = {
+		{"kernel", required_argument, NULL, 'k'}, {"initrd", required_argument, NULL, 'i'},
+		{"cmdline", required_argument, NULL, 'c'}, {"mem", required_argument, NULL, 'm'},
+		{"vcpus", required_argument, NULL, 'n'},   {"console", required_argument, NULL, 'o'},
+		{"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char *end;
+	long n;
+	int c;
+
+	*o = (struct options){.cmdline = "", .console = "stdio", .mem = 256ULL << 20, .vcpus = 1};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'k':
+			o->kernel = optarg;
+			break;
+		case 'i':
+			o->initrd = optarg;
+			break;
+		case 'c':
+			o->cmdline = optarg;
+			break;
+		case 'o':
+			o->console = optarg;
+			break;
+		case 'm':
+			if (parse_size(optarg, &o->mem))
+				return usage_error("--mem '%s' is not a size such as 256M or 1G", optarg);
+			if (o->mem < MIN_MEM || o->mem % (2ULL << 20))
+				return usage_error("--mem '%s' must be a multiple of 2M and at least 32M",
+						   optarg);
+			break;
+		case 'n':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 1 || n > MAX_VCPUS)
+				return usage_error("--vcpus '%s' must be a number from 1 to 255", optarg);
+			o->vcpus = (unsigned)n;
+			break;
+		case 'v':
+			if (log_max_level < LOG_DEBUG)
+				log_max_level++;
+			break;
+		case 'h':
+			usage(stdout);
+			exit(0);
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!o->kernel)
+		return usage_error("%s", "--kernel is required");
+	return 0;
+}
+
+static int open_console(const char *dest)
+{
+	int fd;
+
+	if (strcmp(dest, "stdio") == 0)
+		return STDOUT_FILENO;
+	fd = open(dest, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0)
+		log_err("cannot open console file '%s': %s", dest, strerror(errno));
+	return fd;
+}
+
+int main(int argc, char **argv)
+{
+	struct boot_files boot;
+	struct options o;
+	struct serial *serial = NULL;
+	struct vm vm;
+	char *cmdline = NULL;
+	int kvm_fd, console_fd, ret, status;
+
+	ret = parse_args(argc, argv, &o);
+	if (ret)
+		return ret;
+	if (boot_open(&boot, o.kernel, o.initrd, o.mem))
+		return VM_EXIT_USAGE;
+	if (asprintf(&cmdline, "%s %s", base_cmdline, o.cmdline) < 0)
+		return VM_EXIT_ERROR;
+	kvm_fd = kvm_open(getenv("HUSK_KVM_DEVICE") ? getenv("HUSK_KVM_DEVICE") : "/dev/kvm");
+	if (kvm_fd < 0)
+		return VM_EXIT_USAGE;
+	if ((int)o.vcpus > kvm_max_vcpus(kvm_fd)) {
+		log_err("--vcpus %u is more than this host's KVM supports (%d)", o.vcpus,
+			kvm_max_vcpus(kvm_fd));
+		return VM_EXIT_USAGE;
+	}
+	console_fd = open_console(o.console);
+	if (console_fd < 0)
+		return VM_EXIT_USAGE;
+
+	if (vm_create(&vm, kvm_fd, o.mem, o.vcpus))
+		return VM_EXIT_ERROR;
+	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
+	if (!serial || power_create(&vm) || boot_load(&boot, &vm, cmdline)) {
+		status = VM_EXIT_ERROR;
+		goto out;
+	}
+	status = vm_run(&vm);
+	if (status == VM_EXIT_OK)
+		log_info("%s", vm.exit_reason);
+	else
+		log_err("%s", vm.exit_reason);
+out:
+	vm_destroy(&vm);
+	serial_destroy(serial);
+	boot_close(&boot);
+	free(cmdline);
+	close(kvm_fd);
+	return status;
+}

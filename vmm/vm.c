@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: MIT
+#include "vm.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "vcpu.h"
+#include "x86/layout.h"
+
+void vm_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
+{
+	uint64_t one = 1;
+	va_list ap;
+	int expected = 0;
+
+	if (!atomic_compare_exchange_strong(&vm->stopping, &expected, 1))
+		return;
+	vm->exit_status = status;
+	va_start(ap, fmt);
+	vsnprintf(vm->exit_reason, sizeof(vm->exit_reason), fmt, ap);
+	va_end(ap);
+	if (write(vm->stop_fd, &one, sizeof(one)) < 0)
+		log_err("cannot signal the VM to stop: %s", strerror(errno));
+}
+
+int vm_irq_line(struct vm *vm, unsigned gsi, int level)
+{
+	struct kvm_irq_level irq = {.irq = gsi, .level = (uint32_t)level};
+
+	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) < 0 ? -errno : 0;
+}
+
+static int vm_get_supported_cpuid(struct vm *vm)
+{
+	for (unsigned n = 128; n <= 4096; n *= 2) {
+		struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + n * sizeof(c->entries[0]));
+
+		if (!c)
+			return -ENOMEM;
+		c->nent = n;
+		if (ioctl(vm->kvm_fd, KVM_GET_SUPPORTED_CPUID, c) == 0) {
+			vm->supported_cpuid = c;
+			return 0;
+		}
+		free(c);
+		if (errno != E2BIG)
+			return -errno;
+	}
+	return -E2BIG;
+}
+
+#define VM_IOCTL(fd, req, arg, what)                                                   \
+	do {                                                                           \
+		if (ioctl(fd, req, arg) < 0) {                                         \
+			ret = -errno;                                                  \
+			log_err("%s failed: %s", what, strerror(errno));               \
+			goto err;                                                      \
+		}                                                                      \
+	} while (0)
+
+int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
+{
+	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
+	uint64_t ident = KVM_IDENTITY_MAP_ADDR;
+	int ret;
+
+	memset(vm, 0, sizeof(*vm));
+	vm->kvm_fd = kvm_fd;
+	vm->vm_fd = -1;
+	vm->pio.name = "port I/O";
+	vm->mmio.name = "MMIO";
+	vm->nr_vcpus = nr_vcpus;
+	vm->stop_fd = eventfd(0, EFD_CLOEXEC);
+	if (vm->stop_fd < 0)
+		return -errno;
+	vm->vcpus = calloc(nr_vcpus, sizeof(*vm->vcpus));
+	if (!vm->vcpus) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	vm->vm_fd = ioctl(kvm_fd, KVM_CREATE_VM, 0);
+	if (vm->vm_fd < 0) {
+		ret = -errno;
+		log_err("KVM_CREATE_VM failed: %s", strerror(errno));
+		goto err;
+	}
+	VM_IOCTL(vm->vm_fd, KVM_SET_TSS_ADDR, (unsigned long)KVM_TSS_ADDR, "KVM_SET_TSS_ADDR");
+	VM_IOCTL(vm->vm_fd, KVM_SET_IDENTITY_MAP_ADDR, &ident, "KVM_SET_IDENTITY_MAP_ADDR");
+	VM_IOCTL(vm->vm_fd, KVM_CREATE_IRQCHIP, 0, "KVM_CREATE_IRQCHIP");
+	/* The dummy speaker port lets KVM answer port 0x61 without exiting. */
+	VM_IOCTL(vm->vm_fd, KVM_CREATE_PIT2, &pit, "KVM_CREATE_PIT2");
+
+	ret = guest_mem_init(&vm->mem, mem_size);
+	if (ret) {
+		log_err("cannot reserve %llu MiB of guest memory: %s",
+			(unsigned long long)(mem_size >> 20), strerror(-ret));
+		goto err;
+	}
+	for (int i = 0; i < vm->mem.nr_regions; i++) {
+		struct kvm_userspace_memory_region r = {
+			.slot = (uint32_t)i,
+			.guest_phys_addr = vm->mem.regions[i].gpa,
+			.memory_size = vm->mem.regions[i].size,
+			.userspace_addr = (uint64_t)(uintptr_t)vm->mem.regions[i].host,
+		};
+		VM_IOCTL(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r, "KVM_SET_USER_MEMORY_REGION");
+	}
+
+	vm->vcpu_mmap_size = ioctl(kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
+	if (vm->vcpu_mmap_size < (int)sizeof(struct kvm_run)) {
+		ret = -EINVAL;
+		log_err("KVM_GET_VCPU_MMAP_SIZE returned %d", vm->vcpu_mmap_size);
+		goto err;
+	}
+	ret = vm_get_supported_cpuid(vm);
+	if (ret) {
+		log_err("KVM_GET_SUPPORTED_CPUID failed: %s", strerror(-ret));
+		goto err;
+	}
+	for (unsigned i = 0; i < nr_vcpus; i++) {
+		ret = vcpu_create(vm, i, &vm->vcpus[i]);
+		if (ret)
+			goto err;
+	}
+	return 0;
+err:
+	vm_destroy(vm);
+	return ret;
+}
+
+void vm_destroy(struct vm *vm)
+{
+	for (unsigned i = 0; vm->vcpus && i < vm->nr_vcpus; i++)
+		vcpu_destroy(&vm->vcpus[i]);
+	free(vm->vcpus);
+	vm->vcpus = NULL;
+	free(vm->supported_cpuid);
+	vm->supported_cpuid = NULL;
+	if (vm->vm_fd >= 0)
+		close(vm->vm_fd);
+	vm->vm_fd = -1;
+	guest_mem_free(&vm->mem);
+	if (vm->stop_fd >= 0)
+		close(vm->stop_fd);
+	vm->stop_fd = -1;
+}
+
+static void kick_handler(int sig)
+{
+	(void)sig;
+}
+
+int vm_run(struct vm *vm)
+{
+	struct sigaction sa = {.sa_handler = kick_handler};
+	uint64_t v;
+	int ret;
+
+	/* No SA_RESTART: the kick must make KVM_RUN return EINTR. */
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(VCPU_KICK_SIGNAL, &sa, NULL) < 0)
+		return -errno;
+	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+		ret = vcpu_start(&vm->vcpus[i]);
+		if (ret) {
+			vm_stop(vm, VM_EXIT_ERROR, "cannot start vCPU %u: %s", i, strerror(-ret));
+			break;
+		}
+	}
+	while (read(vm->stop_fd, &v, sizeof(v)) < 0 && errno == EINTR)
+		;
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		vcpu_join(&vm->vcpus[i]);
+	return vm->exit_status;
+}

@@ -1,0 +1,73 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_VM_H
+#define HUSK_VM_H
+
+#include <linux/kvm.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bus.h"
+#include "guest_mem.h"
+
+/* Exit statuses of husk-vmm, documented in --help. */
+enum vm_exit_status {
+	VM_EXIT_OK = 0,          /* guest powered off or rebooted */
+	VM_EXIT_ERROR = 1,       /* the VMM failed at run time */
+	VM_EXIT_USAGE = 2,       /* bad flags, bad input files, no usable KVM */
+	VM_EXIT_GUEST_CRASH = 3, /* kernel panic, triple fault, KVM could not run the guest */
+};
+
+struct vcpu {
+	struct vm *vm;
+	unsigned index;
+	int fd;
+	struct kvm_run *run;
+	pthread_t thread;
+	int started;
+};
+
+struct vm {
+	int kvm_fd;
+	int vm_fd;
+	int vcpu_mmap_size;
+	struct kvm_cpuid2 *supported_cpuid;
+	struct guest_mem mem;
+	unsigned nr_vcpus;
+	struct vcpu *vcpus;
+	struct bus pio;
+	struct bus mmio;
+	int stop_fd; /* eventfd: readable once vm_stop() has been called */
+	atomic_int stopping;
+	int exit_status;
+	char exit_reason[256];
+};
+
+/*
+ * Asks the VM to stop with an exit status and a one-line reason. The first
+ * call wins; later calls are ignored. Safe from any thread.
+ */
+void vm_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/*
+ * Creates the VM: in-kernel irqchip and PIT, mem_size bytes of guest RAM
+ * (untouched), nr_vcpus vCPUs (not yet started). Logs and returns -errno on
+ * failure, leaving nothing allocated.
+ */
+int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
+	__attribute__((warn_unused_result));
+
+/*
+ * Starts every vCPU thread and blocks until vm_stop(); then stops and joins
+ * the vCPUs. Returns the exit status vm_stop() was given.
+ */
+int vm_run(struct vm *vm);
+
+/* Frees everything vm_create() made; the kvm fd stays open. */
+void vm_destroy(struct vm *vm);
+
+/* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
+int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));
+
+#endif

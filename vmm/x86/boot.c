@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+#include "x86/boot.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "vcpu.h"
+#include "x86/acpi.h"
+#include "x86/cpu_state.h"
+#include "x86/layout.h"
+
+#define ENTRY_64_OFFSET 0x200
+
+static int open_regular(const char *path, const char *what, uint64_t *size)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		int e = errno;
+
+		log_err("cannot open %s '%s': %s", what, path, strerror(e));
+		return -e;
+	}
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+		log_err("%s '%s' is not a regular file", what, path);
+		close(fd);
+		return -EINVAL;
+	}
+	*size = (uint64_t)st.st_size;
+	return fd;
+}
+
+/* pread() until len bytes arrived; a short file is an error. */
+static int read_full(int fd, void *buf, uint64_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fd, p, len > (1 << 30) ? (1 << 30) : len, (off_t)off);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return -EIO;
+		p += n;
+		off += (uint64_t)n;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+int boot_open(struct boot_files *b, const char *kernel, const char *initrd, uint64_t mem_size)
+{
+	uint8_t head[BZIMAGE_SETUP_MAX];
+	uint64_t low = mem_size < GUEST_MMIO_GAP_START ? mem_size : GUEST_MMIO_GAP_START;
+	uint64_t head_len;
+	int ret;
+
+	memset(b, 0, sizeof(*b));
+	b->initrd_fd = -1;
+	b->kernel_fd = open_regular(kernel, "kernel", &b->kernel_file_size);
+	if (b->kernel_fd < 0)
+		return b->kernel_fd;
+	head_len = b->kernel_file_size < sizeof(head) ? b->kernel_file_size : sizeof(head);
+	ret = read_full(b->kernel_fd, head, head_len, 0);
+	if (ret) {
+		log_err("cannot read kernel '%s': %s", kernel, strerror(-ret));
+		goto err;
+	}
+	ret = bzimage_parse(head, head_len, b->kernel_file_size, &b->k);
+	if (ret) {
+		log_err("kernel '%s' is not a bootable x86-64 Linux bzImage: %s", kernel, b->k.error);
+		goto err;
+	}
+	if (b->k.mem_needed > low) {
+		log_err("kernel '%s' needs %llu MiB of RAM to unpack; give --mem more", kernel,
+			(unsigned long long)(b->k.mem_needed >> 20) + 1);
+		ret = -ENOMEM;
+		goto err;
+	}
+	if (!initrd)
+		return 0;
+	b->initrd_fd = open_regular(initrd, "initrd", &b->initrd_size);
+	if (b->initrd_fd < 0) {
+		ret = b->initrd_fd;
+		goto err;
+	}
+	if (b->initrd_size == 0) {
+		log_err("initrd '%s' is empty", initrd);
+		ret = -EINVAL;
+		goto err;
+	}
+	ret = bzimage_place_initrd(&b->k, low, b->initrd_size, &b->initrd_addr);
+	if (ret) {
+		log_err("initrd '%s' (%llu MiB) does not fit in guest RAM beside the kernel; "
+			"give --mem more",
+			initrd, (unsigned long long)(b->initrd_size >> 20));
+		goto err;
+	}
+	return 0;
+err:
+	boot_close(b);
+	return ret;
+}
+
+void boot_close(struct boot_files *b)
+{
+	if (b->kernel_fd > 0)
+		close(b->kernel_fd);
+	if (b->initrd_fd > 0)
+		close(b->initrd_fd);
+	b->kernel_fd = b->initrd_fd = -1;
+}
+
+static int load_file(struct vm *vm, int fd, uint64_t gpa, uint64_t len, uint64_t off, const char *what)
+{
+	void *dst = gpa_ptr(&vm->mem, gpa, len);
+	int ret;
+
+	if (!dst) {
+		log_err("%s does not fit in guest RAM at %#llx", what, (unsigned long long)gpa);
+		return -EFAULT;
+	}
+	ret = read_full(fd, dst, len, off);
+	if (ret)
+		log_err("cannot read %s: %s", what, strerror(-ret));
+	return ret;
+}
+
+int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
+{
+	static uint8_t acpi[ACPI_TABLES_SIZE];
+	struct boot_info info = {
+		.cmdline_addr = BOOT_CMDLINE_ADDR,
+		.cmdline = cmdline,
+		.rsdp_addr = ACPI_TABLES_ADDR,
+	};
+	struct boot_params bp;
+	long acpi_len;
+	int ret;
+
+	ret = load_file(vm, b->kernel_fd, b->k.load_addr, b->k.kernel_size, b->k.setup_size, "kernel");
+	if (ret)
+		return ret;
+	if (b->initrd_fd >= 0) {
+		ret = load_file(vm, b->initrd_fd, b->initrd_addr, b->initrd_size, 0, "initrd");
+		if (ret)
+			return ret;
+		info.initrd_addr = b->initrd_addr;
+		info.initrd_size = b->initrd_size;
+	}
+
+	acpi_len = acpi_build(acpi, sizeof(acpi), ACPI_TABLES_ADDR, vm->nr_vcpus);
+	if (acpi_len < 0) {
+		log_err("cannot build ACPI tables: %s", strerror((int)-acpi_len));
+		return (int)acpi_len;
+	}
+	ret = bzimage_boot_params(&b->k, &vm->mem, &info, &bp);
+	if (ret) {
+		log_err("kernel command line is %zu bytes; this kernel accepts at most %u",
+			strlen(cmdline), b->k.hdr.cmdline_size);
+		return ret;
+	}
+	if (guest_mem_write(&vm->mem, ACPI_TABLES_ADDR, acpi, (uint64_t)acpi_len) ||
+	    guest_mem_write(&vm->mem, BOOT_CMDLINE_ADDR, cmdline, strlen(cmdline) + 1) ||
+	    guest_mem_write(&vm->mem, BOOT_PARAMS_ADDR, &bp, sizeof(bp)) || cpu_state_tables(&vm->mem)) {
+		log_err("guest RAM too small for the boot structures");
+		return -EFAULT;
+	}
+	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+		ret = vcpu_setup_boot(&vm->vcpus[i], b->k.load_addr + ENTRY_64_OFFSET, BOOT_PARAMS_ADDR);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
