@@ -41,7 +41,7 @@ static void say(const char *fmt, ...)
 }
 
 static void mount_one(const char *src, const char *dir, const char *type, unsigned long flags,
-		      const char *data)
+                      const char *data)
 {
 	mkdir(dir, 0755);
 	if (mount(src, dir, type, flags, data) < 0 && errno != EBUSY)

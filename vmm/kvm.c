@@ -38,13 +38,13 @@ int kvm_open(const char *path)
 
 		if (e == ENOENT)
 			log_err("cannot open %s: no such device; this host has no KVM: enable "
-				"virtualization and load kvm_intel or kvm_amd, or run through "
-				"tools/husk-kvm-run, which provides a nested KVM host",
-				path);
+			        "virtualization and load kvm_intel or kvm_amd, or run through "
+			        "tools/husk-kvm-run, which provides a nested KVM host",
+			        path);
 		else if (e == EACCES || e == EPERM)
 			log_err("cannot open %s: permission denied; add this user to the 'kvm' "
-				"group or run as root",
-				path);
+			        "group or run as root",
+			        path);
 		else
 			log_err("cannot open %s: %s", path, strerror(e));
 		return -e;
@@ -52,15 +52,15 @@ int kvm_open(const char *path)
 	ver = ioctl(fd, KVM_GET_API_VERSION, 0);
 	if (ver != KVM_API_VERSION) {
 		log_err("%s speaks KVM API version %d, husk-vmm needs %d; use a newer host kernel",
-			path, ver, KVM_API_VERSION);
+		        path, ver, KVM_API_VERSION);
 		close(fd);
 		return -ENODEV;
 	}
 	for (size_t i = 0; i < sizeof(required_caps) / sizeof(required_caps[0]); i++) {
 		if (ioctl(fd, KVM_CHECK_EXTENSION, required_caps[i].cap) <= 0) {
 			log_err("KVM on this host lacks %s (needed for %s); use a host kernel "
-				"of 4.11 or later with KVM built in",
-				required_caps[i].name, required_caps[i].why);
+			        "of 4.11 or later with KVM built in",
+			        required_caps[i].name, required_caps[i].why);
 			close(fd);
 			return -ENODEV;
 		}
@@ -72,9 +72,9 @@ int kvm_open(const char *path)
 	 */
 	if (access("/sys/module/kvm_intel", F_OK) && access("/sys/module/kvm_amd", F_OK))
 		log_warn("%s is not backed by VT-x or AMD-V (no kvm_intel or kvm_amd module); "
-			 "the guest will run very slowly; tools/husk-kvm-run provides a nested "
-			 "KVM host instead",
-			 path);
+		         "the guest will run very slowly; tools/husk-kvm-run provides a nested "
+		         "KVM host instead",
+		         path);
 	return fd;
 }
 

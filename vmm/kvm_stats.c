@@ -19,7 +19,8 @@ static int stats_find(int sfd, const struct kvm_stats_header *h, const char *nam
 	descs = malloc(desc_size * h->num_desc);
 	if (!descs)
 		return -ENOMEM;
-	if (pread(sfd, descs, desc_size * h->num_desc, h->desc_offset) != (ssize_t)(desc_size * h->num_desc)) {
+	if (pread(sfd, descs, desc_size * h->num_desc, h->desc_offset) !=
+	    (ssize_t)(desc_size * h->num_desc)) {
 		free(descs);
 		return -EIO;
 	}

@@ -29,11 +29,11 @@ struct log_ratelimit {
 
 int log_ratelimit_ok(struct log_ratelimit *rl);
 
-#define log_guest(level, ...)                                                  \
-	do {                                                                   \
-		static struct log_ratelimit rl_;                               \
-		if (log_ratelimit_ok(&rl_))                                    \
-			log_print(level, __VA_ARGS__);                         \
+#define log_guest(level, ...)                          \
+	do {                                           \
+		static struct log_ratelimit rl_;       \
+		if (log_ratelimit_ok(&rl_))            \
+			log_print(level, __VA_ARGS__); \
 	} while (0)
 
 #endif

@@ -38,27 +38,27 @@ struct options {
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
-		"                [--mem SIZE] [--vcpus N] [--console stdio|PATH] [-v]\n"
-		"\n"
-		"Boots a Linux guest in a KVM microVM.\n"
-		"\n"
-		"  --kernel BZIMAGE   x86-64 Linux bzImage (boot protocol 2.12 or newer)\n"
-		"  --initrd FILE      initramfs or initrd image\n"
-		"  --cmdline TEXT     kernel command line, appended to \"%s\"\n"
-		"  --mem SIZE         guest RAM: a number with K, M or G (default MiB),\n"
-		"                     a multiple of 2 MiB, at least 32M (default 256M)\n"
-		"  --vcpus N          virtual CPUs, 1 to %d (default 1)\n"
-		"  --console DEST     where the serial console goes: stdio (default) or a file\n"
-		"  -v, --verbose      more messages on stderr (twice for debug)\n"
-		"  -h, --help         this text\n"
-		"\n"
-		"Environment: HUSK_KVM_DEVICE names the KVM device (default /dev/kvm).\n"
-		"\n"
-		"Exit status: 0 the guest powered off or rebooted; 1 the VMM failed;\n"
-		"2 bad usage, bad input files or no usable KVM; 3 the guest crashed\n"
-		"(kernel panic, triple fault, KVM could not run it).\n",
-		base_cmdline, MAX_VCPUS);
+	        "usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
+	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH] [-v]\n"
+	        "\n"
+	        "Boots a Linux guest in a KVM microVM.\n"
+	        "\n"
+	        "  --kernel BZIMAGE   x86-64 Linux bzImage (boot protocol 2.12 or newer)\n"
+	        "  --initrd FILE      initramfs or initrd image\n"
+	        "  --cmdline TEXT     kernel command line, appended to \"%s\"\n"
+	        "  --mem SIZE         guest RAM: a number with K, M or G (default MiB),\n"
+	        "                     a multiple of 2 MiB, at least 32M (default 256M)\n"
+	        "  --vcpus N          virtual CPUs, 1 to %d (default 1)\n"
+	        "  --console DEST     where the serial console goes: stdio (default) or a file\n"
+	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
+	        "  -h, --help         this text\n"
+	        "\n"
+	        "Environment: HUSK_KVM_DEVICE names the KVM device (default /dev/kvm).\n"
+	        "\n"
+	        "Exit status: 0 the guest powered off or rebooted; 1 the VMM failed;\n"
+	        "2 bad usage, bad input files or no usable KVM; 3 the guest crashed\n"
+	        "(kernel panic, triple fault, KVM could not run it).\n",
+	        base_cmdline, MAX_VCPUS);
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -112,10 +112,14 @@ static int parse_size(const char *s, uint64_t *out)
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
-		{"kernel", required_argument, NULL, 'k'}, {"initrd", required_argument, NULL, 'i'},
-		{"cmdline", required_argument, NULL, 'c'}, {"mem", required_argument, NULL, 'm'},
-		{"vcpus", required_argument, NULL, 'n'},   {"console", required_argument, NULL, 'o'},
-		{"verbose", no_argument, NULL, 'v'},       {"help", no_argument, NULL, 'h'},
+		{"kernel", required_argument, NULL, 'k'},
+		{"initrd", required_argument, NULL, 'i'},
+		{"cmdline", required_argument, NULL, 'c'},
+		{"mem", required_argument, NULL, 'm'},
+		{"vcpus", required_argument, NULL, 'n'},
+		{"console", required_argument, NULL, 'o'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
 	char *end;
@@ -140,16 +144,19 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'm':
 			if (parse_size(optarg, &o->mem))
-				return usage_error("--mem '%s' is not a size such as 256M or 1G", optarg);
+				return usage_error("--mem '%s' is not a size such as 256M or 1G",
+				                   optarg);
 			if (o->mem < MIN_MEM || o->mem % (2ULL << 20))
-				return usage_error("--mem '%s' must be a multiple of 2M and at least 32M",
-						   optarg);
+				return usage_error(
+					"--mem '%s' must be a multiple of 2M and at least 32M",
+					optarg);
 			break;
 		case 'n':
 			errno = 0;
 			n = strtol(optarg, &end, 10);
 			if (errno || *end || end == optarg || n < 1 || n > MAX_VCPUS)
-				return usage_error("--vcpus '%s' must be a number from 1 to 255", optarg);
+				return usage_error("--vcpus '%s' must be a number from 1 to 255",
+				                   optarg);
 			o->vcpus = (unsigned)n;
 			break;
 		case 'v':
@@ -205,7 +212,7 @@ int main(int argc, char **argv)
 		return VM_EXIT_USAGE;
 	if ((int)o.vcpus > kvm_max_vcpus(kvm_fd)) {
 		log_err("--vcpus %u is more than this host's KVM supports (%d)", o.vcpus,
-			kvm_max_vcpus(kvm_fd));
+		        kvm_max_vcpus(kvm_fd));
 		return VM_EXIT_USAGE;
 	}
 	console_fd = open_console(o.console);

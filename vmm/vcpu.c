@@ -25,7 +25,8 @@ int vcpu_create(struct vm *vm, unsigned index, struct vcpu *v)
 		log_err("KVM_CREATE_VCPU %u failed: %s", index, strerror(e));
 		return -e;
 	}
-	v->run = mmap(NULL, (size_t)vm->vcpu_mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd, 0);
+	v->run = mmap(NULL, (size_t)vm->vcpu_mmap_size, PROT_READ | PROT_WRITE, MAP_SHARED, v->fd,
+	              0);
 	if (v->run == MAP_FAILED) {
 		int e = errno;
 
@@ -78,7 +79,7 @@ static int vcpu_setup_msrs(struct vcpu *v)
 	n = ioctl(v->fd, KVM_SET_MSRS, &m);
 	if (n != (int)m.hdr.nmsrs) {
 		log_err("vCPU %u: KVM_SET_MSRS set %d of %u MSRs (stopped at %#x)", v->index, n,
-			m.hdr.nmsrs, n >= 0 && n < (int)m.hdr.nmsrs ? m.e[n].index : 0);
+		        m.hdr.nmsrs, n >= 0 && n < (int)m.hdr.nmsrs ? m.e[n].index : 0);
 		return -EINVAL;
 	}
 	return 0;
@@ -138,7 +139,7 @@ static void vcpu_exit_io(struct vcpu *v)
 	for (uint32_t i = 0; i < run->io.count; i++, data += run->io.size) {
 		if (bus_access(&v->vm->pio, run->io.port, data, run->io.size, is_write))
 			log_guest(LOG_DEBUG, "vCPU %u: %s of unclaimed port %#x", v->index,
-				  is_write ? "write" : "read", run->io.port);
+			          is_write ? "write" : "read", run->io.port);
 	}
 }
 
@@ -149,10 +150,10 @@ static void vcpu_exit_mmio(struct vcpu *v)
 	if (run->mmio.len > sizeof(run->mmio.data))
 		return;
 	if (bus_access(&v->vm->mmio, run->mmio.phys_addr, run->mmio.data, run->mmio.len,
-		       run->mmio.is_write))
+	               run->mmio.is_write))
 		log_guest(LOG_WARN, "vCPU %u: %s of unclaimed MMIO address %#llx", v->index,
-			  run->mmio.is_write ? "write" : "read",
-			  (unsigned long long)run->mmio.phys_addr);
+		          run->mmio.is_write ? "write" : "read",
+		          (unsigned long long)run->mmio.phys_addr);
 }
 
 static void vcpu_exit_system_event(struct vcpu *v)
@@ -165,11 +166,12 @@ static void vcpu_exit_system_event(struct vcpu *v)
 		vm_stop(v->vm, VM_EXIT_OK, "guest rebooted");
 		break;
 	case KVM_SYSTEM_EVENT_CRASH:
-		vm_stop(v->vm, VM_EXIT_GUEST_CRASH, "guest reported a crash (RIP %#llx)", vcpu_rip(v));
+		vm_stop(v->vm, VM_EXIT_GUEST_CRASH, "guest reported a crash (RIP %#llx)",
+		        vcpu_rip(v));
 		break;
 	default:
 		vm_stop(v->vm, VM_EXIT_ERROR, "unknown KVM system event %u (RIP %#llx)",
-			v->run->system_event.type, vcpu_rip(v));
+		        v->run->system_event.type, vcpu_rip(v));
 		break;
 	}
 }
@@ -192,32 +194,34 @@ static int vcpu_handle_exit(struct vcpu *v)
 		vcpu_exit_system_event(v);
 		return 1;
 	case KVM_EXIT_SHUTDOWN:
-		vm_stop(v->vm, VM_EXIT_GUEST_CRASH, "vCPU %u: guest triple fault (shutdown) at RIP %#llx",
-			v->index, vcpu_rip(v));
+		vm_stop(v->vm, VM_EXIT_GUEST_CRASH,
+		        "vCPU %u: guest triple fault (shutdown) at RIP %#llx", v->index,
+		        vcpu_rip(v));
 		return 1;
 	case KVM_EXIT_INTERNAL_ERROR:
 		vm_stop(v->vm, VM_EXIT_GUEST_CRASH,
-			"vCPU %u: KVM internal error, suberror %u%s, at RIP %#llx", v->index,
-			run->internal.suberror,
-			run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION ? " (emulation failure)"
-										: "",
-			vcpu_rip(v));
+		        "vCPU %u: KVM internal error, suberror %u%s, at RIP %#llx", v->index,
+		        run->internal.suberror,
+		        run->internal.suberror == KVM_INTERNAL_ERROR_EMULATION
+		                ? " (emulation failure)"
+		                : "",
+		        vcpu_rip(v));
 		return 1;
 	case KVM_EXIT_FAIL_ENTRY:
 		vm_stop(v->vm, VM_EXIT_GUEST_CRASH,
-			"vCPU %u: KVM could not enter the guest, hardware reason %#llx, at RIP %#llx",
-			v->index,
-			(unsigned long long)run->fail_entry.hardware_entry_failure_reason,
-			vcpu_rip(v));
+		        "vCPU %u: KVM could not enter the guest, hardware reason %#llx, at RIP "
+		        "%#llx",
+		        v->index, (unsigned long long)run->fail_entry.hardware_entry_failure_reason,
+		        vcpu_rip(v));
 		return 1;
 	case KVM_EXIT_HLT:
 		/* Only without an in-kernel LAPIC, which husk never runs. */
 		vm_stop(v->vm, VM_EXIT_ERROR, "vCPU %u: unexpected HLT exit at RIP %#llx", v->index,
-			vcpu_rip(v));
+		        vcpu_rip(v));
 		return 1;
 	default:
 		vm_stop(v->vm, VM_EXIT_ERROR, "vCPU %u: unhandled KVM exit reason %u at RIP %#llx",
-			v->index, run->exit_reason, vcpu_rip(v));
+		        v->index, run->exit_reason, vcpu_rip(v));
 		return 1;
 	}
 }
@@ -234,7 +238,7 @@ static void *vcpu_thread(void *arg)
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
 			vm_stop(v->vm, VM_EXIT_ERROR, "vCPU %u: KVM_RUN failed: %s", v->index,
-				strerror(errno));
+			        strerror(errno));
 			break;
 		}
 		if (vcpu_handle_exit(v))

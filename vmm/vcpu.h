@@ -11,7 +11,8 @@
 #define VCPU_KICK_SIGNAL SIGUSR1
 
 /* Creates vCPU index (its APIC ID) and maps its kvm_run page. */
-int vcpu_create(struct vm *vm, unsigned index, struct vcpu *vcpu) __attribute__((warn_unused_result));
+int vcpu_create(struct vm *vm, unsigned index, struct vcpu *vcpu)
+	__attribute__((warn_unused_result));
 
 /*
  * Loads boot state: CPUID, MSRs, FPU and LAPIC on every vCPU; registers and

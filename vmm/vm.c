@@ -57,13 +57,13 @@ static int vm_get_supported_cpuid(struct vm *vm)
 	return -E2BIG;
 }
 
-#define VM_IOCTL(fd, req, arg, what)                                                   \
-	do {                                                                           \
-		if (ioctl(fd, req, arg) < 0) {                                         \
-			ret = -errno;                                                  \
-			log_err("%s failed: %s", what, strerror(errno));               \
-			goto err;                                                      \
-		}                                                                      \
+#define VM_IOCTL(fd, req, arg, what)                                     \
+	do {                                                             \
+		if (ioctl(fd, req, arg) < 0) {                           \
+			ret = -errno;                                    \
+			log_err("%s failed: %s", what, strerror(errno)); \
+			goto err;                                        \
+		}                                                        \
 	} while (0)
 
 int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
@@ -101,7 +101,7 @@ int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
 	ret = guest_mem_init(&vm->mem, mem_size);
 	if (ret) {
 		log_err("cannot reserve %llu MiB of guest memory: %s",
-			(unsigned long long)(mem_size >> 20), strerror(-ret));
+		        (unsigned long long)(mem_size >> 20), strerror(-ret));
 		goto err;
 	}
 	for (int i = 0; i < vm->mem.nr_regions; i++) {

@@ -59,9 +59,9 @@ static void check_tables(unsigned nr_vcpus)
 	}
 	CHECK(fadt && madt);
 	CHECK(u32_at(fadt + 4) == 276);
-	CHECK(u32_at(fadt + 112) & (1U << 20));                     /* HW_REDUCED_ACPI */
-	CHECK(u64_at(fadt + 244 + 4) == PORT_ACPI_SLEEP_CTL);       /* sleep control */
-	CHECK(u64_at(fadt + 256 + 4) == PORT_ACPI_SLEEP_STS);       /* sleep status */
+	CHECK(u32_at(fadt + 112) & (1U << 20));               /* HW_REDUCED_ACPI */
+	CHECK(u64_at(fadt + 244 + 4) == PORT_ACPI_SLEEP_CTL); /* sleep control */
+	CHECK(u64_at(fadt + 256 + 4) == PORT_ACPI_SLEEP_STS); /* sleep status */
 	CHECK(u64_at(fadt + 116 + 4) == PORT_ACPI_RESET && fadt[128] == ACPI_RESET_VALUE);
 	dsdt = table_at(u64_at(fadt + 140));
 	CHECK(dsdt && memcmp(dsdt, "DSDT", 4) == 0);

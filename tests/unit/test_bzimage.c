@@ -209,7 +209,8 @@ UNIT_TEST(bzimage_boot_params_and_e820)
 	CHECK(bp->e820_table[0].type == E820_RAM);
 	CHECK(bp->e820_table[1].type == E820_RESERVED);
 	CHECK(bp->e820_table[1].addr <= ACPI_TABLES_ADDR);
-	CHECK(bp->e820_table[1].addr + bp->e820_table[1].size >= ACPI_TABLES_ADDR + ACPI_TABLES_SIZE);
+	CHECK(bp->e820_table[1].addr + bp->e820_table[1].size >=
+	      ACPI_TABLES_ADDR + ACPI_TABLES_SIZE);
 	CHECK(bp->e820_table[2].addr == HIGH_MEM_START);
 	CHECK(bp->e820_table[2].addr + bp->e820_table[2].size == 256 * MiB);
 	guest_mem_free(&m);

@@ -71,7 +71,8 @@ UNIT_TEST(segment_decode_byte_granular)
 {
 	struct kvm_segment seg;
 	/* base 0x12345678, limit 0x5ffff byte granular, 32-bit data, DPL 3 */
-	uint64_t d = 0x12000000ULL << 32 | 0x345678ULL << 16 | 0x5ULL << 48 | 0xffffULL | 0x40f3ULL << 40;
+	uint64_t d = 0x12000000ULL << 32 | 0x345678ULL << 16 | 0x5ULL << 48 | 0xffffULL |
+	             0x40f3ULL << 40;
 
 	cpu_state_segment(d, 0x2b, &seg);
 	CHECK(seg.base == 0x12345678);

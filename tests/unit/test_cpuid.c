@@ -80,7 +80,7 @@ UNIT_TEST(cpuid_topology_amd)
 	CHECK(e && (e->ecx & 0xff) == 1 && ((e->ecx >> 12) & 0xf) == 1);
 	e = cpuid_find(c, 0x80000001, 0);
 	CHECK(e && !(e->ecx & (1U << 22))); /* TOPOEXT hidden */
-	CHECK(e->ecx & (1U << 1));           /* CmpLegacy */
+	CHECK(e->ecx & (1U << 1));          /* CmpLegacy */
 	e = cpuid_find(c, 4, 0);
 	CHECK(e && e->eax == ((1 << 5) | 1)); /* leaf 4 left alone on AMD */
 	free(c);

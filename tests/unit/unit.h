@@ -13,20 +13,20 @@ void unit_register(const char *name, unit_fn fn);
 void unit_fail(const char *file, int line, const char *expr);
 int unit_failed(void);
 
-#define UNIT_TEST(name)                                                                \
-	static void name(void);                                                        \
-	__attribute__((constructor)) static void register_##name(void)                 \
-	{                                                                              \
-		unit_register(#name, name);                                            \
-	}                                                                              \
+#define UNIT_TEST(name)                                                \
+	static void name(void);                                        \
+	__attribute__((constructor)) static void register_##name(void) \
+	{                                                              \
+		unit_register(#name, name);                            \
+	}                                                              \
 	static void name(void)
 
-#define CHECK(cond)                                                                    \
-	do {                                                                           \
-		if (!(cond)) {                                                         \
-			unit_fail(__FILE__, __LINE__, #cond);                          \
-			return;                                                        \
-		}                                                                      \
+#define CHECK(cond)                                           \
+	do {                                                  \
+		if (!(cond)) {                                \
+			unit_fail(__FILE__, __LINE__, #cond); \
+			return;                               \
+		}                                             \
 	} while (0)
 
 #endif

@@ -133,7 +133,8 @@ int main(int argc, char **argv)
 			return 2;
 	}
 	if (!ready || mem_mib <= 0 || optind >= argc) {
-		fprintf(stderr, "usage: bootbench --ready TEXT --mem-mib N [--timeout S] -- VMM ARGS...\n");
+		fprintf(stderr,
+		        "usage: bootbench --ready TEXT --mem-mib N [--timeout S] -- VMM ARGS...\n");
 		return 2;
 	}
 	if (pipe(pfd) < 0)
@@ -178,7 +179,8 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 	if (wait4(pid, &status, 0, &ru) < 0)
 		return 1;
-	printf("ready_ms=%.1f peak_rss_kib=%ld rss_kib=%ld guest_kib=%ld overhead_kib=%ld exits=%lld "
+	printf("ready_ms=%.1f peak_rss_kib=%ld rss_kib=%ld guest_kib=%ld overhead_kib=%ld "
+	       "exits=%lld "
 	       "status=%d\n",
 	       t_ready, ru.ru_maxrss, rss, guest, rss >= 0 && guest >= 0 ? rss - guest : -1, exits,
 	       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));

@@ -45,7 +45,7 @@ static void acpi_write(void *dev, uint64_t off, const uint8_t *data, unsigned le
 			vm_stop(vm, VM_EXIT_OK, "guest powered off");
 		else
 			log_guest(LOG_WARN, "guest asked for unsupported sleep type %u",
-				  SLP_TYP(data[0]));
+			          SLP_TYP(data[0]));
 		break;
 	case PORT_ACPI_RESET:
 		if (data[0] == ACPI_RESET_VALUE)

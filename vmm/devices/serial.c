@@ -105,7 +105,7 @@ static uint8_t serial_msr(const struct serial *s)
 	if (!(m & MCR_LOOP))
 		return MSR_DCD | MSR_DSR | MSR_CTS;
 	return (uint8_t)(((m & MCR_DTR) ? MSR_DSR : 0) | ((m & MCR_RTS) ? MSR_CTS : 0) |
-			 ((m & MCR_OUT1) ? MSR_RI : 0) | ((m & MCR_OUT2) ? MSR_DCD : 0));
+	                 ((m & MCR_OUT1) ? MSR_RI : 0) | ((m & MCR_OUT2) ? MSR_DCD : 0));
 }
 
 static void serial_read(void *dev, uint64_t off, uint8_t *data, unsigned len)

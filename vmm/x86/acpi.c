@@ -111,7 +111,8 @@ struct madt_lapic_nmi {
 #define ACPI_ACCESS_BYTE 1
 
 /* DefName(_S5_, Package(2) { 5, 0 }): the sleep type for power-off. */
-static const uint8_t dsdt_aml[] = {0x08, '_', 'S', '5', '_', 0x12, 0x06, 0x02, 0x0a, 0x05, 0x0a, 0x00};
+static const uint8_t dsdt_aml[] = {0x08, '_',  'S',  '5',  '_',  0x12,
+                                   0x06, 0x02, 0x0a, 0x05, 0x0a, 0x00};
 
 uint8_t acpi_checksum(const void *p, size_t len)
 {
@@ -195,7 +196,8 @@ static void fill_madt(uint8_t *t, size_t len, unsigned nr_vcpus)
 	m->lapic_address = (uint32_t)LAPIC_ADDR;
 	m->flags = 0; /* no dual 8259: HW-reduced guests do not use the PIC */
 	for (unsigned i = 0; i < nr_vcpus; i++) {
-		struct madt_lapic l = {MADT_TYPE_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i, MADT_LAPIC_ENABLED};
+		struct madt_lapic l = {MADT_TYPE_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i,
+		                       MADT_LAPIC_ENABLED};
 
 		memcpy(p, &l, sizeof(l));
 		p += sizeof(l);
@@ -213,7 +215,7 @@ long acpi_build(uint8_t *buf, size_t buflen, uint64_t base, unsigned nr_vcpus)
 {
 	size_t off = 0;
 	size_t madt_len = sizeof(struct madt_header) + nr_vcpus * sizeof(struct madt_lapic) +
-			  sizeof(struct madt_ioapic) + sizeof(struct madt_lapic_nmi);
+	                  sizeof(struct madt_ioapic) + sizeof(struct madt_lapic_nmi);
 	size_t xsdt_len = sizeof(struct acpi_sdt_header) + 2 * sizeof(uint64_t);
 	struct acpi_rsdp *rsdp;
 	uint8_t *xsdt, *dsdt, *madt;

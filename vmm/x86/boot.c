@@ -76,12 +76,13 @@ int boot_open(struct boot_files *b, const char *kernel, const char *initrd, uint
 	}
 	ret = bzimage_parse(head, head_len, b->kernel_file_size, &b->k);
 	if (ret) {
-		log_err("kernel '%s' is not a bootable x86-64 Linux bzImage: %s", kernel, b->k.error);
+		log_err("kernel '%s' is not a bootable x86-64 Linux bzImage: %s", kernel,
+		        b->k.error);
 		goto err;
 	}
 	if (b->k.mem_needed > low) {
 		log_err("kernel '%s' needs %llu MiB of RAM to unpack; give --mem more", kernel,
-			(unsigned long long)(b->k.mem_needed >> 20) + 1);
+		        (unsigned long long)(b->k.mem_needed >> 20) + 1);
 		ret = -ENOMEM;
 		goto err;
 	}
@@ -100,8 +101,8 @@ int boot_open(struct boot_files *b, const char *kernel, const char *initrd, uint
 	ret = bzimage_place_initrd(&b->k, low, b->initrd_size, &b->initrd_addr);
 	if (ret) {
 		log_err("initrd '%s' (%llu MiB) does not fit in guest RAM beside the kernel; "
-			"give --mem more",
-			initrd, (unsigned long long)(b->initrd_size >> 20));
+		        "give --mem more",
+		        initrd, (unsigned long long)(b->initrd_size >> 20));
 		goto err;
 	}
 	return 0;
@@ -119,7 +120,8 @@ void boot_close(struct boot_files *b)
 	b->kernel_fd = b->initrd_fd = -1;
 }
 
-static int load_file(struct vm *vm, int fd, uint64_t gpa, uint64_t len, uint64_t off, const char *what)
+static int load_file(struct vm *vm, int fd, uint64_t gpa, uint64_t len, uint64_t off,
+                     const char *what)
 {
 	void *dst = gpa_ptr(&vm->mem, gpa, len);
 	int ret;
@@ -146,7 +148,8 @@ int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
 	long acpi_len;
 	int ret;
 
-	ret = load_file(vm, b->kernel_fd, b->k.load_addr, b->k.kernel_size, b->k.setup_size, "kernel");
+	ret = load_file(vm, b->kernel_fd, b->k.load_addr, b->k.kernel_size, b->k.setup_size,
+	                "kernel");
 	if (ret)
 		return ret;
 	if (b->initrd_fd >= 0) {
@@ -165,17 +168,19 @@ int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
 	ret = bzimage_boot_params(&b->k, &vm->mem, &info, &bp);
 	if (ret) {
 		log_err("kernel command line is %zu bytes; this kernel accepts at most %u",
-			strlen(cmdline), b->k.hdr.cmdline_size);
+		        strlen(cmdline), b->k.hdr.cmdline_size);
 		return ret;
 	}
 	if (guest_mem_write(&vm->mem, ACPI_TABLES_ADDR, acpi, (uint64_t)acpi_len) ||
 	    guest_mem_write(&vm->mem, BOOT_CMDLINE_ADDR, cmdline, strlen(cmdline) + 1) ||
-	    guest_mem_write(&vm->mem, BOOT_PARAMS_ADDR, &bp, sizeof(bp)) || cpu_state_tables(&vm->mem)) {
+	    guest_mem_write(&vm->mem, BOOT_PARAMS_ADDR, &bp, sizeof(bp)) ||
+	    cpu_state_tables(&vm->mem)) {
 		log_err("guest RAM too small for the boot structures");
 		return -EFAULT;
 	}
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
-		ret = vcpu_setup_boot(&vm->vcpus[i], b->k.load_addr + ENTRY_64_OFFSET, BOOT_PARAMS_ADDR);
+		ret = vcpu_setup_boot(&vm->vcpus[i], b->k.load_addr + ENTRY_64_OFFSET,
+		                      BOOT_PARAMS_ADDR);
 		if (ret)
 			return ret;
 	}

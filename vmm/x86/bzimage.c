@@ -18,10 +18,10 @@
 #define BOOT_FLAG 0xaa55
 #define PAGE_SIZE 4096ULL
 
-#define REFUSE(why)                                                                    \
-	do {                                                                           \
-		k->error = why;                                                        \
-		return -EINVAL;                                                        \
+#define REFUSE(why)             \
+	do {                    \
+		k->error = why; \
+		return -EINVAL; \
 	} while (0)
 
 int bzimage_parse(const uint8_t *head, size_t head_len, uint64_t file_size, struct bzimage *k)
@@ -64,7 +64,8 @@ int bzimage_parse(const uint8_t *head, size_t head_len, uint64_t file_size, stru
 	if (h.init_size < k->kernel_size || h.cmdline_size == 0)
 		REFUSE("corrupt header: bad init_size or cmdline_size");
 	/* Compared without a sum that could wrap. */
-	if (h.pref_address >= GUEST_MMIO_GAP_START || h.init_size > GUEST_MMIO_GAP_START - h.pref_address)
+	if (h.pref_address >= GUEST_MMIO_GAP_START ||
+	    h.init_size > GUEST_MMIO_GAP_START - h.pref_address)
 		REFUSE("corrupt header: the kernel would not fit below 3 GiB");
 	k->load_addr = h.pref_address;
 	k->mem_needed = h.pref_address + h.init_size;
@@ -75,7 +76,7 @@ int bzimage_parse(const uint8_t *head, size_t head_len, uint64_t file_size, stru
 }
 
 int bzimage_place_initrd(const struct bzimage *k, uint64_t low_ram_end, uint64_t initrd_size,
-			 uint64_t *addr)
+                         uint64_t *addr)
 {
 	uint64_t top = low_ram_end;
 	uint64_t start;
@@ -116,7 +117,7 @@ int bzimage_e820(const struct guest_mem *mem, struct boot_params *bp)
 }
 
 int bzimage_boot_params(const struct bzimage *k, const struct guest_mem *mem,
-			const struct boot_info *info, struct boot_params *bp)
+                        const struct boot_info *info, struct boot_params *bp)
 {
 	size_t len = strlen(info->cmdline);
 
@@ -127,7 +128,7 @@ int bzimage_boot_params(const struct bzimage *k, const struct guest_mem *mem,
 	memset(bp, 0, sizeof(*bp));
 	memcpy(&bp->hdr, &k->hdr, k->hdr_len);
 	bp->hdr.type_of_loader = 0xff; /* undefined loader */
-	bp->hdr.loadflags &= (uint8_t)~(KASLR_FLAG | QUIET_FLAG | KEEP_SEGMENTS | CAN_USE_HEAP);
+	bp->hdr.loadflags &= (uint8_t) ~(KASLR_FLAG | QUIET_FLAG | KEEP_SEGMENTS | CAN_USE_HEAP);
 	bp->hdr.code32_start = (uint32_t)k->load_addr;
 	bp->hdr.cmd_line_ptr = (uint32_t)info->cmdline_addr;
 	bp->ext_cmd_line_ptr = (uint32_t)(info->cmdline_addr >> 32);

@@ -39,7 +39,7 @@ int bzimage_parse(const uint8_t *head, size_t head_len, uint64_t file_size, stru
  * kernel's footprint. Returns 0, or -ENOMEM if it does not fit.
  */
 int bzimage_place_initrd(const struct bzimage *k, uint64_t low_ram_end, uint64_t initrd_size,
-			 uint64_t *addr) __attribute__((warn_unused_result));
+                         uint64_t *addr) __attribute__((warn_unused_result));
 
 struct boot_info {
 	uint64_t cmdline_addr;
@@ -54,7 +54,7 @@ struct boot_info {
  * or -E2BIG when the command line is longer than the kernel accepts.
  */
 int bzimage_boot_params(const struct bzimage *k, const struct guest_mem *mem,
-			const struct boot_info *info, struct boot_params *bp)
+                        const struct boot_info *info, struct boot_params *bp)
 	__attribute__((warn_unused_result));
 
 /* Writes the e820 map of mem into bp; returns the number of entries. */

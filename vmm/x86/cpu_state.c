@@ -11,9 +11,9 @@
 
 #include "x86/layout.h"
 
-#define GDT_ENTRY(flags, base, limit)                                                           \
-	((((uint64_t)(base)&0xff000000ULL) << 32) | (((uint64_t)(flags)&0xf0ffULL) << 40) |     \
-	 (((uint64_t)(limit)&0xf0000ULL) << 32) | (((uint64_t)(base)&0xffffffULL) << 16) |      \
+#define GDT_ENTRY(flags, base, limit)                                                       \
+	((((uint64_t)(base)&0xff000000ULL) << 32) | (((uint64_t)(flags)&0xf0ffULL) << 40) | \
+	 (((uint64_t)(limit)&0xf0000ULL) << 32) | (((uint64_t)(base)&0xffffffULL) << 16) |  \
 	 ((uint64_t)(limit)&0xffffULL))
 
 /* null, 64-bit code, data, 64-bit TSS: Linux's boot GDT layout. */
