@@ -193,39 +193,44 @@ static int open_console(const char *dest)
 
 int main(int argc, char **argv)
 {
-	struct boot_files boot;
+	struct boot_files boot = {.kernel_fd = -1, .initrd_fd = -1};
 	struct options o;
 	struct serial *serial = NULL;
-	struct vm vm;
+	struct power *power = NULL;
+	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
+	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
-	int kvm_fd, console_fd, ret, status;
+	int kvm_fd = -1, console_fd = -1, status;
 
-	ret = parse_args(argc, argv, &o);
-	if (ret)
-		return ret;
+	status = parse_args(argc, argv, &o);
+	if (status)
+		return status;
+	status = VM_EXIT_USAGE;
 	if (boot_open(&boot, o.kernel, o.initrd, o.mem))
-		return VM_EXIT_USAGE;
-	if (asprintf(&cmdline, "%s %s", base_cmdline, o.cmdline) < 0)
-		return VM_EXIT_ERROR;
-	kvm_fd = kvm_open(getenv("HUSK_KVM_DEVICE") ? getenv("HUSK_KVM_DEVICE") : "/dev/kvm");
+		goto out;
+	kvm_fd = kvm_open(kvm_path ? kvm_path : "/dev/kvm");
 	if (kvm_fd < 0)
-		return VM_EXIT_USAGE;
+		goto out;
 	if ((int)o.vcpus > kvm_max_vcpus(kvm_fd)) {
 		log_err("--vcpus %u is more than this host's KVM supports (%d)", o.vcpus,
 		        kvm_max_vcpus(kvm_fd));
-		return VM_EXIT_USAGE;
+		goto out;
 	}
 	console_fd = open_console(o.console);
 	if (console_fd < 0)
-		return VM_EXIT_USAGE;
+		goto out;
 
-	if (vm_create(&vm, kvm_fd, o.mem, o.vcpus))
-		return VM_EXIT_ERROR;
-	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
-	if (!serial || power_create(&vm) || boot_load(&boot, &vm, cmdline)) {
-		status = VM_EXIT_ERROR;
+	status = VM_EXIT_ERROR;
+	if (asprintf(&cmdline, "%s %s", base_cmdline, o.cmdline) < 0) {
+		cmdline = NULL;
 		goto out;
 	}
+	if (vm_create(&vm, kvm_fd, o.mem, o.vcpus))
+		goto out;
+	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
+	power = power_create(&vm);
+	if (!serial || !power || boot_load(&boot, &vm, cmdline))
+		goto out;
 	status = vm_run(&vm);
 	if (status == VM_EXIT_OK)
 		log_info("%s", vm.exit_reason);
@@ -234,8 +239,12 @@ int main(int argc, char **argv)
 out:
 	vm_destroy(&vm);
 	serial_destroy(serial);
+	power_destroy(power);
 	boot_close(&boot);
 	free(cmdline);
-	close(kvm_fd);
+	if (console_fd > STDERR_FILENO)
+		close(console_fd);
+	if (kvm_fd >= 0)
+		close(kvm_fd);
 	return status;
 }

@@ -36,7 +36,7 @@ static uint64_t u64_at(const uint8_t *p)
 static void check_tables(unsigned nr_vcpus)
 {
 	long len = acpi_build(buf, sizeof(buf), ACPI_TABLES_ADDR, nr_vcpus);
-	const uint8_t *xsdt, *fadt = NULL, *madt = NULL, *dsdt;
+	const uint8_t *xsdt, *fadt = NULL, *madt = NULL, *dsdt, *facs;
 	unsigned lapics = 0;
 
 	CHECK(len > 0 && len <= (long)sizeof(buf));
@@ -59,9 +59,15 @@ static void check_tables(unsigned nr_vcpus)
 	}
 	CHECK(fadt && madt);
 	CHECK(u32_at(fadt + 4) == 276);
-	CHECK(u32_at(fadt + 112) & (1U << 20));               /* HW_REDUCED_ACPI */
-	CHECK(u64_at(fadt + 244 + 4) == PORT_ACPI_SLEEP_CTL); /* sleep control */
-	CHECK(u64_at(fadt + 256 + 4) == PORT_ACPI_SLEEP_STS); /* sleep status */
+	CHECK(!(u32_at(fadt + 112) & (1U << 20)));           /* not HW_REDUCED: keeps the PIC */
+	CHECK(u32_at(fadt + 64) == PORT_ACPI_PM1A_CNT);      /* PM1a control block */
+	CHECK(u64_at(fadt + 172 + 4) == PORT_ACPI_PM1A_CNT); /* X_PM1a_CNT_BLK */
+	CHECK(u32_at(fadt + 56) == PORT_ACPI_PM1A_EVT && fadt[88] == 4 && fadt[89] == 2);
+	CHECK(u32_at(fadt + 48) == 0); /* no SMI command port: always in ACPI mode */
+	facs = table_at(u64_at(fadt + 132));
+	CHECK(facs && memcmp(facs, "FACS", 4) == 0 && u32_at(facs + 4) == 64);
+	CHECK(u64_at(fadt + 132) % 64 == 0);
+	CHECK(u32_at(fadt + 36) == u64_at(fadt + 132));
 	CHECK(u64_at(fadt + 116 + 4) == PORT_ACPI_RESET && fadt[128] == ACPI_RESET_VALUE);
 	dsdt = table_at(u64_at(fadt + 140));
 	CHECK(dsdt && memcmp(dsdt, "DSDT", 4) == 0);
@@ -69,6 +75,7 @@ static void check_tables(unsigned nr_vcpus)
 	CHECK(acpi_checksum(dsdt, u32_at(dsdt + 4)) == 0);
 	CHECK(memmem(dsdt + 36, u32_at(dsdt + 4) - 36, "_S5_", 4) != NULL);
 	CHECK(u32_at(madt + 36) == LAPIC_ADDR);
+	CHECK(u32_at(madt + 40) & 1); /* PCAT_COMPAT: legacy PIC present */
 	for (uint32_t off = 44; off < u32_at(madt + 4); off += madt[off + 1]) {
 		CHECK(madt[off + 1] >= 2);
 		if (madt[off] == 0) {

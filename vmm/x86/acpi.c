@@ -1,7 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
- * Minimal ACPI 6 tables for a hardware-reduced platform (ACPI spec 6.4:
- * 5.2.5 RSDP, 5.2.8 XSDT, 5.2.9 FADT, 5.2.12 MADT, 4.1 HW-reduced ACPI).
+ * Minimal ACPI 6 tables (ACPI spec 6.4: 5.2.5 RSDP, 5.2.8 XSDT, 5.2.9 FADT,
+ * 5.2.10 FACS, 5.2.12 MADT). Not the hardware-reduced profile: that one makes
+ * Linux drop the legacy PIC and with it the ISA IRQ numbers that serial and
+ * command-line virtio-mmio devices use. The fixed hardware is only the PM1a
+ * event and control blocks (for S5 power-off) and the reset register; the
+ * system is always in ACPI mode (no SMI command port) and raises no SCI.
  */
 #include "x86/acpi.h"
 
@@ -75,6 +79,22 @@ struct acpi_fadt {
 
 _Static_assert(sizeof(struct acpi_fadt) == 276, "FADT layout");
 
+struct acpi_facs {
+	char signature[4];
+	uint32_t length;
+	uint32_t hardware_signature;
+	uint32_t firmware_waking_vector;
+	uint32_t global_lock;
+	uint32_t flags;
+	uint64_t x_firmware_waking_vector;
+	uint8_t version;
+	uint8_t reserved[3];
+	uint32_t ospm_flags;
+	uint8_t reserved2[24];
+} __attribute__((packed));
+
+_Static_assert(sizeof(struct acpi_facs) == 64, "FACS layout");
+
 struct madt_header {
 	struct acpi_sdt_header h;
 	uint32_t lapic_address;
@@ -92,6 +112,12 @@ struct madt_ioapic {
 	uint32_t gsi_base;
 } __attribute__((packed));
 
+struct madt_int_override {
+	uint8_t type, length, bus, source;
+	uint32_t gsi;
+	uint16_t flags;
+} __attribute__((packed));
+
 struct madt_lapic_nmi {
 	uint8_t type, length, processor_uid;
 	uint16_t flags;
@@ -100,15 +126,23 @@ struct madt_lapic_nmi {
 
 #define MADT_TYPE_LAPIC 0
 #define MADT_TYPE_IOAPIC 1
+#define MADT_TYPE_INT_OVERRIDE 2
 #define MADT_TYPE_LAPIC_NMI 4
 #define MADT_LAPIC_ENABLED 1
+#define MADT_PCAT_COMPAT 1
+#define MADT_IRQ_ACTIVE_HIGH 0x1
+#define MADT_IRQ_LEVEL 0xc
 
+#define FADT_F_WBINVD (1U << 0)
+#define FADT_F_PWR_BUTTON (1U << 4) /* 1: no fixed power button */
+#define FADT_F_SLP_BUTTON (1U << 5) /* 1: no fixed sleep button */
 #define FADT_F_RESET_REG_SUP (1U << 10)
-#define FADT_F_HW_REDUCED_ACPI (1U << 20)
 #define FADT_BOOT_VGA_NOT_PRESENT (1U << 2)
 #define FADT_BOOT_CMOS_RTC_NOT_PRESENT (1U << 5)
 #define ACPI_SPACE_SYSTEM_IO 1
 #define ACPI_ACCESS_BYTE 1
+#define ACPI_ACCESS_WORD 2
+#define ACPI_ACCESS_DWORD 3
 
 /* DefName(_S5_, Package(2) { 5, 0 }): the sleep type for power-off. */
 static const uint8_t dsdt_aml[] = {0x08, '_',  'S',  '5',  '_',  0x12,
@@ -146,12 +180,14 @@ static void sdt_seal(void *table)
 	h->checksum = (uint8_t)-acpi_checksum(table, h->length);
 }
 
-static struct acpi_gas io_reg(uint16_t port)
+static struct acpi_gas io_reg(uint16_t port, uint8_t bytes)
 {
 	struct acpi_gas g = {
 		.space_id = ACPI_SPACE_SYSTEM_IO,
-		.bit_width = 8,
-		.access_size = ACPI_ACCESS_BYTE,
+		.bit_width = (uint8_t)(bytes * 8),
+		.access_size = bytes == 1   ? ACPI_ACCESS_BYTE
+	                       : bytes == 2 ? ACPI_ACCESS_WORD
+	                                    : ACPI_ACCESS_DWORD,
 		.address = port,
 	};
 
@@ -171,20 +207,34 @@ static void *take(uint8_t *buf, size_t buflen, size_t *off, size_t len)
 	return p;
 }
 
-static void fill_fadt(struct acpi_fadt *f, uint64_t dsdt)
+static void fill_fadt(struct acpi_fadt *f, uint64_t dsdt, uint64_t facs)
 {
 	sdt_init(f, "FACP", sizeof(*f), 6);
 	f->minor_version = 4;
+	f->firmware_ctrl = (uint32_t)facs;
+	f->x_firmware_ctrl = facs;
 	f->dsdt = (uint32_t)dsdt;
 	f->x_dsdt = dsdt;
-	f->flags = FADT_F_HW_REDUCED_ACPI | FADT_F_RESET_REG_SUP;
+	f->sci_int = ACPI_SCI_IRQ;
+	f->flags = FADT_F_WBINVD | FADT_F_PWR_BUTTON | FADT_F_SLP_BUTTON | FADT_F_RESET_REG_SUP;
 	f->iapc_boot_arch = FADT_BOOT_VGA_NOT_PRESENT | FADT_BOOT_CMOS_RTC_NOT_PRESENT;
-	f->reset_reg = io_reg(PORT_ACPI_RESET);
+	f->pm1a_evt_blk = PORT_ACPI_PM1A_EVT;
+	f->pm1_evt_len = PORT_ACPI_PM1A_EVT_LEN;
+	f->x_pm1a_evt_blk = io_reg(PORT_ACPI_PM1A_EVT, PORT_ACPI_PM1A_EVT_LEN);
+	f->pm1a_cnt_blk = PORT_ACPI_PM1A_CNT;
+	f->pm1_cnt_len = PORT_ACPI_PM1A_CNT_LEN;
+	f->x_pm1a_cnt_blk = io_reg(PORT_ACPI_PM1A_CNT, PORT_ACPI_PM1A_CNT_LEN);
+	f->reset_reg = io_reg(PORT_ACPI_RESET, 1);
 	f->reset_value = ACPI_RESET_VALUE;
-	f->sleep_control_reg = io_reg(PORT_ACPI_SLEEP_CTL);
-	f->sleep_status_reg = io_reg(PORT_ACPI_SLEEP_STS);
 	memcpy(&f->hypervisor_vendor_id, "HUSKVMM\0", 8);
 	sdt_seal(f);
+}
+
+static void fill_facs(struct acpi_facs *facs)
+{
+	memcpy(facs->signature, "FACS", 4);
+	facs->length = sizeof(*facs);
+	facs->version = 2;
 }
 
 static void fill_madt(uint8_t *t, size_t len, unsigned nr_vcpus)
@@ -194,7 +244,7 @@ static void fill_madt(uint8_t *t, size_t len, unsigned nr_vcpus)
 
 	sdt_init(m, "APIC", (uint32_t)len, 5);
 	m->lapic_address = (uint32_t)LAPIC_ADDR;
-	m->flags = 0; /* no dual 8259: HW-reduced guests do not use the PIC */
+	m->flags = MADT_PCAT_COMPAT; /* the in-kernel 8259 pair is there */
 	for (unsigned i = 0; i < nr_vcpus; i++) {
 		struct madt_lapic l = {MADT_TYPE_LAPIC, sizeof(l), (uint8_t)i, (uint8_t)i,
 		                       MADT_LAPIC_ENABLED};
@@ -205,6 +255,12 @@ static void fill_madt(uint8_t *t, size_t len, unsigned nr_vcpus)
 	struct madt_ioapic io = {MADT_TYPE_IOAPIC, sizeof(io), 0, 0, (uint32_t)IOAPIC_ADDR, 0};
 	memcpy(p, &io, sizeof(io));
 	p += sizeof(io);
+	/* The SCI is level-triggered, active high, on its ISA line. */
+	struct madt_int_override sci = {
+		MADT_TYPE_INT_OVERRIDE, sizeof(sci),  0,
+		ACPI_SCI_IRQ,           ACPI_SCI_IRQ, MADT_IRQ_ACTIVE_HIGH | MADT_IRQ_LEVEL};
+	memcpy(p, &sci, sizeof(sci));
+	p += sizeof(sci);
 	/* LINT1 of every processor is the NMI line, as the LAPIC setup says. */
 	struct madt_lapic_nmi nmi = {MADT_TYPE_LAPIC_NMI, sizeof(nmi), 0xff, 0, 1};
 	memcpy(p, &nmi, sizeof(nmi));
@@ -215,11 +271,13 @@ long acpi_build(uint8_t *buf, size_t buflen, uint64_t base, unsigned nr_vcpus)
 {
 	size_t off = 0;
 	size_t madt_len = sizeof(struct madt_header) + nr_vcpus * sizeof(struct madt_lapic) +
-	                  sizeof(struct madt_ioapic) + sizeof(struct madt_lapic_nmi);
+	                  sizeof(struct madt_ioapic) + sizeof(struct madt_int_override) +
+	                  sizeof(struct madt_lapic_nmi);
 	size_t xsdt_len = sizeof(struct acpi_sdt_header) + 2 * sizeof(uint64_t);
 	struct acpi_rsdp *rsdp;
 	uint8_t *xsdt, *dsdt, *madt;
 	struct acpi_fadt *fadt;
+	struct acpi_facs *facs;
 	uint64_t entries[2];
 
 	if (nr_vcpus < 1 || nr_vcpus > 255)
@@ -230,14 +288,17 @@ long acpi_build(uint8_t *buf, size_t buflen, uint64_t base, unsigned nr_vcpus)
 	fadt = take(buf, buflen, &off, sizeof(*fadt));
 	dsdt = take(buf, buflen, &off, sizeof(struct acpi_sdt_header) + sizeof(dsdt_aml));
 	madt = take(buf, buflen, &off, madt_len);
-	if (!rsdp || !xsdt || !fadt || !dsdt || !madt)
+	off = (off + 63) & ~(size_t)63; /* the FACS must be 64-byte aligned */
+	facs = take(buf, buflen, &off, sizeof(*facs));
+	if (!rsdp || !xsdt || !fadt || !dsdt || !madt || !facs)
 		return -ENOSPC;
 
 	sdt_init(dsdt, "DSDT", sizeof(struct acpi_sdt_header) + sizeof(dsdt_aml), 2);
 	memcpy(dsdt + sizeof(struct acpi_sdt_header), dsdt_aml, sizeof(dsdt_aml));
 	sdt_seal(dsdt);
 
-	fill_fadt(fadt, base + (uint64_t)(dsdt - buf));
+	fill_facs(facs);
+	fill_fadt(fadt, base + (uint64_t)(dsdt - buf), base + (uint64_t)((uint8_t *)facs - buf));
 	fill_madt(madt, madt_len, nr_vcpus);
 
 	sdt_init(xsdt, "XSDT", (uint32_t)xsdt_len, 1);

@@ -6,11 +6,10 @@
 #include <stdint.h>
 
 /*
- * Builds hardware-reduced ACPI tables (RSDP, XSDT, FADT, DSDT, MADT) into
- * buf, which the caller copies to guest-physical address base. They tell the
- * guest its CPUs and IOAPIC (MADT) and give it power-off (FADT sleep control
- * register + \_S5) and reset (FADT reset register) through the I/O ports in
- * layout.h, without any legacy chipset device.
+ * Builds ACPI tables (RSDP, XSDT, FADT, FACS, DSDT, MADT) into buf, which the
+ * caller copies to guest-physical address base. They tell the guest its CPUs
+ * and interrupt controllers (MADT) and give it power-off (PM1a control block
+ * + \_S5) and reset (FADT reset register) through the I/O ports in layout.h.
  *
  * Returns the number of bytes used (the RSDP is at base), or -ENOSPC if
  * buflen is too small, or -EINVAL for nr_vcpus outside 1..255.

@@ -40,10 +40,16 @@
 #define PORT_COM1 0x3f8
 #define PORT_COM1_IRQ 4
 #define PORT_I8042_CMD 0x64
-/* Hardware-reduced ACPI registers (FADT sleep control/status and reset). */
-#define PORT_ACPI_SLEEP_CTL 0x600
-#define PORT_ACPI_SLEEP_STS 0x601
-#define PORT_ACPI_RESET 0x602
+/*
+ * ACPI fixed hardware (FADT): the PM1a event block (status, enable), the
+ * PM1a control block (sleep type and enable) and the reset register.
+ */
+#define PORT_ACPI_PM1A_EVT 0x600
+#define PORT_ACPI_PM1A_EVT_LEN 4
+#define PORT_ACPI_PM1A_CNT 0x604
+#define PORT_ACPI_PM1A_CNT_LEN 2
+#define PORT_ACPI_RESET 0x608
 #define ACPI_RESET_VALUE 0x1
+#define ACPI_SCI_IRQ 9
 
 #endif
