@@ -9,16 +9,27 @@
 
 static int region_map(struct guest_region *r, uint64_t gpa, uint64_t size)
 {
-	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
-	               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	/*
+	 * Map 2 MiB more than needed and keep a 2 MiB-aligned window, so that
+	 * transparent huge pages can back guest RAM and KVM can map it with
+	 * 2 MiB nested page-table entries: one fault per 2 MiB instead of 512.
+	 */
+	uint8_t *p = mmap(NULL, size + SZ_2M, PROT_READ | PROT_WRITE,
+			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	uint8_t *aligned;
 
 	if (p == MAP_FAILED)
 		return -ENOMEM;
+	aligned = (uint8_t *)(((uintptr_t)p + SZ_2M - 1) & ~(uintptr_t)(SZ_2M - 1));
+	if (aligned > p)
+		munmap(p, (size_t)(aligned - p));
+	munmap(aligned + size, (size_t)(p + SZ_2M - aligned));
+	madvise(aligned, size, MADV_HUGEPAGE);
 	/* Guest RAM is never part of a host core dump. */
-	madvise(p, size, MADV_DONTDUMP);
+	madvise(aligned, size, MADV_DONTDUMP);
 	r->gpa = gpa;
 	r->size = size;
-	r->host = p;
+	r->host = aligned;
 	return 0;
 }
 

@@ -3,9 +3,16 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
 enum log_level log_max_level = LOG_WARN;
+static struct timespec log_start;
+
+__attribute__((constructor)) static void log_init(void)
+{
+	clock_gettime(CLOCK_MONOTONIC, &log_start);
+}
 
 static const char *const level_names[] = {"error", "warning", "info", "debug"};
 
@@ -17,7 +24,18 @@ void log_print(enum log_level level, const char *fmt, ...)
 
 	if (level > log_max_level)
 		return;
-	n = snprintf(line, sizeof(line), "husk-vmm: %s: ", level_names[level]);
+	if (log_max_level >= LOG_DEBUG) {
+		/* With -vv every line carries the time since the VMM started. */
+		struct timespec now;
+
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		n = snprintf(line, sizeof(line), "husk-vmm: [%8.3f ms] %s: ",
+			     (double)(now.tv_sec - log_start.tv_sec) * 1e3 +
+				     (double)(now.tv_nsec - log_start.tv_nsec) / 1e6,
+			     level_names[level]);
+	} else {
+		n = snprintf(line, sizeof(line), "husk-vmm: %s: ", level_names[level]);
+	}
 	va_start(ap, fmt);
 	n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
 	va_end(ap);

@@ -225,12 +225,16 @@ int main(int argc, char **argv)
 		cmdline = NULL;
 		goto out;
 	}
+	log_debug("KVM opened");
 	if (vm_create(&vm, kvm_fd, o.mem, o.vcpus))
 		goto out;
+	log_debug("VM created");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
 	power = power_create(&vm);
 	if (!serial || !power || boot_load(&boot, &vm, cmdline))
 		goto out;
+	log_debug("guest loaded: %u vCPUs, %llu MiB; starting", o.vcpus,
+		  (unsigned long long)(o.mem >> 20));
 	status = vm_run(&vm);
 	if (status == VM_EXIT_OK)
 		log_info("%s", vm.exit_reason);

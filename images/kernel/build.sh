@@ -42,11 +42,21 @@ if [ ! -f "$src/.extracted" ]; then
 	touch "$src/.extracted"
 fi
 
-obj=$cache/obj-$key
+# One object directory for every configuration: kbuild then recompiles only
+# what a config change touches. A lock keeps two builds from sharing it.
+obj=$cache/obj
 mkdir -p "$obj"
+exec 9>"$cache/obj.lock"
+flock 9
+if [ -f "$dest/bzImage" ]; then
+	echo "kernel: built meanwhile by another process"
+	cp "$dest/bzImage" "$out.tmp" && mv "$out.tmp" "$out"
+	exit 0
+fi
 log=$obj/build.log
 kmake() { make -C "$src" O="$obj" ARCH=x86_64 "$@"; }
 
+rm -f "$obj/.config"
 kmake tinyconfig >"$log" 2>&1
 "$src/scripts/kconfig/merge_config.sh" -m -O "$obj" "$obj/.config" "$frag" >>"$log" 2>&1
 kmake olddefconfig >>"$log" 2>&1
@@ -55,8 +65,12 @@ kmake olddefconfig >>"$log" 2>&1
 # refuse to build a kernel that lacks something the fragment asks for.
 missing=0
 grep -E '^(CONFIG_|# CONFIG_)' "$frag" | while IFS= read -r line; do
+	sym=$(echo "$line" | sed -E 's/^# (CONFIG_[A-Za-z0-9_]+).*/\1/; s/=.*//')
+	# "is not set" also holds when the symbol vanished with its dependencies.
+	case "$line" in
+	"# "*) grep -qE "^$sym=" "$obj/.config" || continue ;;
+	esac
 	if ! grep -qxF "$line" "$obj/.config"; then
-		sym=$(echo "$line" | sed -E 's/^# (CONFIG_[A-Za-z0-9_]+).*/\1/; s/=.*//')
 		echo "kernel: config wants '$line' but got '$(grep -E "(^|# )$sym[= ]" "$obj/.config" || echo unset)'" >&2
 		echo x
 	fi

@@ -36,20 +36,23 @@ static double now_ms(void)
 	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-static long status_kib(pid_t pid, const char *field)
+/*
+ * Total RSS from smaps_rollup: exact, unlike VmRSS in /proc/PID/status,
+ * which the kernel updates lazily per thread.
+ */
+static long rollup_rss_kib(pid_t pid)
 {
 	char path[64], line[256];
 	long v = -1;
-	size_t n = strlen(field);
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	snprintf(path, sizeof(path), "/proc/%d/smaps_rollup", (int)pid);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
 	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, n) && line[n] == ':')
-			v = strtol(line + n + 1, NULL, 10);
+		if (!strncmp(line, "Rss:", 4))
+			v = strtol(line + 4, NULL, 10);
 	fclose(f);
 	return v;
 }
@@ -167,7 +170,7 @@ int main(int argc, char **argv)
 			line_len = 0;
 			if (t_ready < 0 && strstr(line, ready)) {
 				t_ready = now_ms() - t0;
-				rss = status_kib(pid, "VmRSS");
+				rss = rollup_rss_kib(pid);
 				guest = guest_rss_kib(pid, mem_mib * 1024);
 				exits = kvm_exits(pid);
 			}
