@@ -24,7 +24,7 @@ AGENT := $(BIN)/husk-agent
 BOOTBENCH := $(BIN)/bootbench
 UNIT := $(BUILD)/tests/unit-tests
 KERNEL := $(BUILD)/images/bzImage
-INITRAMFS := $(BUILD)/images/initramfs.cpio.gz
+INITRAMFS := $(BUILD)/images/initramfs.cpio
 
 .PHONY: all help deps build images run test unit bench format clean
 all: build images

@@ -15,7 +15,7 @@ static int region_map(struct guest_region *r, uint64_t gpa, uint64_t size)
 	 * 2 MiB nested page-table entries: one fault per 2 MiB instead of 512.
 	 */
 	uint8_t *p = mmap(NULL, size + SZ_2M, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	uint8_t *aligned;
 
 	if (p == MAP_FAILED)

@@ -30,9 +30,9 @@ void log_print(enum log_level level, const char *fmt, ...)
 
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		n = snprintf(line, sizeof(line), "husk-vmm: [%8.3f ms] %s: ",
-			     (double)(now.tv_sec - log_start.tv_sec) * 1e3 +
-				     (double)(now.tv_nsec - log_start.tv_nsec) / 1e6,
-			     level_names[level]);
+		             (double)(now.tv_sec - log_start.tv_sec) * 1e3 +
+		                     (double)(now.tv_nsec - log_start.tv_nsec) / 1e6,
+		             level_names[level]);
 	} else {
 		n = snprintf(line, sizeof(line), "husk-vmm: %s: ", level_names[level]);
 	}

@@ -60,7 +60,7 @@ static int vcpu_setup_cpuid(struct vcpu *v)
 	if (!c)
 		return -ENOMEM;
 	memcpy(c, sup, size);
-	cpuid_normalize(c, v->index, v->vm->nr_vcpus);
+	cpuid_normalize(c, v->index, v->vm->nr_vcpus, v->vm->tsc_deadline);
 	ret = vcpu_ioctl(v, KVM_SET_CPUID2, c, "KVM_SET_CPUID2");
 	free(c);
 	return ret;
@@ -247,10 +247,21 @@ static void *vcpu_thread(void *arg)
 	return NULL;
 }
 
+/*
+ * A vCPU thread needs little stack. Keeping it well under 2 MiB also keeps
+ * transparent huge pages off it, which would cost 2 MiB of RSS per vCPU.
+ */
+#define VCPU_STACK_SIZE (256 * 1024)
+
 int vcpu_start(struct vcpu *v)
 {
-	int ret = pthread_create(&v->thread, NULL, vcpu_thread, v);
+	pthread_attr_t attr;
+	int ret;
 
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, VCPU_STACK_SIZE);
+	ret = pthread_create(&v->thread, &attr, vcpu_thread, v);
+	pthread_attr_destroy(&attr);
 	if (ret)
 		return -ret;
 	v->started = 1;

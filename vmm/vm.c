@@ -120,6 +120,7 @@ int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
 		log_err("KVM_GET_VCPU_MMAP_SIZE returned %d", vm->vcpu_mmap_size);
 		goto err;
 	}
+	vm->tsc_deadline = ioctl(kvm_fd, KVM_CHECK_EXTENSION, KVM_CAP_TSC_DEADLINE_TIMER) > 0;
 	ret = vm_get_supported_cpuid(vm);
 	if (ret) {
 		log_err("KVM_GET_SUPPORTED_CPUID failed: %s", strerror(-ret));

@@ -32,6 +32,7 @@ struct vm {
 	int vm_fd;
 	int vcpu_mmap_size;
 	struct kvm_cpuid2 *supported_cpuid;
+	int tsc_deadline; /* KVM_CAP_TSC_DEADLINE_TIMER */
 	struct guest_mem mem;
 	unsigned nr_vcpus;
 	struct vcpu *vcpus;

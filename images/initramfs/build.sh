@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds the guest initramfs: busybox-static with its applet links, and
 # husk-agent as /init.
-# usage: build.sh HUSK_AGENT OUT.cpio.gz
+# usage: build.sh HUSK_AGENT OUT.cpio
 set -eu
 agent=${1:?usage: build.sh HUSK_AGENT OUT}
 out=${2:?usage: build.sh HUSK_AGENT OUT}
@@ -23,5 +23,5 @@ ln -s /sbin/husk-agent "$stage/init"
 echo "root:x:0:0:root:/root:/bin/sh" >"$stage/etc/passwd"
 echo "root:x:0:" >"$stage/etc/group"
 mkdir -p "$(dirname "$out")"
-(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) | gzip -6 -n >"$out.tmp"
+(cd "$stage" && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) >"$out.tmp"
 mv "$out.tmp" "$out"

@@ -5,7 +5,7 @@
 top=$(cd "$(dirname "$0")/../.." && pwd)
 VMM=${HUSK_VMM:-$top/build/bin/husk-vmm-san}
 KERNEL=${HUSK_KERNEL:-$top/build/images/bzImage}
-INITRD=${HUSK_INITRD:-$top/build/images/initramfs.cpio.gz}
+INITRD=${HUSK_INITRD:-$top/build/images/initramfs.cpio}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 passed=0

@@ -36,6 +36,7 @@ static struct kvm_cpuid2 *make_cpuid(const char *vendor)
 	memcpy(&c->entries[0].ebx, vendor, 4);
 	memcpy(&c->entries[0].edx, vendor + 4, 4);
 	memcpy(&c->entries[0].ecx, vendor + 8, 4);
+	c->entries[1].ecx = 0; /* leaf 1 features: none, as a baseline */
 	/* Leaf 4: L1d, L1i, L2, L3 (type 1/2/3 in bits 4:0, level in 7:5). */
 	c->entries[2].eax = (1 << 5) | 1;
 	c->entries[3].eax = (1 << 5) | 2;
@@ -49,9 +50,10 @@ UNIT_TEST(cpuid_topology_intel)
 	struct kvm_cpuid2 *c = make_cpuid("GenuineIntel");
 	struct kvm_cpuid_entry2 *e;
 
-	cpuid_normalize(c, 3, 4);
+	cpuid_normalize(c, 3, 4, 1);
 	e = cpuid_find(c, 1, 0);
 	CHECK(e && (e->ecx & (1U << 31)));
+	CHECK(e->ecx & (1U << 24)); /* TSC deadline, as asked */
 	CHECK((e->ebx >> 24) == 3);
 	CHECK(((e->ebx >> 16) & 0xff) == 4);
 	CHECK(e->edx & (1U << 28));
@@ -75,7 +77,7 @@ UNIT_TEST(cpuid_topology_amd)
 	struct kvm_cpuid2 *c = make_cpuid("AuthenticAMD");
 	struct kvm_cpuid_entry2 *e;
 
-	cpuid_normalize(c, 0, 2);
+	cpuid_normalize(c, 0, 2, 0);
 	e = cpuid_find(c, 0x80000008, 0);
 	CHECK(e && (e->ecx & 0xff) == 1 && ((e->ecx >> 12) & 0xf) == 1);
 	e = cpuid_find(c, 0x80000001, 0);
@@ -91,9 +93,11 @@ UNIT_TEST(cpuid_single_vcpu)
 	struct kvm_cpuid2 *c = make_cpuid("AuthenticAMD");
 	struct kvm_cpuid_entry2 *e;
 
-	cpuid_normalize(c, 0, 1);
+	cpuid_normalize(c, 0, 1, 0);
 	e = cpuid_find(c, 1, 0);
 	CHECK(e && !(e->edx & (1U << 28)) && ((e->ebx >> 16) & 0xff) == 1);
+	CHECK(!(e->ecx & (1U << 24))); /* no TSC deadline unless KVM has it */
+	CHECK(e->ecx & (1U << 31));
 	e = cpuid_find(c, 0x80000008, 0);
 	CHECK(e && (e->ecx & 0xff) == 0);
 	free(c);

@@ -6,7 +6,7 @@ set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$top/build/bin
 kernel=$top/build/images/bzImage
-initrd=$top/build/images/initramfs.cpio.gz
+initrd=$top/build/images/initramfs.cpio
 n=${HUSK_BENCH_BOOTS:-10}
 mem=256
 ready="husk-agent: version"
@@ -28,7 +28,7 @@ while [ "$i" -lt "$n" ]; do
 		qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -smp 1 -m $mem \
 		-nodefaults -no-user-config -nographic -no-reboot -serial stdio \
 		-kernel "$kernel" -initrd "$initrd" \
-		-append "console=ttyS0 quiet panic=-1 pci=off reboot=t husk.halt=reboot" >>"$out/qemu"
+		-append "console=ttyS0 quiet panic=-1 pci=off mitigations=off reboot=t husk.halt=reboot" >>"$out/qemu"
 	echo "  boot $i: husk $(sed -n "${i}p" "$out/husk" | cut -d' ' -f1) qemu $(sed -n "${i}p" "$out/qemu" | cut -d' ' -f1)"
 done
 

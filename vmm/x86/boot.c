@@ -138,7 +138,8 @@ static int load_file(struct vm *vm, int fd, uint64_t gpa, uint64_t len, uint64_t
 
 int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
 {
-	static uint8_t acpi[ACPI_TABLES_SIZE];
+	/* Built in place: a host-side buffer would only add to the VMM's RSS. */
+	uint8_t *acpi = gpa_ptr(&vm->mem, ACPI_TABLES_ADDR, ACPI_TABLES_SIZE);
 	struct boot_info info = {
 		.cmdline_addr = BOOT_CMDLINE_ADDR,
 		.cmdline = cmdline,
@@ -160,7 +161,11 @@ int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
 		info.initrd_size = b->initrd_size;
 	}
 
-	acpi_len = acpi_build(acpi, sizeof(acpi), ACPI_TABLES_ADDR, vm->nr_vcpus);
+	if (!acpi) {
+		log_err("guest RAM too small for the ACPI tables");
+		return -EFAULT;
+	}
+	acpi_len = acpi_build(acpi, ACPI_TABLES_SIZE, ACPI_TABLES_ADDR, vm->nr_vcpus);
 	if (acpi_len < 0) {
 		log_err("cannot build ACPI tables: %s", strerror((int)-acpi_len));
 		return (int)acpi_len;
@@ -171,8 +176,7 @@ int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
 		        strlen(cmdline), b->k.hdr.cmdline_size);
 		return ret;
 	}
-	if (guest_mem_write(&vm->mem, ACPI_TABLES_ADDR, acpi, (uint64_t)acpi_len) ||
-	    guest_mem_write(&vm->mem, BOOT_CMDLINE_ADDR, cmdline, strlen(cmdline) + 1) ||
+	if (guest_mem_write(&vm->mem, BOOT_CMDLINE_ADDR, cmdline, strlen(cmdline) + 1) ||
 	    guest_mem_write(&vm->mem, BOOT_PARAMS_ADDR, &bp, sizeof(bp)) ||
 	    cpu_state_tables(&vm->mem)) {
 		log_err("guest RAM too small for the boot structures");

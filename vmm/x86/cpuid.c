@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
 #define CPUID_1_ECX_HYPERVISOR (1U << 31)
 #define CPUID_1_EDX_HTT (1U << 28)
 #define CPUID_80000001_ECX_CMP_LEGACY (1U << 1)
@@ -72,7 +73,7 @@ static void topology_leaf(struct kvm_cpuid_entry2 *e, unsigned apic_id, unsigned
 	}
 }
 
-void cpuid_normalize(struct kvm_cpuid2 *c, unsigned vcpu_index, unsigned nr)
+void cpuid_normalize(struct kvm_cpuid2 *c, unsigned vcpu_index, unsigned nr, int tsc_deadline)
 {
 	int intel = vendor_is(c, "GenuineIntel");
 	unsigned logical = nr > 255 ? 255 : nr;
@@ -83,6 +84,8 @@ void cpuid_normalize(struct kvm_cpuid2 *c, unsigned vcpu_index, unsigned nr)
 		switch (e->function) {
 		case 1:
 			e->ecx |= CPUID_1_ECX_HYPERVISOR;
+			if (tsc_deadline)
+				e->ecx |= CPUID_1_ECX_TSC_DEADLINE;
 			/* APIC ID, logical CPUs per package, CLFLUSH line in 8-byte units. */
 			e->ebx = (vcpu_index << 24) | (logical << 16) | (8 << 8);
 			if (nr > 1)
