@@ -205,7 +205,8 @@ int main(int argc, char **argv)
 	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
-	int kvm_fd = -1, console_fd = -1, status;
+	struct guest_mem mem;
+	int kvm_fd = -1, console_fd = -1, status, ret;
 
 	status = parse_args(argc, argv, &o);
 	if (status)
@@ -231,12 +232,23 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	log_debug("KVM opened");
-	if (vm_create(&vm, kvm_fd, o.mem, o.vcpus))
+	if (guest_mem_init(&mem, o.mem)) {
+		log_err("cannot reserve %llu MiB of guest memory",
+		        (unsigned long long)(o.mem >> 20));
 		goto out;
-	log_debug("VM created");
+	}
+	if (boot_load_images_start(&boot, &mem)) {
+		guest_mem_free(&mem);
+		goto out;
+	}
+	/* The VM owns guest RAM from here; vm_destroy() frees it, after the loader. */
+	ret = vm_create(&vm, kvm_fd, &mem, o.vcpus);
+	if (boot_load_images_wait(&boot) || ret)
+		goto out;
+	log_debug("VM created and images loaded");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
 	power = power_create(&vm);
-	if (!serial || !power || boot_load(&boot, &vm, cmdline))
+	if (!serial || !power || boot_setup(&boot, &vm, cmdline))
 		goto out;
 	log_debug("guest loaded: %u vCPUs, %llu MiB; starting", o.vcpus,
 	          (unsigned long long)(o.mem >> 20));
@@ -246,10 +258,10 @@ int main(int argc, char **argv)
 	else
 		log_err("%s", vm.exit_reason);
 out:
+	boot_close(&boot); /* first: it waits for a loader still writing guest RAM */
 	vm_destroy(&vm);
 	serial_destroy(serial);
 	power_destroy(power);
-	boot_close(&boot);
 	free(cmdline);
 	if (console_fd > STDERR_FILENO)
 		close(console_fd);

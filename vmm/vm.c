@@ -66,21 +66,24 @@ static int vm_get_supported_cpuid(struct vm *vm)
 		}                                                        \
 	} while (0)
 
-int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
+int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned nr_vcpus)
 {
 	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
 	uint64_t ident = KVM_IDENTITY_MAP_ADDR;
 	int ret;
 
 	memset(vm, 0, sizeof(*vm));
+	vm->mem = *mem; /* from here on the VM owns guest RAM */
 	vm->kvm_fd = kvm_fd;
 	vm->vm_fd = -1;
 	vm->pio.name = "port I/O";
 	vm->mmio.name = "MMIO";
 	vm->nr_vcpus = nr_vcpus;
 	vm->stop_fd = eventfd(0, EFD_CLOEXEC);
-	if (vm->stop_fd < 0)
-		return -errno;
+	if (vm->stop_fd < 0) {
+		ret = -errno;
+		goto err;
+	}
 	vm->vcpus = calloc(nr_vcpus, sizeof(*vm->vcpus));
 	if (!vm->vcpus) {
 		ret = -ENOMEM;
@@ -98,12 +101,6 @@ int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
 	/* The dummy speaker port lets KVM answer port 0x61 without exiting. */
 	VM_IOCTL(vm->vm_fd, KVM_CREATE_PIT2, &pit, "KVM_CREATE_PIT2");
 
-	ret = guest_mem_init(&vm->mem, mem_size);
-	if (ret) {
-		log_err("cannot reserve %llu MiB of guest memory: %s",
-		        (unsigned long long)(mem_size >> 20), strerror(-ret));
-		goto err;
-	}
 	for (int i = 0; i < vm->mem.nr_regions; i++) {
 		struct kvm_userspace_memory_region r = {
 			.slot = (uint32_t)i,
@@ -133,7 +130,6 @@ int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
 	}
 	return 0;
 err:
-	vm_destroy(vm);
 	return ret;
 }
 

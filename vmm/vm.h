@@ -52,11 +52,12 @@ void vm_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
 /*
- * Creates the VM: in-kernel irqchip and PIT, mem_size bytes of guest RAM
- * (untouched), nr_vcpus vCPUs (not yet started). Logs and returns -errno on
- * failure, leaving nothing allocated.
+ * Creates the VM: in-kernel irqchip and PIT, the guest RAM mem (which the VM
+ * owns from then on), nr_vcpus vCPUs (not yet started). Logs and returns
+ * -errno on failure. Success or not, vm_destroy() releases it all, guest RAM
+ * included; nothing is freed before that, so RAM stays mapped for a loader.
  */
-int vm_create(struct vm *vm, int kvm_fd, uint64_t mem_size, unsigned nr_vcpus)
+int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned nr_vcpus)
 	__attribute__((warn_unused_result));
 
 /*

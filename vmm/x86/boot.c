@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -113,6 +114,8 @@ err:
 
 void boot_close(struct boot_files *b)
 {
+	if (b->loader_running && boot_load_images_wait(b))
+		log_debug("image loader failed during shutdown");
 	if (b->kernel_fd > 0)
 		close(b->kernel_fd);
 	if (b->initrd_fd > 0)
@@ -120,10 +123,10 @@ void boot_close(struct boot_files *b)
 	b->kernel_fd = b->initrd_fd = -1;
 }
 
-static int load_file(struct vm *vm, int fd, uint64_t gpa, uint64_t len, uint64_t off,
+static int load_file(const struct guest_mem *mem, int fd, uint64_t gpa, uint64_t len, uint64_t off,
                      const char *what)
 {
-	void *dst = gpa_ptr(&vm->mem, gpa, len);
+	void *dst = gpa_ptr(mem, gpa, len);
 	int ret;
 
 	if (!dst) {
@@ -136,7 +139,42 @@ static int load_file(struct vm *vm, int fd, uint64_t gpa, uint64_t len, uint64_t
 	return ret;
 }
 
-int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
+static void *loader_thread(void *arg)
+{
+	struct boot_files *b = arg;
+
+	b->load_result = load_file(b->mem, b->kernel_fd, b->k.load_addr, b->k.kernel_size,
+	                           b->k.setup_size, "kernel");
+	if (!b->load_result && b->initrd_fd >= 0)
+		b->load_result = load_file(b->mem, b->initrd_fd, b->initrd_addr, b->initrd_size, 0,
+		                           "initrd");
+	return NULL;
+}
+
+int boot_load_images_start(struct boot_files *b, const struct guest_mem *mem)
+{
+	int ret;
+
+	b->mem = mem;
+	ret = pthread_create(&b->loader, NULL, loader_thread, b);
+	if (ret) {
+		log_err("cannot start the image loader: %s", strerror(ret));
+		return -ret;
+	}
+	b->loader_running = 1;
+	return 0;
+}
+
+int boot_load_images_wait(struct boot_files *b)
+{
+	if (!b->loader_running)
+		return -EINVAL;
+	pthread_join(b->loader, NULL);
+	b->loader_running = 0;
+	return b->load_result;
+}
+
+int boot_setup(struct boot_files *b, struct vm *vm, const char *cmdline)
 {
 	/* Built in place: a host-side buffer would only add to the VMM's RSS. */
 	uint8_t *acpi = gpa_ptr(&vm->mem, ACPI_TABLES_ADDR, ACPI_TABLES_SIZE);
@@ -149,18 +187,10 @@ int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
 	long acpi_len;
 	int ret;
 
-	ret = load_file(vm, b->kernel_fd, b->k.load_addr, b->k.kernel_size, b->k.setup_size,
-	                "kernel");
-	if (ret)
-		return ret;
 	if (b->initrd_fd >= 0) {
-		ret = load_file(vm, b->initrd_fd, b->initrd_addr, b->initrd_size, 0, "initrd");
-		if (ret)
-			return ret;
 		info.initrd_addr = b->initrd_addr;
 		info.initrd_size = b->initrd_size;
 	}
-
 	if (!acpi) {
 		log_err("guest RAM too small for the ACPI tables");
 		return -EFAULT;

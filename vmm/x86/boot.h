@@ -2,6 +2,7 @@
 #ifndef HUSK_X86_BOOT_H
 #define HUSK_X86_BOOT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "vm.h"
@@ -15,6 +16,11 @@ struct boot_files {
 	int initrd_fd; /* -1: no initrd */
 	uint64_t initrd_size;
 	uint64_t initrd_addr;
+	/* The loader thread, which reads both images into guest RAM. */
+	const struct guest_mem *mem;
+	pthread_t loader;
+	int loader_running;
+	int load_result;
 };
 
 /*
@@ -26,13 +32,26 @@ int boot_open(struct boot_files *b, const char *kernel, const char *initrd, uint
 	__attribute__((warn_unused_result));
 
 /*
- * Loads the guest: kernel and initrd into RAM, the zero page with the
- * command line, ACPI tables, boot page tables and GDT; then sets up every
- * vCPU to enter the kernel's 64-bit entry point. Returns 0 or -errno.
+ * Reads the kernel and initrd into guest RAM on a thread of their own, so
+ * that the reads overlap creating the VM (both take a while under nested
+ * virtualization). mem must stay mapped until boot_load_images_wait().
+ * Returns 0 or -errno if the thread could not start.
  */
-int boot_load(struct boot_files *b, struct vm *vm, const char *cmdline)
+int boot_load_images_start(struct boot_files *b, const struct guest_mem *mem)
 	__attribute__((warn_unused_result));
 
+/* Waits for the loader; returns 0 or the -errno it failed with (logged). */
+int boot_load_images_wait(struct boot_files *b) __attribute__((warn_unused_result));
+
+/*
+ * Writes the zero page with the command line, ACPI tables, boot page tables
+ * and GDT, and sets up every vCPU to enter the kernel's 64-bit entry point.
+ * Call after the images are loaded. Returns 0 or -errno (logged).
+ */
+int boot_setup(struct boot_files *b, struct vm *vm, const char *cmdline)
+	__attribute__((warn_unused_result));
+
+/* Closes the files, waiting for a loader still running. */
 void boot_close(struct boot_files *b);
 
 #endif
