@@ -9,7 +9,7 @@ BASE_CFLAGS := -std=gnu11 -g -D_GNU_SOURCE -MMD -MP $(WARN)
 REL_CFLAGS := -O2 -fstack-protector-strong -D_FORTIFY_SOURCE=2
 SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c))
+VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_SRCS))
 AGENT_SRCS := $(sort $(wildcard guest-agent/*.c))
 AGENT_LIB_SRCS := $(filter-out guest-agent/main.c,$(AGENT_SRCS))

@@ -13,6 +13,7 @@
 #include "devices/serial.h"
 #include "kvm.h"
 #include "log.h"
+#include "virtio/rng.h"
 #include "vm.h"
 #include "x86/boot.h"
 #include "x86/layout.h"
@@ -202,6 +203,7 @@ int main(int argc, char **argv)
 	struct options o;
 	struct serial *serial = NULL;
 	struct power *power = NULL;
+	struct virtio_rng *rng = NULL;
 	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
@@ -227,10 +229,6 @@ int main(int argc, char **argv)
 		goto out;
 
 	status = VM_EXIT_ERROR;
-	if (asprintf(&cmdline, "%s %s", base_cmdline, o.cmdline) < 0) {
-		cmdline = NULL;
-		goto out;
-	}
 	log_debug("KVM opened");
 	if (guest_mem_init(&mem, o.mem)) {
 		log_err("cannot reserve %llu MiB of guest memory",
@@ -248,7 +246,17 @@ int main(int argc, char **argv)
 	log_debug("VM created and images loaded");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
 	power = power_create(&vm);
-	if (!serial || !power || boot_setup(&boot, &vm, cmdline))
+	/* Entropy from the first instant, so getrandom() never blocks the guest. */
+	rng = virtio_rng_create(&vm);
+	if (!serial || !power || !rng)
+		goto out;
+	/* Device announcements go before the user's part, which may override. */
+	if (asprintf(&cmdline, "%s %s %s", base_cmdline, vm.device_cmdline ? vm.device_cmdline : "",
+	             o.cmdline) < 0) {
+		cmdline = NULL;
+		goto out;
+	}
+	if (boot_setup(&boot, &vm, cmdline))
 		goto out;
 	log_debug("guest loaded: %u vCPUs, %llu MiB; starting", o.vcpus,
 	          (unsigned long long)(o.mem >> 20));
@@ -259,6 +267,7 @@ int main(int argc, char **argv)
 		log_err("%s", vm.exit_reason);
 out:
 	boot_close(&boot); /* first: it waits for a loader still writing guest RAM */
+	virtio_rng_destroy(rng);
 	vm_destroy(&vm);
 	serial_destroy(serial);
 	power_destroy(power);

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -36,6 +37,57 @@ int vm_irq_line(struct vm *vm, unsigned gsi, int level)
 	struct kvm_irq_level irq = {.irq = gsi, .level = (uint32_t)level};
 
 	return ioctl(vm->vm_fd, KVM_IRQ_LINE, &irq) < 0 ? -errno : 0;
+}
+
+/*
+ * ISA IRQs nobody else uses: not 0-2 (timer, keyboard, cascade), 4 (COM1),
+ * 8 (RTC), 9 (ACPI SCI) or 13 (FPU). Legacy IRQs because the guest maps
+ * them at boot; a command-line virtio-mmio device cannot ask for more.
+ */
+static const unsigned device_irqs[] = {5, 6, 7, 10, 11, 12, 14, 15, 3};
+#define DEVICE_MMIO_BASE 0xd0000000ULL
+
+int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *irq)
+{
+	unsigned i = vm->nr_device_slots;
+
+	if (i >= sizeof(device_irqs) / sizeof(device_irqs[0]) || len > 0x10000)
+		return -ENOSPC;
+	*base = DEVICE_MMIO_BASE + (uint64_t)i * 0x10000;
+	*irq = device_irqs[i];
+	vm->nr_device_slots++;
+	return 0;
+}
+
+int vm_cmdline_add(struct vm *vm, const char *fmt, ...)
+{
+	char *param, *joined;
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vasprintf(&param, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -ENOMEM;
+	n = asprintf(&joined, "%s%s%s", vm->device_cmdline ? vm->device_cmdline : "",
+	             vm->device_cmdline ? " " : "", param);
+	free(param);
+	if (n < 0)
+		return -ENOMEM;
+	free(vm->device_cmdline);
+	vm->device_cmdline = joined;
+	return 0;
+}
+
+static void stop_event(void *ctx, uint32_t events)
+{
+	struct vm *vm = ctx;
+	uint64_t v;
+
+	(void)events;
+	if (read(vm->stop_fd, &v, sizeof(v)) >= 0)
+		evloop_stop(vm->loop);
 }
 
 static int vm_get_supported_cpuid(struct vm *vm)
@@ -79,11 +131,19 @@ int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned n
 	vm->pio.name = "port I/O";
 	vm->mmio.name = "MMIO";
 	vm->nr_vcpus = nr_vcpus;
-	vm->stop_fd = eventfd(0, EFD_CLOEXEC);
+	vm->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (vm->stop_fd < 0) {
 		ret = -errno;
 		goto err;
 	}
+	vm->loop = evloop_create();
+	if (!vm->loop) {
+		ret = -ENOMEM;
+		goto err;
+	}
+	ret = evloop_add(vm->loop, vm->stop_fd, EPOLLIN, stop_event, vm);
+	if (ret)
+		goto err;
 	vm->vcpus = calloc(nr_vcpus, sizeof(*vm->vcpus));
 	if (!vm->vcpus) {
 		ret = -ENOMEM;
@@ -145,9 +205,15 @@ void vm_destroy(struct vm *vm)
 		close(vm->vm_fd);
 	vm->vm_fd = -1;
 	guest_mem_free(&vm->mem);
+	if (vm->loop && vm->stop_fd >= 0)
+		evloop_del(vm->loop, vm->stop_fd);
+	evloop_destroy(vm->loop);
+	vm->loop = NULL;
 	if (vm->stop_fd >= 0)
 		close(vm->stop_fd);
 	vm->stop_fd = -1;
+	free(vm->device_cmdline);
+	vm->device_cmdline = NULL;
 }
 
 static void kick_handler(int sig)
@@ -158,7 +224,6 @@ static void kick_handler(int sig)
 int vm_run(struct vm *vm)
 {
 	struct sigaction sa = {.sa_handler = kick_handler};
-	uint64_t v;
 	int ret;
 
 	/* No SA_RESTART: the kick must make KVM_RUN return EINTR. */
@@ -172,8 +237,10 @@ int vm_run(struct vm *vm)
 			break;
 		}
 	}
-	while (read(vm->stop_fd, &v, sizeof(v)) < 0 && errno == EINTR)
-		;
+	/* Device work runs here until vm_stop(). */
+	ret = evloop_run(vm->loop);
+	if (ret)
+		vm_stop(vm, VM_EXIT_ERROR, "device event loop failed: %s", strerror(-ret));
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
 		vcpu_kick(&vm->vcpus[i]);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)

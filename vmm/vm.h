@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "bus.h"
+#include "evloop.h"
 #include "guest_mem.h"
 
 /* Exit statuses of husk-vmm, documented in --help. */
@@ -38,7 +39,10 @@ struct vm {
 	struct vcpu *vcpus;
 	struct bus pio;
 	struct bus mmio;
-	int stop_fd; /* eventfd: readable once vm_stop() has been called */
+	struct evloop *loop; /* device work; runs on the thread in vm_run() */
+	int stop_fd;         /* eventfd: readable once vm_stop() has been called */
+	unsigned nr_device_slots;
+	char *device_cmdline; /* what devices add to the guest command line */
 	atomic_int stopping;
 	int exit_status;
 	char exit_reason[256];
@@ -68,6 +72,17 @@ int vm_run(struct vm *vm);
 
 /* Frees everything vm_create() made; the kvm fd stays open. */
 void vm_destroy(struct vm *vm);
+
+/*
+ * Hands a device its MMIO window (len bytes, in the MMIO gap) and an ISA
+ * IRQ of its own. Returns 0 or -ENOSPC when the IRQs run out.
+ */
+int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *irq)
+	__attribute__((warn_unused_result));
+
+/* Appends a parameter to what the guest command line announces. 0 or -ENOMEM. */
+int vm_cmdline_add(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
+__attribute__((warn_unused_result));
 
 /* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
 int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));

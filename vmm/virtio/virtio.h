@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_VIRTIO_H
+#define HUSK_VIRTIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "virtio/virtq.h"
+
+struct vm;
+struct virtio_mmio;
+
+/*
+ * What a virtio device tells the transport. Devices fill one static const
+ * table each; the transport calls it and never changes it. Every hook runs
+ * with the device's lock held (virtio_lock()).
+ */
+struct virtio_dev_ops {
+	const char *name;
+	uint32_t device_id; /* VIRTIO_ID_* */
+	uint16_t nr_queues;
+	uint16_t queue_max; /* largest queue size offered */
+	uint64_t features;  /* device feature bits; the transport adds VERSION_1, EVENT_IDX */
+	size_t config_size; /* bytes of device config space */
+	/* Config space access; off + len <= config_size. NULL: reads zero, writes ignored. */
+	void (*config_read)(void *dev, uint32_t off, void *data, unsigned len);
+	void (*config_write)(void *dev, uint32_t off, const void *data, unsigned len);
+	/* The driver set DRIVER_OK: queues are ready. Nonzero refuses (DEVICE_NEEDS_RESET). */
+	int (*activate)(void *dev);
+	/* The driver kicked queue q (device thread). */
+	void (*notify)(void *dev, unsigned q);
+	/* The driver reset the device: drop all state tied to the queues. */
+	void (*reset)(void *dev);
+};
+
+/*
+ * Creates a virtio-mmio transport for dev: claims the next MMIO window and
+ * ISA IRQ, wires an irqfd for interrupts and one ioeventfd per queue for
+ * notifications (served on the VM's event loop), and announces the device
+ * on the guest command line. Returns NULL and logs on failure.
+ */
+struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_ops *ops, void *dev);
+void virtio_mmio_destroy(struct virtio_mmio *t);
+
+/* The device's lock: hold it around any queue work outside the hooks. */
+void virtio_lock(struct virtio_mmio *t);
+void virtio_unlock(struct virtio_mmio *t);
+
+/* Queue q of the device, or NULL if q is out of range. */
+struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q);
+
+/* Guest memory the queues point into. */
+const struct guest_mem *virtio_mem(struct virtio_mmio *t);
+
+/* After pushing used buffers on q: interrupts the guest if it wants one. Lock held. */
+void virtio_signal(struct virtio_mmio *t, unsigned q);
+
+/* Whether the driver negotiated feature bit. */
+int virtio_has_feature(struct virtio_mmio *t, unsigned bit);
+
+#endif
