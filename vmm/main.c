@@ -14,6 +14,7 @@
 #include "kvm.h"
 #include "log.h"
 #include "virtio/rng.h"
+#include "virtio/vsock.h"
 #include "vm.h"
 #include "x86/boot.h"
 #include "x86/layout.h"
@@ -37,6 +38,8 @@ struct options {
 	const char *initrd;
 	const char *cmdline;
 	const char *console;
+	const char *vsock_uds;
+	uint64_t cid;
 	uint64_t mem;
 	unsigned vcpus;
 };
@@ -132,7 +135,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	long n;
 	int c;
 
-	*o = (struct options){.cmdline = "", .console = "stdio", .mem = 256ULL << 20, .vcpus = 1};
+	*o = (struct options){
+		.cmdline = "", .console = "stdio", .cid = 3, .mem = 256ULL << 20, .vcpus = 1};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -164,6 +168,16 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return usage_error("--vcpus '%s' must be a number from 1 to 255",
 				                   optarg);
 			o->vcpus = (unsigned)n;
+			break;
+		case 's':
+			o->vsock_uds = optarg;
+			break;
+		case 'C':
+			errno = 0;
+			o->cid = strtoull(optarg, &end, 10);
+			if (errno || *end || end == optarg || o->cid < 3 || o->cid >= UINT32_MAX)
+				return usage_error(
+					"--cid '%s' must be a number from 3 to 4294967294", optarg);
 			break;
 		case 'v':
 			if (log_max_level < LOG_DEBUG)
@@ -204,6 +218,7 @@ int main(int argc, char **argv)
 	struct serial *serial = NULL;
 	struct power *power = NULL;
 	struct virtio_rng *rng = NULL;
+	struct vsock_dev *vsock = NULL;
 	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
@@ -250,6 +265,11 @@ int main(int argc, char **argv)
 	rng = virtio_rng_create(&vm);
 	if (!serial || !power || !rng)
 		goto out;
+	if (o.vsock_uds) {
+		vsock = vsock_create(&vm, o.cid, o.vsock_uds);
+		if (!vsock)
+			goto out;
+	}
 	/* Device announcements go before the user's part, which may override. */
 	if (asprintf(&cmdline, "%s %s %s", base_cmdline, vm.device_cmdline ? vm.device_cmdline : "",
 	             o.cmdline) < 0) {
@@ -267,6 +287,7 @@ int main(int argc, char **argv)
 		log_err("%s", vm.exit_reason);
 out:
 	boot_close(&boot); /* first: it waits for a loader still writing guest RAM */
+	vsock_destroy(vsock);
 	virtio_rng_destroy(rng);
 	vm_destroy(&vm);
 	serial_destroy(serial);

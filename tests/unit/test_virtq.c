@@ -36,7 +36,8 @@ static int ring_init(struct ring *r)
 	return virtq_enable(&r->vq, &r->mem);
 }
 
-static void set_desc(struct ring *r, int i, uint64_t addr, uint32_t len, uint16_t flags, uint16_t next)
+static void set_desc(struct ring *r, int i, uint64_t addr, uint32_t len, uint16_t flags,
+                     uint16_t next)
 {
 	r->desc[i] = (struct vring_desc){.addr = addr, .len = len, .flags = flags, .next = next};
 }
@@ -280,7 +281,8 @@ UNIT_TEST(virtq_random_tables_never_escape)
 				uint8_t *lo = r.mem.regions[0].host;
 
 				CHECK(chain.buf[i].addr >= lo);
-				CHECK(chain.buf[i].addr + chain.buf[i].len <= lo + r.mem.regions[0].size);
+				CHECK(chain.buf[i].addr + chain.buf[i].len <=
+				      lo + r.mem.regions[0].size);
 			}
 			virtq_push(&r.vq, chain.head, 0);
 		}

@@ -157,6 +157,11 @@ int virtq_pop(struct virtq *vq, const struct guest_mem *mem, struct virtq_chain 
 	return 1;
 }
 
+void virtq_unpop(struct virtq *vq)
+{
+	vq->last_avail--;
+}
+
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len)
 {
 	struct vring_used_elem *e = &vq->used->ring[vq->used_idx % vq->size];

@@ -68,6 +68,9 @@ void virtq_reset(struct virtq *vq);
 int virtq_pop(struct virtq *vq, const struct guest_mem *mem, struct virtq_chain *c)
 	__attribute__((warn_unused_result));
 
+/* Puts back the chain the last virtq_pop() returned, unused (nothing was pushed since). */
+void virtq_unpop(struct virtq *vq);
+
 /* Returns a chain to the guest with len bytes written into its writable part. */
 void virtq_push(struct virtq *vq, uint16_t head, uint32_t len);
 
