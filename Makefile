@@ -11,8 +11,10 @@ SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 
 VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_SRCS))
-AGENT_SRCS := $(sort $(wildcard guest-agent/*.c))
-AGENT_LIB_SRCS := $(filter-out guest-agent/main.c,$(AGENT_SRCS))
+# The agent shares the VMM's event loop; it links jansson statically (it is
+# the guest's init, before any library exists there).
+AGENT_SRCS := $(sort $(wildcard guest-agent/*.c)) vmm/evloop.c
+AGENT_LIB_SRCS := $(filter-out guest-agent/main.c vmm/evloop.c,$(AGENT_SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
@@ -22,6 +24,7 @@ VMM := $(BIN)/husk-vmm
 VMM_SAN := $(BIN)/husk-vmm-san
 AGENT := $(BIN)/husk-agent
 BOOTBENCH := $(BIN)/bootbench
+AGENTCTL := $(BIN)/husk-agentctl
 UNIT := $(BUILD)/tests/unit-tests
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
@@ -39,37 +42,52 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(BOOTBENCH) $(UNIT)
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENTCTL) $(BOOTBENCH) $(UNIT)
 images: $(KERNEL) $(INITRAMFS)
+
+# V=1 shows whole command lines.
+Q := $(if $(V),,@)
 
 $(BUILD)/obj/rel/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) -Ivmm -Iguest-agent -c $< -o $@
+	@$(if $(Q),echo "  CC      $<")
+	$(Q)$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) -Ivmm -Iguest-agent -Iapi -c $< -o $@
 
 $(BUILD)/obj/san/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) -Ivmm -Iguest-agent -c $< -o $@
+	@$(if $(Q),echo "  CC san  $<")
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) -Ivmm -Iguest-agent -Iapi -c $< -o $@
 
 $(VMM): $(call obj,rel,$(VMM_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^ -lpthread
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^ -lpthread
 
 $(VMM_SAN): $(call obj,san,$(VMM_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
 
 # The agent runs as the guest's init before any library exists there.
 $(AGENT): $(call obj,rel,$(AGENT_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) -static -o $@ $^
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -static -o $@ $^ -ljansson
+
+$(AGENTCTL): $(call obj,rel,api/husk-agentctl.c api/agent_client.c guest-agent/proto.c)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ -ljansson
 
 $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $^
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS))
 	@mkdir -p $(dir $@)
-	$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread -ljansson
 
 $(KERNEL): images/kernel/husk.config images/kernel/build.sh
 	images/kernel/build.sh $@

@@ -1,29 +1,23 @@
 // SPDX-License-Identifier: MIT
 /*
- * husk-agent as PID 1 of the guest's initramfs: mounts the kernel file
- * systems, reports readiness on the console, runs the test command given
- * as husk.cmd="..." on the kernel command line, and powers the guest off
- * (or reboots it with husk.halt=reboot, for VMMs without ACPI power-off).
+ * husk-agent: as PID 1 of the guest it sets the system up, then serves the
+ * host over vsock (PROTOCOL.md). With husk.cmd="..." on the kernel command
+ * line it instead runs that one command and powers off: the boot tests use
+ * that. Outside a guest, --listen unix:PATH serves on a Unix socket.
  */
 #include <errno.h>
-#include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
-#include <sys/reboot.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <termios.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "cmdline.h"
 
-#define AGENT_VERSION "0.1.0"
-
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
 static void say(const char *fmt, ...)
 {
 	char line[512];
@@ -40,67 +34,7 @@ static void say(const char *fmt, ...)
 		return;
 }
 
-static void mount_one(const char *src, const char *dir, const char *type, unsigned long flags,
-                      const char *data)
-{
-	mkdir(dir, 0755);
-	if (mount(src, dir, type, flags, data) < 0 && errno != EBUSY)
-		say("cannot mount %s on %s: %s", type, dir, strerror(errno));
-}
-
-static void init_system(void)
-{
-	int fd;
-
-	mount_one("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	mount_one("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	mount_one("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
-	mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-	/* The kernel gives init the console only if /dev/console existed. */
-	if (fcntl(STDOUT_FILENO, F_GETFD) < 0) {
-		fd = open("/dev/console", O_RDWR | O_NOCTTY);
-		if (fd >= 0) {
-			dup2(fd, STDIN_FILENO);
-			dup2(fd, STDOUT_FILENO);
-			dup2(fd, STDERR_FILENO);
-			if (fd > STDERR_FILENO)
-				close(fd);
-		}
-	}
-	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
-	setenv("HOME", "/root", 1);
-	setenv("TERM", "linux", 1);
-}
-
-static double uptime_seconds(void)
-{
-	char buf[64] = "";
-	int fd = open("/proc/uptime", O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -1;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	return n > 0 ? strtod(buf, NULL) : -1;
-}
-
-static int read_cmdline(char *buf, size_t len)
-{
-	int fd = open("/proc/cmdline", O_RDONLY);
-	ssize_t n;
-
-	if (fd < 0)
-		return -errno;
-	n = read(fd, buf, len - 1);
-	close(fd);
-	if (n < 0)
-		return -errno;
-	buf[n] = '\0';
-	return 0;
-}
-
-static void run_command(const char *cmd)
+static void run_test_command(const char *cmd)
 {
 	int status;
 	pid_t pid = fork(), w;
@@ -128,31 +62,98 @@ static void run_command(const char *cmd)
 		say("command killed by signal %d", WTERMSIG(status));
 }
 
-int main(void)
+static int read_cmdline(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/cmdline", "re");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, len - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return 0;
+}
+
+/* The sandbox's default environment starts as the agent's own basics. */
+static void seed_env(struct agent *a)
+{
+	static const char *const keys[] = {"PATH", "HOME", "TERM", "LANG"};
+
+	for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+		const char *v = getenv(keys[i]);
+
+		if (v)
+			json_object_set_new(a->env, keys[i], json_string(v));
+	}
+}
+
+static int serve(const char *listen_spec, bool pid1)
+{
+	struct agent *a = agent_create();
+	int ret;
+
+	if (!a) {
+		say("cannot start: out of memory or file descriptors");
+		return 1;
+	}
+	a->pid1 = pid1;
+	seed_env(a);
+	if (!strncmp(listen_spec, "unix:", 5))
+		ret = agent_listen_unix(a, listen_spec + 5);
+	else if (!strncmp(listen_spec, "vsock:", 6))
+		ret = agent_listen_vsock(a, (unsigned)strtoul(listen_spec + 6, NULL, 10));
+	else
+		ret = -EINVAL;
+	if (ret) {
+		say("cannot listen on '%s': %s (use unix:PATH or vsock:PORT)", listen_spec,
+		    strerror(-ret));
+		agent_destroy(a);
+		return 1;
+	}
+	say("version %s ready, guest uptime %.3f s", AGENT_VERSION, init_uptime());
+	ret = agent_run(a);
+	agent_destroy(a);
+	return ret ? 1 : 0;
+}
+
+int main(int argc, char **argv)
 {
 	static char cmdline[16384], cmd[16384];
 	char halt[16] = "poweroff";
+	char listen_spec[300];
+	bool pid1 = getpid() == 1;
 
-	if (getpid() == 1)
-		init_system();
-	say("version %s ready, guest uptime %.3f s", AGENT_VERSION, uptime_seconds());
+	snprintf(listen_spec, sizeof(listen_spec), "vsock:%u", AGENT_VSOCK_PORT);
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
+			snprintf(listen_spec, sizeof(listen_spec), "%s", argv[++i]);
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("husk-agent %s (protocol %d)\n", AGENT_VERSION, PROTO_VERSION);
+			return 0;
+		} else if (!pid1) {
+			fprintf(stderr,
+			        "usage: husk-agent [--listen unix:PATH|vsock:PORT] [--version]\n");
+			return 2;
+		}
+	}
+	if (!pid1)
+		return serve(listen_spec, false);
 
+	init_system();
 	if (read_cmdline(cmdline, sizeof(cmdline)) == 0) {
 		int n = cmdline_get(cmdline, "husk.cmd", cmd, sizeof(cmd));
 
-		if (n == -2)
-			say("husk.cmd is longer than %zu bytes; not running it", sizeof(cmd) - 1);
-		else if (n >= 0)
-			run_command(cmd);
 		cmdline_get(cmdline, "husk.halt", halt, sizeof(halt));
+		if (n == -2) {
+			say("husk.cmd is longer than %zu bytes; not running it", sizeof(cmd) - 1);
+		} else if (n >= 0) {
+			say("version %s ready, guest uptime %.3f s", AGENT_VERSION, init_uptime());
+			run_test_command(cmd);
+			init_poweroff(!strcmp(halt, "reboot"));
+		}
 	}
-	if (getpid() != 1)
-		return 0;
-	/* Console output still queued in the tty would die with the guest. */
-	tcdrain(STDOUT_FILENO);
-	sync();
-	reboot(strcmp(halt, "reboot") == 0 ? RB_AUTOBOOT : RB_POWER_OFF);
-	say("cannot %s: %s", halt, strerror(errno));
-	for (;;)
-		pause();
+	serve(listen_spec, true);
+	/* PID 1 must not exit: that would panic the guest. */
+	init_poweroff(false);
 }

@@ -48,7 +48,8 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
-	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH] [-v]\n"
+	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
+	        "                [--vsock PATH [--cid N]] [-v]\n"
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
 	        "\n"
@@ -59,6 +60,11 @@ static void usage(FILE *f)
 	        "                     a multiple of 2 MiB, at least 32M (default 256M)\n"
 	        "  --vcpus N          virtual CPUs, 1 to %d (default 1)\n"
 	        "  --console DEST     where the serial console goes: stdio (default) or a file\n"
+	        "  --vsock PATH       a virtio-vsock device; its host side is the Unix socket\n"
+	        "                     PATH: connect, send \"CONNECT <port>\\n\", read \"OK "
+	        "<n>\\n\",\n"
+	        "                     then stream; guest connections to host port P go to PATH_P\n"
+	        "  --cid N            the guest's vsock CID, 3 or more (default 3)\n"
 	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
 	        "  -h, --help         this text\n"
 	        "\n"

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_AGENT_H
+#define HUSK_AGENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto.h"
+
+#define AGENT_VERSION "0.2.0"
+
+/* A connection stops producing output above this many queued bytes. */
+#define OUTQ_HIGH (1U << 20)
+/* ... and producers resume once it drains below this. */
+#define OUTQ_LOW (256U << 10)
+
+struct evloop;
+struct conn;
+struct req;
+struct child;
+
+struct agent {
+	struct evloop *loop;
+	int listen_fd;
+	int sigchld_fd;
+	bool pid1;
+	struct conn *conns;
+	struct child *children;
+	struct job *jobs;
+	unsigned nr_jobs, next_job_id;
+	json_t *env; /* the sandbox's default environment: object of strings */
+};
+
+/* A request that lives past its first frame: it streams, or takes a stream. */
+struct req_ops {
+	/* A STDIN, DATA, CANCEL or WINDOW frame for this request. */
+	void (*on_frame)(struct req *r, const struct frame *f);
+	/* The connection's queue drained: produce more output if paused. */
+	void (*on_drain)(struct req *r);
+	/* The connection is going away: release everything, no more sends. */
+	void (*on_conn_lost)(struct req *r);
+};
+
+struct req {
+	struct conn *conn;
+	uint32_t id;
+	const struct req_ops *ops;
+	struct req *next;
+};
+
+/* server.c */
+struct agent *agent_create(void);
+int agent_listen_unix(struct agent *a, const char *path) __attribute__((warn_unused_result));
+int agent_listen_vsock(struct agent *a, unsigned port) __attribute__((warn_unused_result));
+int agent_run(struct agent *a);
+void agent_destroy(struct agent *a);
+
+void req_register(struct conn *c, struct req *r, uint32_t id, const struct req_ops *ops);
+void req_unregister(struct req *r);
+struct req *req_find(struct conn *c, uint32_t id);
+
+/* Queues a frame. Returns 0 or -errno; the connection may be closed after. */
+int conn_send(struct conn *c, uint8_t type, uint8_t flags, uint32_t id, const void *payload,
+              size_t len);
+/* Queues a RESULT (or other JSON frame) and drops the reference to j. */
+int conn_send_json(struct conn *c, uint8_t type, uint32_t id, json_t *j);
+int conn_send_error(struct conn *c, uint32_t id, const char *code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Bytes waiting to go out; producers hold back above OUTQ_HIGH. */
+size_t conn_queued(const struct conn *c);
+struct agent *conn_agent(const struct conn *c);
+/* Stops (hold) or resumes reading a connection's input; holds nest. */
+void conn_hold_input(struct conn *c, bool hold);
+
+/* Maps an errno to the protocol's error code. */
+const char *errno_code(int e);
+
+/* Ops, one file each: given the parsed request, reply or register a req. */
+void op_exec(struct conn *c, uint32_t id, json_t *req);
+void op_job(struct conn *c, uint32_t id, const char *op, json_t *req);
+void op_file(struct conn *c, uint32_t id, const char *op, json_t *req);
+void op_tar(struct conn *c, uint32_t id, const char *op, json_t *req);
+void op_env(struct conn *c, uint32_t id, const char *op, json_t *req);
+void op_info(struct conn *c, uint32_t id, json_t *req);
+
+/* init.c: PID 1 duties */
+void init_system(void);
+void init_poweroff(bool reboot) __attribute__((noreturn));
+double init_uptime(void);
+
+#endif
