@@ -25,6 +25,8 @@ VMM_SAN := $(BIN)/husk-vmm-san
 AGENT := $(BIN)/husk-agent
 BOOTBENCH := $(BIN)/bootbench
 AGENTCTL := $(BIN)/husk-agentctl
+AGENT_SAN := $(BIN)/husk-agent-san
+RAWFRAMES := $(BUILD)/tests/rawframes
 UNIT := $(BUILD)/tests/unit-tests
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
@@ -42,7 +44,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENTCTL) $(BOOTBENCH) $(UNIT)
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(BOOTBENCH) $(UNIT) $(RAWFRAMES)
 images: $(KERNEL) $(INITRAMFS)
 
 # V=1 shows whole command lines.
@@ -73,6 +75,17 @@ $(AGENT): $(call obj,rel,$(AGENT_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -static -o $@ $^ -ljansson
+
+# The agent again, with sanitizers, for the tests that run it on the host.
+$(AGENT_SAN): $(call obj,san,$(AGENT_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -ljansson
+
+$(RAWFRAMES): $(call obj,san,tests/agent/rawframes.c api/agent_client.c guest-agent/proto.c)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -ljansson
 
 $(AGENTCTL): $(call obj,rel,api/husk-agentctl.c api/agent_client.c guest-agent/proto.c)
 	@mkdir -p $(dir $@)

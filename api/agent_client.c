@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 
 struct agent_client {
 	int fd;
+	volatile sig_atomic_t cancel;
 	uint32_t next_id;
 	struct frame_reader rd;
 	uint8_t buf[CHUNK];
@@ -102,6 +104,11 @@ void agent_client_close(struct agent_client *c)
 	close(c->fd);
 	frame_reader_free(&c->rd);
 	free(c);
+}
+
+void agent_client_cancel(struct agent_client *c)
+{
+	c->cancel = 1;
 }
 
 uint32_t agent_client_next_id(struct agent_client *c)
@@ -302,25 +309,31 @@ int agent_put(struct agent_client *c, const char *remote, int fd, int mode, json
 int agent_exec(struct agent_client *c, json_t *req, int in_fd, int out_fd, int err_fd, json_t **out)
 {
 	uint32_t id = agent_client_next_id(c);
-	int ret = agent_client_send_json(c, FRAME_REQUEST, id, req);
+	int ret = agent_client_send_json(c, FRAME_REQUEST, id, req), cancel_sent = 0;
 	struct frame f;
 
 	if (ret)
 		return ret;
+	c->cancel = 0;
 	/* Feed stdin while output comes back: one poll over both. */
-	while (in_fd >= 0) {
+	for (;;) {
 		struct pollfd p[2] = {{c->fd, POLLIN, 0}, {in_fd, POLLIN, 0}};
-		/* Frames already read into our buffer do not make the socket readable. */
-		int buffered = c->buf_off < c->buf_len;
 
-		if (buffered)
+		if (c->cancel && !cancel_sent) {
+			ret = agent_client_send(c, FRAME_CANCEL, 0, id, NULL, 0);
+			if (ret)
+				return ret;
+			cancel_sent = 1;
+		}
+		/* Frames already read into our buffer do not make the socket readable. */
+		if (c->buf_off < c->buf_len)
 			p[0].revents = POLLIN;
-		else if (poll(p, 2, -1) < 0) {
+		else if (poll(p, in_fd >= 0 ? 2 : 1, -1) < 0) {
 			if (errno == EINTR)
 				continue;
 			return -errno;
 		}
-		if (p[1].revents) {
+		if (in_fd >= 0 && p[1].revents) {
 			uint8_t buf[CHUNK];
 			ssize_t n = read(in_fd, buf, sizeof(buf));
 
@@ -333,19 +346,20 @@ int agent_exec(struct agent_client *c, json_t *req, int in_fd, int out_fd, int e
 			if (n <= 0)
 				in_fd = -1;
 		}
-		if (p[0].revents) {
-			ret = agent_client_recv(c, &f);
-			if (ret)
-				return ret;
-			if (f.id != id)
-				continue;
-			ret = final_frame(&f, out);
-			if (ret >= 0)
-				return ret;
-			ret = write_all(f.type == FRAME_STDERR ? err_fd : out_fd, f.payload, f.len);
-			if (ret)
-				return ret;
-		}
+		if (!p[0].revents)
+			continue;
+		ret = agent_client_recv(c, &f);
+		if (ret == -EINTR)
+			continue;
+		if (ret)
+			return ret;
+		if (f.id != id)
+			continue;
+		ret = final_frame(&f, out);
+		if (ret >= 0)
+			return ret;
+		ret = write_all(f.type == FRAME_STDERR ? err_fd : out_fd, f.payload, f.len);
+		if (ret)
+			return ret;
 	}
-	return collect(c, id, out_fd, err_fd, out);
 }

@@ -23,6 +23,12 @@ int agent_client_connect_vsock(const char *uds_path, uint32_t port, struct agent
 	__attribute__((warn_unused_result));
 void agent_client_close(struct agent_client *c);
 
+/*
+ * Asks a running agent_exec() to cancel its process (CANCEL frame): safe
+ * from a signal handler. The exec still returns its RESULT.
+ */
+void agent_client_cancel(struct agent_client *c);
+
 /* The next request id this connection has not used. */
 uint32_t agent_client_next_id(struct agent_client *c);
 

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,8 +64,18 @@ static json_t *argv_json(int argc, char **argv)
 	return a;
 }
 
+static struct agent_client *running;
+
+static void on_interrupt(int sig)
+{
+	(void)sig;
+	if (running)
+		agent_client_cancel(running);
+}
+
 static int cmd_exec(struct agent_client *c, int argc, char **argv)
 {
+	struct sigaction sa = {.sa_handler = on_interrupt};
 	json_t *req = json_pack("{s:s}", "op", "exec"), *env = json_object(), *res = NULL;
 	int use_stdin = 0, i, ret;
 
@@ -94,6 +105,11 @@ static int cmd_exec(struct agent_client *c, int argc, char **argv)
 	json_object_set_new(req, "argv", argv_json(argc - i - 1, argv + i + 1));
 	json_object_set_new(req, "env", env);
 	json_object_set_new(req, "stdin", json_boolean(use_stdin));
+	/* Ctrl-C or SIGTERM cancels the remote process; its result still comes. */
+	running = c;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
 	ret = agent_exec(c, req, use_stdin ? STDIN_FILENO : -1, STDOUT_FILENO, STDERR_FILENO, &res);
 	json_decref(req);
 	if (ret != 0)
@@ -102,6 +118,8 @@ static int cmd_exec(struct agent_client *c, int argc, char **argv)
 	ret = (int)json_integer_value(json_object_get(res, "exit_code"));
 	if (json_is_true(json_object_get(res, "timed_out")))
 		fprintf(stderr, "husk-agentctl: timed out\n");
+	if (json_is_true(json_object_get(res, "cancelled")))
+		fprintf(stderr, "husk-agentctl: cancelled\n");
 	json_decref(res);
 	return ret;
 }

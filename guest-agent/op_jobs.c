@@ -412,3 +412,16 @@ void op_job(struct conn *c, uint32_t id, const char *op, json_t *req)
 	else
 		conn_send_error(c, id, "unknown_op", "unknown operation '%.64s'", op);
 }
+
+void jobs_destroy(struct agent *a)
+{
+	while (a->jobs) {
+		struct job *j = a->jobs;
+
+		a->jobs = j->next;
+		if (job_running(j))
+			proc_signal_group(j->ch, SIGKILL);
+		job_free(j);
+	}
+	a->nr_jobs = 0;
+}

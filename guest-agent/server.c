@@ -138,7 +138,8 @@ int conn_send(struct conn *c, uint8_t type, uint8_t flags, uint32_t id, const vo
 		return -EMSGSIZE;
 	if (c->out_head + c->out_len + need > c->out_cap) {
 		/* Compact first; grow only if that is not enough. */
-		memmove(c->out, c->out + c->out_head, c->out_len);
+		if (c->out_len)
+			memmove(c->out, c->out + c->out_head, c->out_len);
 		c->out_head = 0;
 		if (c->out_len + need > c->out_cap) {
 			size_t cap = c->out_cap ? c->out_cap : 4096;
@@ -392,8 +393,10 @@ static void sigchld_event(void *ctx, uint32_t events)
 	struct signalfd_siginfo si;
 
 	(void)events;
-	while (read(a->sigchld_fd, &si, sizeof(si)) == sizeof(si))
-		;
+	while (read(a->sigchld_fd, &si, sizeof(si)) == sizeof(si)) {
+		if (si.ssi_signo != SIGCHLD && !a->pid1)
+			evloop_stop(a->loop);
+	}
 	proc_reap(a);
 }
 
@@ -407,8 +410,11 @@ struct agent *agent_create(void)
 	a->listen_fd = -1;
 	a->env = json_object();
 	a->loop = evloop_create();
+	/* SIGCHLD reaps; SIGTERM and SIGINT end the loop (and a clean exit). */
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGCHLD);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
 	sigprocmask(SIG_BLOCK, &mask, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	a->sigchld_fd = signalfd(-1, &mask, SFD_NONBLOCK | SFD_CLOEXEC);
@@ -481,6 +487,7 @@ void agent_destroy(struct agent *a)
 		return;
 	while (a->conns)
 		conn_close(a->conns);
+	jobs_destroy(a);
 	if (a->listen_fd >= 0) {
 		evloop_del(a->loop, a->listen_fd);
 		close(a->listen_fd);

@@ -30,6 +30,7 @@ hardware_kvm() {
 }
 
 suite unit build/tests/unit-tests
+suite agent tests/agent/host.sh
 suite integration tools/husk-kvm-run --timeout 2400 -- tests/integration/run.sh
 suite harness tests/harness.sh
 # On a KVM host the integration suite ran directly; boot once through the

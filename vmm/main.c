@@ -133,6 +133,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"mem", required_argument, NULL, 'm'},
 		{"vcpus", required_argument, NULL, 'n'},
 		{"console", required_argument, NULL, 'o'},
+		{"vsock", required_argument, NULL, 's'},
+		{"cid", required_argument, NULL, 'C'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},

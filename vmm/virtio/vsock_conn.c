@@ -84,6 +84,9 @@ void conn_update_events(struct vsock_conn *c)
 {
 	uint32_t ev = 0;
 
+	/* Bytes already waiting for credit go out as soon as there is some. */
+	if (c->want_data && conn_peer_credit(c))
+		conn_mark_ready(c);
 	if (c->detached)
 		return;
 	if (c->state == CONN_HANDSHAKE ||
