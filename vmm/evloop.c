@@ -98,25 +98,30 @@ void evloop_del(struct evloop *l, int fd)
 	w->fd = -1;
 }
 
-int evloop_run(struct evloop *l)
+int evloop_run_once(struct evloop *l, int timeout_ms)
 {
 	struct epoll_event evs[64];
+	int n = epoll_wait(l->epfd, evs, 64, timeout_ms);
 
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	for (int i = 0; i < n && !l->stop; i++) {
+		struct watch *w = &l->watches[evs[i].data.u64 & 0xffff];
+
+		if (w->fd >= 0 && w->gen == evs[i].data.u64 >> 16)
+			w->fn(w->ctx, evs[i].events);
+	}
+	return n;
+}
+
+int evloop_run(struct evloop *l)
+{
 	l->stop = 0;
 	while (!l->stop) {
-		int n = epoll_wait(l->epfd, evs, 64, -1);
+		int n = evloop_run_once(l, -1);
 
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		for (int i = 0; i < n && !l->stop; i++) {
-			struct watch *w = &l->watches[evs[i].data.u64 & 0xffff];
-
-			if (w->fd >= 0 && w->gen == evs[i].data.u64 >> 16)
-				w->fn(w->ctx, evs[i].events);
-		}
+		if (n < 0)
+			return n;
 	}
 	return 0;
 }

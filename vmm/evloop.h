@@ -27,4 +27,7 @@ void evloop_del(struct evloop *l, int fd);
 int evloop_run(struct evloop *l);
 void evloop_stop(struct evloop *l);
 
+/* Runs the callbacks of one wait of at most timeout_ms; returns how many ran, or -errno. */
+int evloop_run_once(struct evloop *l, int timeout_ms);
+
 #endif

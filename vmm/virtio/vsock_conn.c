@@ -179,7 +179,9 @@ static void conn_read_handshake(struct vsock_conn *c)
 	if (len <= 0) {
 		static const char err[] = "ERROR expected \"CONNECT <port>\\n\"\n";
 
-		if (n > 0 && send(c->fd, err, sizeof(err) - 1, MSG_NOSIGNAL) < 0)
+		/* Consume what it sent, so it reads our answer and a clean end of stream. */
+		if (n > 0 && recv(c->fd, buf, (size_t)n, 0) >= 0 &&
+		    send(c->fd, err, sizeof(err) - 1, MSG_NOSIGNAL) < 0)
 			log_debug("vsock: could not tell a client its handshake was bad");
 		conn_close(c, false);
 		return;

@@ -74,6 +74,8 @@ int vsock_parse_connect(const char *buf, size_t len, uint32_t *port)
 	/* Reject early on a wrong prefix, so no garbage is waited for. */
 	if (memcmp(buf, verb, len < vlen ? len : vlen))
 		return -EINVAL;
+	if (len <= vlen)
+		return 0;
 	for (i = vlen; i < len && i < CONNECT_LINE_MAX; i++) {
 		if (buf[i] == '\n')
 			break;
