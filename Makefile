@@ -31,7 +31,7 @@ UNIT := $(BUILD)/tests/unit-tests
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images run test unit bench format clean
+.PHONY: all help deps build images run test unit bench fuzz format clean
 all: build images
 
 help:
@@ -39,6 +39,7 @@ help:
 	@echo "make run      install, build, then boot a guest (through the nested harness if needed)"
 	@echo "make test     install, build, then run every test; ends with 'N passed, N failed'"
 	@echo "make bench    install, build, then compare boots of husk-vmm and QEMU microvm"
+	@echo "make fuzz     run every fuzz target for FUZZ_SECONDS (default 60) each"
 	@echo "make format   clang-format the C sources"
 
 deps:
@@ -118,12 +119,32 @@ run: deps
 		--cmdline 'quiet husk.cmd="uname -sr; echo cpus: $$(nproc); grep MemTotal /proc/meminfo"'
 
 test: deps
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory all fuzz-build
 	tests/run.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all
 	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- tools/bench/boot.sh
+
+# libFuzzer targets: every parser a guest or a client can reach.
+FUZZ_SECONDS ?= 60
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ivmm -Iguest-agent -Iapi
+FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame
+
+$(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
+$(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
+$(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c guest-agent/proto.c
+$(FUZZ_TARGETS):
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  FUZZ    $@")
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ -ljansson
+
+fuzz-build: $(FUZZ_TARGETS)
+
+fuzz: deps
+	@$(MAKE) --no-print-directory fuzz-build
+	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 format:
 	clang-format -i $(VMM_SRCS) $(AGENT_SRCS) $(UNIT_SRCS) $(wildcard vmm/*.h vmm/*/*.h guest-agent/*.h tests/unit/*.h) tools/bench/bootbench.c
