@@ -25,6 +25,7 @@ VMM_SAN := $(BIN)/husk-vmm-san
 AGENT := $(BIN)/husk-agent
 BOOTBENCH := $(BIN)/bootbench
 AGENTCTL := $(BIN)/husk-agentctl
+AGENTBENCH := $(BIN)/agentbench
 AGENT_SAN := $(BIN)/husk-agent-san
 RAWFRAMES := $(BUILD)/tests/rawframes
 UNIT := $(BUILD)/tests/unit-tests
@@ -45,7 +46,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(BOOTBENCH) $(UNIT) $(RAWFRAMES)
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES)
 images: $(KERNEL) $(INITRAMFS)
 
 # V=1 shows whole command lines.
@@ -93,6 +94,11 @@ $(AGENTCTL): $(call obj,rel,api/husk-agentctl.c api/agent_client.c guest-agent/p
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^ -ljansson
 
+$(AGENTBENCH): $(call obj,rel,tools/bench/agentbench.c api/agent_client.c guest-agent/proto.c)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -o $@ $^ -ljansson
+
 $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -124,7 +130,7 @@ test: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- tools/bench/boot.sh
+	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh'
 
 # libFuzzer targets: every parser a guest or a client can reach.
 FUZZ_SECONDS ?= 60

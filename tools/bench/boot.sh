@@ -21,14 +21,14 @@ while [ "$i" -lt "$n" ]; do
 	i=$((i + 1))
 	"$bin/bootbench" --ready "$ready" --mem-mib $mem -- \
 		"$bin/husk-vmm" --kernel "$kernel" --initrd "$initrd" --mem ${mem}M --vcpus 1 \
-		--cmdline quiet >>"$out/husk"
+		--cmdline "quiet husk.cmd=true" >>"$out/husk"
 	# microvm without ACPI cannot power off: the agent reboots, reboot=t
 	# triple-faults, and -no-reboot turns that into QEMU's exit.
 	"$bin/bootbench" --ready "$ready" --mem-mib $mem -- \
 		qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -smp 1 -m $mem \
 		-nodefaults -no-user-config -nographic -no-reboot -serial stdio \
 		-kernel "$kernel" -initrd "$initrd" \
-		-append "console=ttyS0 quiet panic=-1 pci=off mitigations=off reboot=t husk.halt=reboot" >>"$out/qemu"
+		-append "console=ttyS0 quiet panic=-1 pci=off mitigations=off reboot=t husk.halt=reboot husk.cmd=true" >>"$out/qemu"
 	echo "  boot $i: husk $(sed -n "${i}p" "$out/husk" | cut -d' ' -f1) qemu $(sed -n "${i}p" "$out/qemu" | cut -d' ' -f1)"
 done
 

@@ -1,0 +1,107 @@
+// SPDX-License-Identifier: MIT
+/*
+ * agentbench: exec round trips and stream throughput against one agent.
+ * usage: agentbench (--unix PATH | --vsock PATH) [RUNS] [MIB]
+ * Prints: exec_p50_ms= exec_p99_ms= h2g_mbs= g2h_mbs=
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent_client.h"
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Runs argv with stdin from in_fd and stdout to out_fd; returns ms or -1. */
+static double timed_exec(struct agent_client *c, const char *script, int in_fd, int out_fd)
+{
+	json_t *req = json_pack("{s:s, s:[s,s,s], s:b}", "op", "exec", "argv", "sh", "-c", script,
+				"stdin", in_fd >= 0), *res = NULL;
+	double t0 = now_ms();
+	int ret = agent_exec(c, req, in_fd, out_fd, -1, &res);
+	double t = now_ms() - t0;
+
+	json_decref(req);
+	if (ret || json_integer_value(json_object_get(res, "exit_code"))) {
+		json_decref(res);
+		return -1;
+	}
+	json_decref(res);
+	return t;
+}
+
+int main(int argc, char **argv)
+{
+	int runs = argc > 3 ? atoi(argv[3]) : 200, mib = argc > 4 ? atoi(argv[4]) : 64, ret;
+	struct agent_client *c;
+	double *lat, h2g, g2h;
+	char tmp[] = "/tmp/agentbench-XXXXXX", script[64];
+	int fd, devnull = open("/dev/null", O_WRONLY);
+	static char chunk[1 << 20];
+
+	if (argc < 3 || runs < 1 || mib < 1) {
+		fprintf(stderr, "usage: agentbench (--unix PATH | --vsock PATH) [RUNS] [MIB]\n");
+		return 2;
+	}
+	ret = !strcmp(argv[1], "--unix") ? agent_client_connect_unix(argv[2], &c)
+					  : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
+	if (ret) {
+		fprintf(stderr, "agentbench: cannot connect: %s\n", strerror(-ret));
+		return 1;
+	}
+	lat = calloc((size_t)runs, sizeof(*lat));
+	for (int i = 0; i < runs; i++) {
+		json_t *req = json_pack("{s:s, s:[s]}", "op", "exec", "argv", "true"), *res = NULL;
+		double t0 = now_ms();
+
+		ret = agent_exec(c, req, -1, -1, -1, &res);
+		lat[i] = now_ms() - t0;
+		json_decref(req);
+		json_decref(res);
+		if (ret) {
+			fprintf(stderr, "agentbench: exec failed\n");
+			return 1;
+		}
+	}
+	qsort(lat, (size_t)runs, sizeof(*lat), cmp);
+
+	/* host -> guest: MIB MiB into the process's stdin, which throws it away */
+	fd = mkstemp(tmp);
+	unlink(tmp);
+	memset(chunk, 'h', sizeof(chunk));
+	for (int i = 0; i < mib; i++)
+		if (write(fd, chunk, sizeof(chunk)) != (ssize_t)sizeof(chunk))
+			return 1;
+	lseek(fd, 0, SEEK_SET);
+	h2g = timed_exec(c, "cat >/dev/null", fd, -1);
+	close(fd);
+	/* guest -> host: MIB MiB of the process's stdout */
+	snprintf(script, sizeof(script), "head -c %d /dev/zero", mib << 20);
+	g2h = timed_exec(c, script, -1, devnull);
+	if (h2g <= 0 || g2h <= 0) {
+		fprintf(stderr, "agentbench: a transfer failed\n");
+		return 1;
+	}
+	printf("exec_p50_ms=%.3f exec_p99_ms=%.3f h2g_mbs=%.1f g2h_mbs=%.1f\n", lat[runs / 2],
+	       lat[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1],
+	       mib * 1.048576 / (h2g / 1e3), mib * 1.048576 / (g2h / 1e3));
+	free(lat);
+	agent_client_close(c);
+	return 0;
+}
