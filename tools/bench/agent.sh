@@ -14,12 +14,14 @@ agent= vmm=
 "$bin/husk-agent" --listen "unix:$T/agent.sock" >/dev/null 2>&1 &
 agent=$!
 for i in $(seq 1 100); do [ -S "$T/agent.sock" ] && break; sleep 0.05; done
+echo "measuring the agent on a Unix socket..." >&2
 "$bin/agentbench" --unix "$T/agent.sock" "$runs" "$mib" >"$T/host"
 
 "$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$top/build/images/initramfs.cpio" \
 	--mem 512M --vcpus 2 --cmdline quiet --vsock "$T/vsock.sock" --console "$T/console" &
 vmm=$!
 for i in $(seq 1 600); do grep -q "ready, guest" "$T/console" 2>/dev/null && break; sleep 0.1; done
+echo "measuring the agent in a guest over vsock..." >&2
 "$bin/agentbench" --vsock "$T/vsock.sock" "$runs" "$mib" >"$T/guest"
 
 echo "agent benchmark: $runs execs of true, $mib MiB each way"
