@@ -3,6 +3,7 @@
 #define HUSK_AGENT_EXEC_OPTS_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "agent.h"
@@ -29,6 +30,22 @@ struct exec_opts {
 int exec_opts_parse(struct agent *a, json_t *req, struct exec_opts *o, const char **why)
 	__attribute__((warn_unused_result));
 void exec_opts_free(struct exec_opts *o);
+
+/*
+ * How a process's streams map to frames. exec: STDIN in, STDOUT/STDERR out,
+ * RESULT with the exit status. data (tar): DATA in and out, stderr kept for
+ * the message of an ERROR when the process fails, RESULT {size} otherwise.
+ */
+struct exec_mode {
+	const char *name;
+	bool data;
+};
+
+/*
+ * Starts o's process for request id and streams it as mode says until it
+ * ends. Everything in o is copied; the caller frees it.
+ */
+void exec_start(struct conn *c, uint32_t id, struct exec_opts *o, const struct exec_mode *mode);
 
 /*
  * Answers a request whose program could not start as a shell would: a

@@ -30,7 +30,11 @@ enum phase { RUNNING, TERMINATING, KILLED, LINGERING };
 struct exec_req {
 	struct req r;
 	struct agent *a;
+	const struct exec_mode *mode;
 	struct child *ch;
+	uint64_t bytes; /* data bytes streamed, for a data-mode RESULT */
+	char err[512];  /* stderr kept for a data-mode ERROR */
+	size_t err_len;
 	int timer_fd;
 	enum phase phase;
 	uint64_t grace_ms;
@@ -101,7 +105,15 @@ static void pump_stream(struct exec_req *e, int *fd, uint8_t type)
 		maybe_finish(e);
 		return;
 	}
-	conn_send(e->r.conn, type, 0, e->r.id, buf, (size_t)n);
+	if (type == FRAME_STDERR && e->mode->data) {
+		for (ssize_t i = 0; i < n && e->err_len < sizeof(e->err) - 1; i++)
+			e->err[e->err_len++] = buf[i] == '\n' ? ' ' : (char)buf[i];
+		return;
+	}
+	if (e->mode->data)
+		e->bytes += (uint64_t)n;
+	conn_send(e->r.conn, type == FRAME_STDOUT && e->mode->data ? FRAME_DATA : type, 0, e->r.id,
+	          buf, (size_t)n);
 	if (conn_queued(e->r.conn) >= OUTQ_HIGH)
 		set_output_paused(e, true);
 }
@@ -215,9 +227,17 @@ static void exec_frame(struct req *r, const struct frame *f)
 	json_t *j;
 
 	switch (f->type) {
+	case FRAME_DATA:
 	case FRAME_STDIN:
+		if ((f->type == FRAME_DATA) != e->mode->data) {
+			conn_send_error(r->conn, r->id, "bad_frame",
+			                "%s frames do not go to this request",
+			                frame_type_name(f->type));
+			return;
+		}
 		if (e->ch->in_fd < 0 || e->stdin_eof)
 			return;
+		e->bytes += f->len;
 		if (f->len) {
 			uint8_t *nb = realloc(e->in_buf, e->in_len + f->len);
 
@@ -302,6 +322,23 @@ static void exec_finish(struct exec_req *e)
 	json_t *res = json_object();
 	int st = ch->status;
 
+	if (e->mode->data) {
+		json_decref(res);
+		if (e->held)
+			conn_hold_input(e->r.conn, false);
+		e->held = false;
+		req_unregister(&e->r);
+		if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+			conn_send_json(e->r.conn, FRAME_RESULT, e->r.id,
+			               json_pack("{s:I}", "size", (json_int_t)e->bytes));
+		else
+			conn_send_error(e->r.conn, e->r.id, "io_error", "%s failed: %.*s",
+			                e->mode->name, (int)e->err_len,
+			                e->err_len ? e->err : "no message");
+		exec_free(e);
+		return;
+	}
+
 	if (WIFEXITED(st)) {
 		json_object_set_new(res, "exit_code", json_integer(WEXITSTATUS(st)));
 		json_object_set_new(res, "signal", json_null());
@@ -322,40 +359,32 @@ static void exec_finish(struct exec_req *e)
 	exec_free(e);
 }
 
-void op_exec(struct conn *c, uint32_t id, json_t *req)
+void exec_start(struct conn *c, uint32_t id, struct exec_opts *o, const struct exec_mode *mode)
 {
 	struct agent *a = conn_agent(c);
-	struct exec_opts o;
-	struct exec_req *e;
-	const char *why = NULL;
-	uint64_t timeout;
+	struct exec_req *e = calloc(1, sizeof(*e));
 	int ret;
 
-	if (exec_opts_parse(a, req, &o, &why)) {
-		conn_send_error(c, id, "bad_request", "%s", why);
-		return;
-	}
-	e = calloc(1, sizeof(*e));
 	if (!e) {
-		exec_opts_free(&o);
 		conn_send_error(c, id, "io_error", "out of memory");
 		return;
 	}
 	e->a = a;
-	e->grace_ms = o.grace_ms;
+	e->mode = mode;
+	e->grace_ms = o->grace_ms;
 	e->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-	ret = e->timer_fd < 0 ? -errno : proc_spawn(a, &o.spawn, &e->ch);
+	ret = e->timer_fd < 0 ? -errno : proc_spawn(a, &o->spawn, &e->ch);
 	if (ret) {
 		if (e->timer_fd >= 0)
 			close(e->timer_fd);
 		free(e);
-		/* Like a shell: a program that cannot run exits 127, and says why. */
-		exec_report_spawn_failure(c, id, &o, -ret);
-		exec_opts_free(&o);
+		if (mode->data)
+			conn_send_error(c, id, errno_code(-ret), "cannot run %s: %s", mode->name,
+			                strerror(-ret));
+		else /* like a shell: a program that cannot run exits 127, and says why */
+			exec_report_spawn_failure(c, id, o, -ret);
 		return;
 	}
-	timeout = o.timeout_ms;
-	exec_opts_free(&o);
 	e->ch->owner = e;
 	e->ch->on_exit = on_exit_cb;
 	req_register(c, &e->r, id, &exec_ops);
@@ -369,7 +398,21 @@ void op_exec(struct conn *c, uint32_t id, json_t *req)
 		conn_send_error(c, id, "io_error", "cannot watch the process");
 		return;
 	}
-	if (timeout)
-		arm(e, timeout);
+	if (o->timeout_ms)
+		arm(e, o->timeout_ms);
 	/* It may have exited already, with its SIGCHLD not read yet: that comes. */
+}
+
+void op_exec(struct conn *c, uint32_t id, json_t *req)
+{
+	static const struct exec_mode mode = {.name = "exec"};
+	struct exec_opts o;
+	const char *why = NULL;
+
+	if (exec_opts_parse(conn_agent(c), req, &o, &why)) {
+		conn_send_error(c, id, "bad_request", "%s", why);
+		return;
+	}
+	exec_start(c, id, &o, &mode);
+	exec_opts_free(&o);
 }
