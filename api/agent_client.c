@@ -218,25 +218,38 @@ static int final_frame(const struct frame *f, json_t **out)
 	return f->type == FRAME_ERROR;
 }
 
+#define MORE 2
+
+/*
+ * Takes one received frame of request id: 0 or 1 when it is the final one
+ * (see final_frame()), MORE when its bytes went to out_fd or err_fd (or it
+ * belonged to another request), -errno when they could not be written.
+ */
+static int take_frame(const struct frame *f, uint32_t id, int out_fd, int err_fd, json_t **out)
+{
+	int ret;
+
+	if (f->id != id)
+		return MORE;
+	ret = final_frame(f, out);
+	if (ret >= 0)
+		return ret;
+	ret = write_all(f->type == FRAME_STDERR ? err_fd : out_fd, f->payload, f->len);
+	return ret ? ret : MORE;
+}
+
 /* Reads frames for id, handing DATA/STDOUT/STDERR to fds, until the final one. */
 static int collect(struct agent_client *c, uint32_t id, int out_fd, int err_fd, json_t **out)
 {
 	struct frame f;
 	int ret;
 
-	for (;;) {
+	do {
 		ret = agent_client_recv(c, &f);
-		if (ret)
-			return ret;
-		if (f.id != id)
-			continue;
-		ret = final_frame(&f, out);
-		if (ret >= 0)
-			return ret;
-		ret = write_all(f.type == FRAME_STDERR ? err_fd : out_fd, f.payload, f.len);
-		if (ret)
-			return ret;
-	}
+		if (!ret)
+			ret = take_frame(&f, id, out_fd, err_fd, out);
+	} while (ret == MORE);
+	return ret;
 }
 
 int agent_call(struct agent_client *c, json_t *req, json_t **out)
@@ -349,17 +362,9 @@ int agent_exec(struct agent_client *c, json_t *req, int in_fd, int out_fd, int e
 		if (!p[0].revents)
 			continue;
 		ret = agent_client_recv(c, &f);
-		if (ret == -EINTR)
-			continue;
-		if (ret)
-			return ret;
-		if (f.id != id)
-			continue;
-		ret = final_frame(&f, out);
-		if (ret >= 0)
-			return ret;
-		ret = write_all(f.type == FRAME_STDERR ? err_fd : out_fd, f.payload, f.len);
-		if (ret)
+		if (!ret)
+			ret = take_frame(&f, id, out_fd, err_fd, out);
+		if (ret != MORE)
 			return ret;
 	}
 }
