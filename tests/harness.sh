@@ -24,4 +24,37 @@ else
 	echo "FAIL harness/hard_timeout: status $rc after ${took}s (want 124 soon after 20s)"
 	failed=1
 fi
+
+# Stopping the harness stops what it started (a stray emulator would eat the
+# machine's CPU for the rest of its timeout).
+qemus=$(pgrep -c qemu-system-x86 || true)
+tools/husk-kvm-run --timeout 900 -- sleep 1017 >/dev/null 2>&1 &
+pid=$!
+sleep 15
+kill -TERM $pid
+wait $pid
+rc=$?
+sleep 3
+left=$(($(pgrep -c qemu-system-x86 || true) - qemus))
+if [ "$rc" -ge 128 ] && [ "$left" -le 0 ] && ! pgrep -f 'sleep 1017' >/dev/null; then
+	echo "PASS harness/term_stops_everything"
+else
+	echo "FAIL harness/term_stops_everything: status $rc, $left emulator(s) left running"
+	failed=1
+fi
+
+# A nested host that never reaches the command is retried once, then
+# reported with its console instead of hanging until the hard timeout.
+if [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; then
+	echo "SKIP harness/boot_watchdog: hardware KVM here, no nested host"
+else
+	out=$(HUSK_L1_BOOT_LIMIT=1 tools/husk-kvm-run --timeout 900 -- true 2>&1)
+	rc=$?
+	if [ "$rc" = 125 ] && echo "$out" | grep -q 'wedged twice'; then
+		echo "PASS harness/boot_watchdog"
+	else
+		echo "FAIL harness/boot_watchdog: status $rc, output: $(echo "$out" | tail -n 5)"
+		failed=1
+	fi
+fi
 exit $failed

@@ -32,7 +32,8 @@ vmm() {
 	rm -f "$T/console" "$T/stderr"
 	timeout -s KILL 180 "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
 	status=$?
-	tr -d '\r' <"$T/console.raw" >"$T/console" 2>/dev/null
+	# A VMM that stops before opening its console leaves none.
+	[ -e "$T/console.raw" ] && tr -d '\r' <"$T/console.raw" >"$T/console"
 	rm -f "$T/console.raw"
 }
 

@@ -19,16 +19,17 @@ t_agent_in_guest() {
 		return
 	fi
 	pass agent_guest_boot
-	"$top/tests/agent/run.sh" --vsock "$sock" guest >"$T/agent.out" 2>&1
-	"$top/build/tests/rawframes" --vsock "$sock" 2>&1 | sed 's| agent/| guest/|' >>"$T/agent.out"
-	# Their PASS/FAIL lines count as this suite's.
-	while IFS= read -r line; do
-		case "$line" in
-		"PASS "*) pass "${line#PASS }" ;;
-		"FAIL "*) echo "$line"; failed=$((failed + 1)) ;;
-		*) echo "$line" ;;
-		esac
-	done <"$T/agent.out"
+	# Shown as they come (a wedge is then visible in the CI log), counted after.
+	{
+		"$top/tests/agent/run.sh" --vsock "$sock" guest
+		"$top/build/tests/rawframes" --vsock "$sock" | sed 's| agent/| guest/|'
+	} 2>&1 | tee "$T/agent.out"
+	passed=$((passed + $(grep -c '^PASS ' "$T/agent.out")))
+	failed=$((failed + $(grep -c '^FAIL ' "$T/agent.out")))
+	if grep -q '^FAIL ' "$T/agent.out" && [ -s "$T/stderr" ]; then
+		echo "--- husk-vmm stderr"
+		tail -n 40 "$T/stderr"
+	fi
 	# Power off through the agent: the VMM must then exit 0 on its own.
 	timeout 60 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- poweroff -f >/dev/null 2>&1
 	wait $vmm_pid
