@@ -88,7 +88,16 @@ void op_info(struct conn *c, uint32_t id, json_t *req);
 void jobs_destroy(struct agent *a);
 
 /* init.c: PID 1 duties */
+/* PID 1's first steps: /proc, /sys, /dev and the console. */
+void init_early(void);
+/* The rest of the system, in the final root: /tmp, /run, devpts, cgroups, host name, env. */
 void init_system(void);
+/*
+ * Mounts the ext4 disk dev (waiting briefly for it), grows its file system
+ * to the disk's size unless readonly, and makes it the root, taking /dev,
+ * /proc and /sys along. Returns 0 or -errno with a message in err.
+ */
+int rootfs_switch(const char *dev, bool readonly, char *err, size_t errlen);
 void init_poweroff(bool reboot) __attribute__((noreturn));
 double init_uptime(void);
 

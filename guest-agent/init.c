@@ -22,17 +22,11 @@ static void mount_one(const char *src, const char *dir, const char *type, unsign
 		        strerror(errno));
 }
 
-void init_system(void)
+void init_early(void)
 {
 	mount_one("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount_one("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	mount_one("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
-	mount_one("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-	          "gid=5,mode=620,ptmxmode=666");
-	mount_one("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-	mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
-	mount_one("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
-	mount_one("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	/* The kernel gives init the console only if /dev/console existed. */
 	if (fcntl(STDOUT_FILENO, F_GETFD) < 0) {
 		int fd = open("/dev/console", O_RDWR | O_NOCTTY);
@@ -45,9 +39,24 @@ void init_system(void)
 				close(fd);
 		}
 	}
+}
+
+void init_system(void)
+{
+	static const char hostname[] = "sandbox";
+
+	mount_one("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+	          "gid=5,mode=620,ptmxmode=666");
+	mount_one("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+	mount_one("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
+	mount_one("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+	if (sethostname(hostname, sizeof(hostname) - 1) < 0)
+		fprintf(stderr, "husk-agent: cannot set the host name: %s\n", strerror(errno));
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	setenv("HOME", "/root", 1);
 	setenv("TERM", "linux", 1);
+	setenv("LANG", "C.UTF-8", 1);
 }
 
 double init_uptime(void)

@@ -75,6 +75,26 @@ static int read_cmdline(char *buf, size_t len)
 	return 0;
 }
 
+/*
+ * husk.root=DEV puts the root on a disk (husk.rootmode=ro mounts it
+ * read-only). Without its disk a sandbox is no use: power off, saying why.
+ */
+static void switch_root(const char *cmdline)
+{
+	char dev[64], mode[8] = "rw", err[256];
+	int n = cmdline_get(cmdline, "husk.root", dev, sizeof(dev));
+
+	if (n == -1)
+		return;
+	cmdline_get(cmdline, "husk.rootmode", mode, sizeof(mode));
+	if (n < 0)
+		snprintf(err, sizeof(err), "husk.root is too long");
+	else if (rootfs_switch(dev, !strcmp(mode, "ro"), err, sizeof(err)) == 0)
+		return;
+	say("cannot start the sandbox: %s", err);
+	init_poweroff(false);
+}
+
 /* The sandbox's default environment starts as the agent's own basics. */
 static void seed_env(struct agent *a)
 {
@@ -140,8 +160,11 @@ int main(int argc, char **argv)
 	if (!pid1)
 		return serve(listen_spec, false);
 
+	init_early();
+	if (read_cmdline(cmdline, sizeof(cmdline)) == 0)
+		switch_root(cmdline);
 	init_system();
-	if (read_cmdline(cmdline, sizeof(cmdline)) == 0) {
+	if (cmdline[0]) {
 		int n = cmdline_get(cmdline, "husk.cmd", cmd, sizeof(cmd));
 
 		cmdline_get(cmdline, "husk.halt", halt, sizeof(halt));

@@ -1,0 +1,110 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_IMG_H
+#define HUSK_IMG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Disk images: husk's copy-on-write format (a subset of qcow2 version 3, so
+ * `qemu-img check` can audit every file we write) and raw files, behind one
+ * interface. An open image carries its whole backing chain, opened
+ * read-only: a base is never written through a child.
+ *
+ * One opener per image and one thread at a time per open image; the caller
+ * serializes. Every function returns 0 or a negative errno; the ones that
+ * can fail for a reason a user should read also fill err (errlen bytes, NUL
+ * terminated) with one line naming the problem and, where there is one, the
+ * fix (e.g. "base.qcow2: compressed clusters are not supported; convert the
+ * image with 'qemu-img convert -O qcow2' first").
+ */
+
+struct img;
+
+enum img_format {
+	IMG_FMT_AUTO = 0, /* qcow2 if the file starts with its magic, else refused */
+	IMG_FMT_QCOW2,
+	IMG_FMT_RAW, /* never guessed: a guest could write a qcow2 header into a raw disk */
+};
+
+#define IMG_RDONLY 0x1u
+
+/* Largest virtual size we create or open: 2^50 bytes (1 PiB). */
+#define IMG_MAX_SIZE (1ull << 50)
+
+/*
+ * Opens path as fmt with its backing chain (at most 16 deep; a backing path
+ * that is relative is taken relative to the directory of the image naming
+ * it). Refuses what we do not support (compression, encryption, internal
+ * snapshots, external data files, extended L2, an incompatible feature bit
+ * we do not know, a set "corrupt" bit, a "dirty" bit) with -ENOTSUP or
+ * -EINVAL and a message; never crashes on a corrupt file.
+ */
+int img_open(struct img **out, const char *path, enum img_format fmt, unsigned flags, char *err,
+             size_t errlen) __attribute__((warn_unused_result));
+
+/* Flushes (see img_flush) and closes the image and its backing chain. */
+int img_close(struct img *img);
+
+/* Virtual size in bytes. */
+uint64_t img_size(const struct img *img);
+
+enum img_format img_format(const struct img *img);
+
+/*
+ * Reads len bytes at off. Unallocated ranges read from the backing chain,
+ * or as zeros past its end or where there is none. off + len must not pass
+ * img_size() (-EINVAL). -EIO if the file cannot be read.
+ */
+int img_read(struct img *img, void *buf, size_t len, uint64_t off) __attribute__((warn_unused_result));
+
+/*
+ * Writes len bytes at off, allocating (copy-on-write from the backing chain
+ * for partial clusters) as needed. -EROFS on a read-only image, -EINVAL past
+ * the end, -ENOSPC/-EIO as the host file system reports.
+ *
+ * Ordering for crash safety: a data cluster is written before any L2 entry
+ * pointing at it, and a refcount is raised on disk before any table entry
+ * referring to the cluster reaches the disk; metadata may be cached in memory
+ * and is written in that order by img_flush().
+ */
+int img_write(struct img *img, const void *buf, size_t len, uint64_t off)
+	__attribute__((warn_unused_result));
+
+/* Writes cached metadata in a crash-safe order and fdatasync()s: after it returns 0, every
+ * completed write survives a crash of the process or the host. */
+int img_flush(struct img *img) __attribute__((warn_unused_result));
+
+/* Bytes the image file itself occupies (allocated clusters and metadata). */
+uint64_t img_allocated(const struct img *img);
+
+/* The backing image, or NULL. */
+struct img *img_backing(const struct img *img);
+
+/* The path the image was opened from. */
+const char *img_path(const struct img *img);
+
+/*
+ * Whether the cluster-aligned range at off holds data in this layer (1), is
+ * left to the backing chain (0), or reads as zeros here (2). *run is set to
+ * how many bytes from off share that answer (at least 1 cluster unless at
+ * the end). For raw images: always 1. Used by convert, commit and rebase.
+ */
+int img_map(struct img *img, uint64_t off, uint64_t *run) __attribute__((warn_unused_result));
+
+struct img_create_opts {
+	uint64_t size;              /* virtual size; 0 with a backing file: the backing's size */
+	unsigned cluster_bits;      /* 9..21; 0 means 16 (64 KiB) */
+	const char *backing;        /* NULL for none; stored as given */
+	enum img_format backing_fmt; /* recorded in the header; AUTO probes qcow2 */
+};
+
+/*
+ * Creates a new qcow2 (version 3, refcount_order 4) image at path, failing
+ * with -EEXIST if it exists. The file is written to a temporary name and
+ * renamed into place, so a crash never leaves a half-made image.
+ */
+int img_create(const char *path, const struct img_create_opts *o, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+#endif
