@@ -16,6 +16,8 @@ VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_SRCS))
 AGENT_SRCS := $(sort $(wildcard guest-agent/*.c)) vmm/evloop.c
 AGENT_LIB_SRCS := $(filter-out guest-agent/main.c vmm/evloop.c,$(AGENT_SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
+# The image library: husk-img, and the VMM's virtio-blk.
+IMG_SRCS := $(sort $(wildcard images/img/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -28,6 +30,8 @@ AGENTCTL := $(BIN)/husk-agentctl
 AGENTBENCH := $(BIN)/agentbench
 AGENT_SAN := $(BIN)/husk-agent-san
 RAWFRAMES := $(BUILD)/tests/rawframes
+HUSK_IMG := $(BIN)/husk-img
+IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
@@ -46,7 +50,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES)
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE)
 images: $(KERNEL) $(INITRAMFS)
 
 # V=1 shows whole command lines.
@@ -55,19 +59,19 @@ Q := $(if $(V),,@)
 $(BUILD)/obj/rel/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) -Ivmm -Iguest-agent -Iapi -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) -Ivmm -Iguest-agent -Iapi -Iimages/img -c $< -o $@
 
 $(BUILD)/obj/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC san  $<")
-	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) -Ivmm -Iguest-agent -Iapi -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) -Ivmm -Iguest-agent -Iapi -Iimages/img -c $< -o $@
 
-$(VMM): $(call obj,rel,$(VMM_SRCS))
+$(VMM): $(call obj,rel,$(VMM_SRCS) $(IMG_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^ -lpthread
 
-$(VMM_SAN): $(call obj,san,$(VMM_SRCS))
+$(VMM_SAN): $(call obj,san,$(VMM_SRCS) $(IMG_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
@@ -104,7 +108,18 @@ $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^
 
-$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS))
+$(HUSK_IMG): $(call obj,rel,images/husk-img.c $(IMG_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^
+
+# Random writes through the library, mirrored into a raw file, for tests/img.
+$(IMGWRITE): $(call obj,san,tests/img/imgwrite.c $(IMG_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^
+
+$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread -ljansson
@@ -135,12 +150,13 @@ bench: deps
 # libFuzzer targets: every parser a guest or a client can reach.
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
-	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ivmm -Iguest-agent -Iapi
-FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ivmm -Iguest-agent -Iapi -Iimages/img
+FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
 $(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c guest-agent/proto.c
+$(BUILD)/fuzz/fuzz_img: tests/fuzz/fuzz_img.c $(IMG_SRCS)
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
@@ -153,7 +169,8 @@ fuzz: deps
 	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 format:
-	clang-format -i $(VMM_SRCS) $(AGENT_SRCS) $(UNIT_SRCS) $(wildcard vmm/*.h vmm/*/*.h guest-agent/*.h tests/unit/*.h) tools/bench/bootbench.c
+	clang-format -i $(VMM_SRCS) $(AGENT_SRCS) $(UNIT_SRCS) $(wildcard vmm/*.h vmm/*/*.h guest-agent/*.h tests/unit/*.h) tools/bench/bootbench.c \
+		$(IMG_SRCS) images/img/*.h images/husk-img.c tests/img/*.c
 
 clean:
 	rm -rf $(BUILD)

@@ -56,7 +56,8 @@ enum img_format img_format(const struct img *img);
  * or as zeros past its end or where there is none. off + len must not pass
  * img_size() (-EINVAL). -EIO if the file cannot be read.
  */
-int img_read(struct img *img, void *buf, size_t len, uint64_t off) __attribute__((warn_unused_result));
+int img_read(struct img *img, void *buf, size_t len, uint64_t off)
+	__attribute__((warn_unused_result));
 
 /*
  * Writes len bytes at off, allocating (copy-on-write from the backing chain
@@ -93,9 +94,9 @@ const char *img_path(const struct img *img);
 int img_map(struct img *img, uint64_t off, uint64_t *run) __attribute__((warn_unused_result));
 
 struct img_create_opts {
-	uint64_t size;              /* virtual size; 0 with a backing file: the backing's size */
-	unsigned cluster_bits;      /* 9..21; 0 means 16 (64 KiB) */
-	const char *backing;        /* NULL for none; stored as given */
+	uint64_t size;               /* virtual size; 0 with a backing file: the backing's size */
+	unsigned cluster_bits;       /* 9..21; 0 means 16 (64 KiB) */
+	const char *backing;         /* NULL for none; stored as given */
 	enum img_format backing_fmt; /* recorded in the header; AUTO probes qcow2 */
 };
 
@@ -106,5 +107,70 @@ struct img_create_opts {
  */
 int img_create(const char *path, const struct img_create_opts *o, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
+
+/* Additions to the interface above. */
+
+/*
+ * One line saying why the last failed call on img failed ("" if none did):
+ * for logging an I/O error (a corrupt table, ENOSPC) where it happened.
+ */
+const char *img_error(const struct img *img);
+
+/* For the image tools (husk-img; huskd importing images) from here on. */
+
+/* The backing file name as the header stores it (NULL if none) and its recorded format
+ * (IMG_FMT_AUTO when the header does not say). */
+const char *img_backing_name(const struct img *img);
+enum img_format img_backing_format(const struct img *img);
+
+/* Cluster size of a qcow2 image; 0 for raw. */
+uint64_t img_cluster_size(const struct img *img);
+
+struct img_check_result {
+	uint64_t corruptions;   /* refcounts below the references, bad offsets, wrong flags */
+	uint64_t leaks;         /* clusters counted but unused: wasted space, not damage */
+	uint64_t data_clusters; /* guest clusters allocated in this layer */
+	uint64_t end_offset;    /* where the used part of the file ends */
+};
+
+typedef void (*img_check_fn)(void *opaque, const char *msg);
+
+/*
+ * Recounts the references to every cluster of a qcow2 image from its tables
+ * and compares them with the stored refcounts, as `qemu-img check` does;
+ * report (may be NULL) gets one line per problem. Returns 0 when the check
+ * ran (the verdict is in res), -ENOTSUP for raw images, or another negative
+ * errno (with err filled) when it could not run. Flushes a writable image
+ * first.
+ */
+int img_check(struct img *img, struct img_check_result *res, img_check_fn report, void *opaque,
+              char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * Writes the data of img's own layer into its backing file, opened
+ * read-write for the purpose (it must be writable, and at least as large).
+ * img keeps its data and stays usable, with its backing reopened read-only.
+ */
+int img_commit(struct img *img, char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * Changes the backing file of writable qcow2 image img to backing (as
+ * stored: a relative name is relative to img's directory; NULL or "" for
+ * none) of format fmt (AUTO: qcow2, which must then be what it is). Unless
+ * unsafe, first copies into img every cluster it leaves to its backing
+ * where the old and the new chain read differently, so the guest sees the
+ * same disk; unsafe only rewrites the header.
+ */
+int img_rebase(struct img *img, const char *backing, enum img_format fmt, int unsafe, char *err,
+               size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * Writes what in reads (through its whole chain) to a new image out of
+ * format fmt (qcow2 with clusters of 1 << cluster_bits, 0 for the default;
+ * or raw), skipping all-zero clusters (left unallocated, or holes). The file
+ * is written under a temporary name and renamed over out when complete.
+ */
+int img_convert(struct img *in, const char *out, enum img_format fmt, unsigned cluster_bits,
+                char *err, size_t errlen) __attribute__((warn_unused_result));
 
 #endif
