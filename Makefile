@@ -36,7 +36,7 @@ UNIT := $(BUILD)/tests/unit-tests
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images run test unit bench fuzz format clean
+.PHONY: all help deps build images runtimes run test unit bench fuzz format clean
 all: build images
 
 help:
@@ -51,7 +51,7 @@ deps:
 	@tools/deps.sh
 
 build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE)
-images: $(KERNEL) $(INITRAMFS)
+images: $(KERNEL) $(INITRAMFS) runtimes
 
 # V=1 shows whole command lines.
 Q := $(if $(V),,@)
@@ -129,6 +129,11 @@ $(KERNEL): images/kernel/husk.config images/kernel/build.sh
 
 $(INITRAMFS): $(AGENT) images/initramfs/build.sh
 	images/initramfs/build.sh $(AGENT) $@
+
+# The runtime root file systems and their catalog (images/runtimes/README.md);
+# cached, so an unchanged runtime takes a fraction of a second.
+runtimes: $(HUSK_IMG)
+	HUSK_IMG=$(HUSK_IMG) images/runtimes/build.sh $(BUILD)/images/runtimes
 
 unit: $(UNIT)
 	$(UNIT)

@@ -8,6 +8,7 @@ build-essential pkg-config clang libclang-rt-14-dev
 linux-source-6.1 bc bison flex libelf-dev libssl-dev xz-utils lz4 cpio gzip
 busybox-static qemu-system-x86 qemu-utils
 libjansson-dev
+mmdebstrap debian-archive-keyring e2fsprogs jq
 "
 
 missing=""
