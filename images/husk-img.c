@@ -211,6 +211,12 @@ static int layer_data(struct img *img, uint64_t *bytes)
 	uint64_t run;
 
 	*bytes = 0;
+	if (img_format(img) == IMG_FMT_RAW) {
+		/* Every byte of a raw file is its own; what is allocated is what the host stores.
+		 */
+		*bytes = img_allocated(img);
+		return 0;
+	}
 	for (uint64_t off = 0; off < img_size(img); off += run) {
 		int a = img_map(img, off, &run);
 

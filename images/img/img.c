@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -196,7 +197,7 @@ int img_open_backing(struct img *img, const struct img *const *chain, int depth,
 				err, errlen, -EINVAL,
 				"%s: backing file %s has no recorded format and is not qcow2; "
 				"if it is raw, record that with 'husk-img rebase -u -b %s -F raw "
-			        "%s'",
+				"%s'",
 				img->path, path, img->backing_name, img->path);
 			goto out;
 		}
@@ -277,6 +278,14 @@ int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsi
 			              path, chain[i]->path);
 			goto err_free;
 		}
+	}
+	/* Many readers or one writer, across processes: two writers would corrupt the image. */
+	if (flock(img->fd, (img->rdonly ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0 &&
+	    errno == EWOULDBLOCK) {
+		rc = img_errf(err, errlen, -EBUSY,
+		              "%s: in use by another process (a running sandbox?)%s", path,
+		              img->rdonly ? "" : ", or opened read-only by one");
+		goto err_free;
 	}
 	if (fmt == IMG_FMT_AUTO) {
 		rc = probe_fd(img->fd, &fmt);

@@ -90,43 +90,47 @@ static int commit_copy(struct img *img, struct img *dst, uint8_t *buf, char *err
 
 int img_commit(struct img *img, char *err, size_t errlen)
 {
-	struct img *b = img->backing, *rw = NULL;
-	char inner[512] = "";
+	struct img *rw = NULL;
+	char inner[512] = "", *bpath;
+	enum img_format bfmt;
 	uint8_t *buf;
-	int rc;
+	int rc, rc2;
 
-	if (!b)
+	if (!img->backing)
 		return img_errf(err, errlen, -EINVAL, "%s: no backing file to commit into",
 		                img->path);
-	if (img->size > b->size)
+	if (img->size > img->backing->size)
 		return img_errf(
 			err, errlen, -EINVAL,
 			"%s is larger than its backing file %s; grow the backing file first",
-			img->path, b->path);
+			img->path, img->backing->path);
 	buf = malloc(CHUNK);
-	if (!buf)
-		return img_errf(err, errlen, -ENOMEM, "out of memory");
-	rc = img_open(&rw, b->path, b->fmt, 0, inner, sizeof(inner));
-	if (rc) {
+	bpath = strdup(img->backing->path);
+	bfmt = img->backing->fmt;
+	if (!buf || !bpath) {
+		rc = img_errf(err, errlen, -ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Our read-only view would block the write lock, and goes stale: reopened after. */
+	img_close(img->backing);
+	img->backing = NULL;
+	rc = img_open(&rw, bpath, bfmt, 0, inner, sizeof(inner));
+	if (rc)
 		img_errf(err, errlen, rc, "%s: cannot open the backing file for writing: %s",
 		         img->path, inner);
-		goto out;
+	else
+		rc = commit_copy(img, rw, buf, err, errlen);
+	if (rw) {
+		rc2 = img_close(rw);
+		if (rc2 && !rc)
+			rc = img_errf(err, errlen, rc2, "%s: cannot flush: %s", bpath,
+			              strerror(-rc2));
 	}
-	rc = commit_copy(img, rw, buf, err, errlen);
-	if (!rc) {
-		rc = img_close(rw);
-		rw = NULL;
-		if (rc)
-			img_errf(err, errlen, rc, "%s: cannot flush: %s", b->path, strerror(-rc));
-	}
-	if (rc)
-		goto out;
-	/* Our read-only view of the backing file predates the commit. */
-	img->backing = NULL;
-	img_close(b);
-	rc = img_open_backing(img, NULL, 0, err, errlen);
+	rc2 = img_open_backing(img, NULL, 0, rc ? inner : err, rc ? sizeof(inner) : errlen);
+	if (!rc)
+		rc = rc2;
 out:
-	img_close(rw);
+	free(bpath);
 	free(buf);
 	return rc;
 }

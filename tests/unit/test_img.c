@@ -295,3 +295,25 @@ UNIT_TEST(img_sequential_overwrite_keeps_file_size)
 	CHECK(timg_check(img) == 0);
 	CHECK(img_close(img) == 0);
 }
+
+/* Across processes and within one: any number of readers, or one writer. */
+UNIT_TEST(img_one_writer_or_many_readers)
+{
+	const char *p = timg_path("lock.qcow2");
+	struct img *a, *b;
+	char err[256];
+
+	CHECK(timg_create(p, 1 * MiB, 0, NULL, IMG_FMT_AUTO) == 0);
+	CHECK(img_open(&a, p, IMG_FMT_QCOW2, 0, err, sizeof(err)) == 0);
+	CHECK(img_open(&b, p, IMG_FMT_QCOW2, 0, err, sizeof(err)) == -EBUSY);
+	CHECK(strstr(err, "in use"));
+	CHECK(img_open(&b, p, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == -EBUSY);
+	CHECK(img_close(a) == 0);
+	CHECK(img_open(&a, p, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == 0);
+	CHECK(img_open(&b, p, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == 0);
+	CHECK(img_close(b) == 0);
+	CHECK(img_open(&b, p, IMG_FMT_QCOW2, 0, err, sizeof(err)) == -EBUSY);
+	CHECK(img_close(a) == 0);
+	CHECK(img_open(&a, p, IMG_FMT_QCOW2, 0, err, sizeof(err)) == 0);
+	CHECK(img_close(a) == 0);
+}

@@ -200,6 +200,14 @@ UNIT_TEST(img_commit_into_backing)
 	CHECK(img_write(img, part, sizeof(part), 100 * KiB + 3) == 0);
 	want = read_all(img);
 	CHECK(want != NULL);
+	/* Not while another opener reads the base; the layer keeps working. */
+	CHECK(img_open(&b, base, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == 0);
+	CHECK(img_commit(img, err, sizeof(err)) == -EBUSY);
+	CHECK(strstr(err, "in use"));
+	CHECK(img_close(b) == 0);
+	got = read_all(img);
+	CHECK(got && !memcmp(want, got, 2 * MiB));
+	free(got);
 	CHECK(img_commit(img, err, sizeof(err)) == 0);
 	/* The layer still works, over the new base. */
 	got = read_all(img);

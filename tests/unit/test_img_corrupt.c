@@ -323,3 +323,20 @@ UNIT_TEST(img_random_metadata_damage)
 		img_close(img);
 	}
 }
+
+/* Autoclear features we do not maintain (bitmaps) are dropped before our first write. */
+UNIT_TEST(img_autoclear_bits_cleared_on_write_open)
+{
+	const char *p = good("autoclear.qcow2");
+	struct img *img;
+	char err[256];
+
+	CHECK(p != NULL);
+	CHECK(timg_patch_be64(p, QCOW_HDR_AUTOCLEAR, 3) == 0);
+	CHECK(img_open(&img, p, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == 0);
+	CHECK(img_close(img) == 0);
+	CHECK(timg_get_be64(p, QCOW_HDR_AUTOCLEAR) == 3);
+	CHECK(img_open(&img, p, IMG_FMT_QCOW2, 0, err, sizeof(err)) == 0);
+	CHECK(timg_get_be64(p, QCOW_HDR_AUTOCLEAR) == 0);
+	CHECK(img_close(img) == 0);
+}
