@@ -112,24 +112,29 @@ static const char *fmt_name(enum img_format f)
 }
 
 /* A file the user names: qcow2 if it says so, else raw. Backing files never get this guess. */
-static int open_any(struct img **img, const char *path, enum img_format fmt, unsigned flags)
+static int open_quiet(struct img **img, const char *path, enum img_format fmt, unsigned flags,
+                      char *err, size_t errlen)
 {
-	char err[512];
-	int rc;
-
 	if (fmt == IMG_FMT_AUTO) {
 		FILE *f = fopen(path, "rb");
 		unsigned char m[4] = {0};
 
 		if (!f) {
-			fprintf(stderr, "husk-img: %s: cannot open: %s\n", path, strerror(errno));
+			snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
 			return -errno;
 		}
 		fmt = fread(m, 1, 4, f) == 4 && !memcmp(m, "QFI\xfb", 4) ? IMG_FMT_QCOW2
 		                                                         : IMG_FMT_RAW;
 		fclose(f);
 	}
-	rc = img_open(img, path, fmt, flags, err, sizeof(err));
+	return img_open(img, path, fmt, flags, err, errlen);
+}
+
+static int open_any(struct img **img, const char *path, enum img_format fmt, unsigned flags)
+{
+	char err[512];
+	int rc = open_quiet(img, path, fmt, flags, err, sizeof(err));
+
 	if (rc)
 		fail(err);
 	return rc;
@@ -205,6 +210,16 @@ static void human(char *buf, size_t len, uint64_t v)
 	snprintf(buf, len, "%.3g %s", d, units[u]);
 }
 
+/* The backing file's format: as opened, else as recorded; NULL if neither says. */
+static const char *backing_fmt(const struct img *img)
+{
+	if (img_backing(img))
+		return fmt_name(img_format(img_backing(img)));
+	if (img_backing_format(img) == IMG_FMT_AUTO)
+		return NULL;
+	return fmt_name(img_backing_format(img));
+}
+
 /* Bytes of guest data the image's own layer holds. */
 static int layer_data(struct img *img, uint64_t *bytes)
 {
@@ -234,7 +249,7 @@ static int cmd_info(int argc, char **argv)
 	int json = 0, c, rc;
 	uint64_t data;
 	struct img *img;
-	char a[32], b[32];
+	char a[32], b[32], err[512];
 
 	while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
 		if (c != 'j')
@@ -243,8 +258,12 @@ static int cmd_info(int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return usage("info: give one FILE");
-	if (open_any(&img, argv[optind], IMG_FMT_AUTO, IMG_RDONLY))
-		return 1;
+	/* Like qemu-img, say what can be said of an image whose backing file is missing. */
+	if (open_quiet(&img, argv[optind], IMG_FMT_AUTO, IMG_RDONLY, err, sizeof(err))) {
+		if (open_any(&img, argv[optind], IMG_FMT_AUTO, IMG_RDONLY | IMG_NOBACKING))
+			return 1;
+		fprintf(stderr, "husk-img: warning: %s\n", err);
+	}
 	rc = layer_data(img, &data);
 	if (rc) {
 		fail(img_error(img));
@@ -262,10 +281,13 @@ static int cmd_info(int argc, char **argv)
 		if (img_backing_name(img)) {
 			printf(",\n    \"backing-filename\": ");
 			json_str(img_backing_name(img));
-			printf(",\n    \"full-backing-filename\": ");
-			json_str(img_path(img_backing(img)));
-			printf(",\n    \"backing-filename-format\": \"%s\"",
-			       fmt_name(img_format(img_backing(img))));
+			if (img_backing(img)) {
+				printf(",\n    \"full-backing-filename\": ");
+				json_str(img_path(img_backing(img)));
+			}
+			if (backing_fmt(img))
+				printf(",\n    \"backing-filename-format\": \"%s\"",
+				       backing_fmt(img));
 		}
 		printf(",\n    \"chain\": [");
 		for (struct img *i = img; i; i = img_backing(i)) {
@@ -285,8 +307,9 @@ static int cmd_info(int argc, char **argv)
 			printf("cluster_size: %" PRIu64 "\n", img_cluster_size(img));
 		if (img_backing_name(img))
 			printf("backing file: %s (actual path: %s)\nbacking file format: %s\n",
-			       img_backing_name(img), img_path(img_backing(img)),
-			       fmt_name(img_format(img_backing(img))));
+			       img_backing_name(img),
+			       img_backing(img) ? img_path(img_backing(img)) : "not opened",
+			       backing_fmt(img) ? backing_fmt(img) : "not recorded");
 		human(a, sizeof(a), data);
 		printf("data in this layer: %s (%" PRIu64 " bytes)\nchain:", a, data);
 		for (struct img *i = img; i; i = img_backing(i))
@@ -315,7 +338,7 @@ static int cmd_check(int argc, char **argv)
 		return usage("check: unknown option");
 	if (argc - optind != 1)
 		return usage("check: give one FILE");
-	if (open_any(&img, argv[optind], IMG_FMT_AUTO, IMG_RDONLY))
+	if (open_any(&img, argv[optind], IMG_FMT_AUTO, IMG_RDONLY | IMG_NOBACKING))
 		return 1;
 	rc = img_check(img, &r, print_problem, NULL, err, sizeof(err));
 	img_close(img);
@@ -385,7 +408,8 @@ static int cmd_rebase(int argc, char **argv)
 		return usage("rebase: give the new backing file with -b (-b \"\" for none)");
 	if (argc - optind != 1)
 		return usage("rebase: give one FILE");
-	if (open_any(&img, argv[optind], IMG_FMT_QCOW2, 0))
+	/* -u must work when the old backing file is gone: that is what it is for. */
+	if (open_any(&img, argv[optind], IMG_FMT_QCOW2, unsafe ? IMG_NOBACKING : 0))
 		return 1;
 	rc = img_rebase(img, backing, fmt, unsafe, err, sizeof(err));
 	if (rc) {

@@ -125,6 +125,9 @@ int img_read_backing(struct img *img, void *buf, size_t len, uint64_t off)
 	size_t n = 0;
 	int rc;
 
+	if (!b && img->backing_name)
+		return img_seterr(img, -EIO, "%s: opened without its backing file %s", img->path,
+		                  img->backing_name);
 	if (b && off < b->size) {
 		n = b->size - off < len ? (size_t)(b->size - off) : len;
 		rc = img_read(b, buf, n, off);
@@ -214,7 +217,10 @@ err_inner:
 	if (depth)
 		img_errf(err, errlen, rc, "%s", inner);
 	else
-		img_errf(err, errlen, rc, "%s: backing file: %s", img->path, inner);
+		img_errf(err, errlen, rc, "%s: backing file: %s%s", img->path, inner,
+		         rc == -ENOENT ? "; if it moved, point the image at it with "
+		                         "'husk-img rebase -u -b NEW_PATH'"
+		                       : "");
 out:
 	free(path);
 	return rc;
@@ -305,7 +311,7 @@ int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsi
 		rc = qcow_open(img, err, errlen);
 	if (rc)
 		goto err_free;
-	if (img->backing_name) {
+	if (img->backing_name && !(flags & IMG_NOBACKING)) {
 		rc = img_open_backing(img, chain, depth, err, errlen);
 		if (rc)
 			goto err_free;

@@ -28,6 +28,12 @@ enum img_format {
 };
 
 #define IMG_RDONLY 0x1u
+/*
+ * Addition: open the image alone, without its backing chain (to inspect or
+ * check it, or to point it at a moved backing file with img_rebase(unsafe)).
+ * Reads of what it leaves to its backing fail with -EIO.
+ */
+#define IMG_NOBACKING 0x2u
 
 /* Largest virtual size we create or open: 2^50 bytes (1 PiB). */
 #define IMG_MAX_SIZE (1ull << 50)

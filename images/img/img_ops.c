@@ -199,6 +199,12 @@ int img_rebase(struct img *img, const char *backing, enum img_format fmt, int un
 		                img->path);
 	if (backing && !backing[0])
 		backing = NULL;
+	if (!unsafe && img->backing_name && !img->backing)
+		return img_errf(
+			err, errlen, -EINVAL,
+			"%s: its backing file is not open, so nothing can be compared; only "
+			"an unsafe rebase (-u) can change it",
+			img->path);
 	if (backing) {
 		path = img_resolve(img->path, backing);
 		if (!path)

@@ -245,6 +245,21 @@ else
 	bad rebase_unsafe "status $rc, or it differs from qemu-img rebase -u"
 fi
 
+# A backing file moved away: info and check still work on the layer, rebase -u repairs it.
+$H create mbase.qcow2 8M >/dev/null && $H create -b mbase.qcow2 mtop.qcow2 >/dev/null
+mv mbase.qcow2 moved.qcow2
+r=""
+st $H info mtop.qcow2
+[ $rc = 0 ] && grep -q 'not opened' "$T/log" && grep -q 'warning: .*mbase.qcow2' "$T/log" || r="$r info"
+st $H check mtop.qcow2
+[ $rc = 0 ] || r="$r check"
+st $H rebase -b moved.qcow2 mtop.qcow2
+[ $rc = 1 ] || r="$r safe-rebase-status-$rc"
+st $H rebase -u -b moved.qcow2 mtop.qcow2
+[ $rc = 0 ] && qemu-img info mtop.qcow2 | grep -q '^backing file: moved.qcow2$' && qcheck mtop.qcow2 ||
+	r="$r rebase-u"
+[ -z "$r" ] && ok moved_backing_file || bad moved_backing_file "failed:$r"
+
 # info: what qemu-img says.
 $H info --json qtop.qcow2 >"$T/ours" 2>&1
 qemu-img info --output=json qtop.qcow2 >"$T/theirs" 2>&1

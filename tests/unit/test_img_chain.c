@@ -2,6 +2,7 @@
 /* Backing chains, zero clusters, commit, rebase and convert. */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -332,4 +333,40 @@ UNIT_TEST(img_convert_roundtrip)
 	CHECK(img_close(out) == 0);
 	free(got);
 	free(want);
+}
+
+/* A backing file moved away: the image opens alone, and an unsafe rebase points it there. */
+UNIT_TEST(img_moved_backing_file)
+{
+	const char *base = timg_path("mb-base.qcow2"), *top = timg_path("mb-top.qcow2");
+	const char *moved = timg_path("mb-moved.qcow2");
+	static uint8_t want[1024 * 1024];
+	uint8_t part[5000], *got;
+	struct img *img;
+	char err[256];
+
+	CHECK(make_filled(base, sizeof(want), sizeof(want), 20, NULL, IMG_FMT_AUTO) == 0);
+	CHECK(timg_create(top, 0, 0, "mb-base.qcow2", IMG_FMT_QCOW2) == 0);
+	CHECK(img_open(&img, top, IMG_FMT_QCOW2, 0, err, sizeof(err)) == 0);
+	timg_fill(part, sizeof(part), 21);
+	CHECK(img_write(img, part, sizeof(part), 300) == 0);
+	CHECK(img_close(img) == 0);
+	timg_fill(want, sizeof(want), 20);
+	memcpy(want + 300, part, sizeof(part));
+	CHECK(rename(base, moved) == 0);
+
+	CHECK(img_open(&img, top, IMG_FMT_QCOW2, 0, err, sizeof(err)) == -ENOENT);
+	CHECK(img_open(&img, top, IMG_FMT_QCOW2, IMG_NOBACKING, err, sizeof(err)) == 0);
+	CHECK(img_backing(img) == NULL && !strcmp(img_backing_name(img), "mb-base.qcow2"));
+	CHECK(img_read(img, part, 1000, 1000) == 0 && !memcmp(part, want + 1000, 1000));
+	CHECK(img_read(img, part, 1000, 100000) == -EIO);
+	CHECK(img_rebase(img, "mb-moved.qcow2", IMG_FMT_QCOW2, 0, err, sizeof(err)) == -EINVAL);
+	CHECK(img_rebase(img, "mb-moved.qcow2", IMG_FMT_QCOW2, 1, err, sizeof(err)) == 0);
+	CHECK(img_close(img) == 0);
+	CHECK(img_open(&img, top, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == 0);
+	got = read_all(img);
+	CHECK(got && !memcmp(want, got, sizeof(want)));
+	free(got);
+	CHECK(timg_check(img) == 0);
+	CHECK(img_close(img) == 0);
 }
