@@ -26,6 +26,8 @@ VMM := $(BIN)/husk-vmm
 VMM_SAN := $(BIN)/husk-vmm-san
 AGENT := $(BIN)/husk-agent
 BOOTBENCH := $(BIN)/bootbench
+DISKBENCH := $(BIN)/diskbench
+BENCH_CPIO := $(BUILD)/images/bench.cpio
 AGENTCTL := $(BIN)/husk-agentctl
 AGENTBENCH := $(BIN)/agentbench
 AGENT_SAN := $(BIN)/husk-agent-san
@@ -43,7 +45,7 @@ help:
 	@echo "make deps     install every Debian package the build, images and tests need"
 	@echo "make run      install, build, then boot a guest (through the nested harness if needed)"
 	@echo "make test     install, build, then run every test; ends with 'N passed, N failed'"
-	@echo "make bench    install, build, then compare boots of husk-vmm and QEMU microvm"
+	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent and disks"
 	@echo "make fuzz     run every fuzz target for FUZZ_SECONDS (default 60) each"
 	@echo "make format   clang-format the C sources"
 
@@ -103,6 +105,17 @@ $(AGENTBENCH): $(call obj,rel,tools/bench/agentbench.c api/agent_client.c guest-
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^ -ljansson
 
+# Runs inside guests, from an initramfs appended to the test one.
+$(DISKBENCH): $(call obj,rel,tools/bench/diskbench.c)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) -static -o $@ $^
+
+$(BENCH_CPIO): $(DISKBENCH)
+	@mkdir -p $(dir $@)
+	$(Q)d=$$(mktemp -d) && mkdir -p $$d/usr/bin && cp $(DISKBENCH) $$d/usr/bin/ && \
+		(cd $$d && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) >$@ && rm -rf $$d
+
 $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
@@ -149,8 +162,8 @@ test: deps
 	tests/run.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all
-	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh'
+	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
+	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh'
 
 # libFuzzer targets: every parser a guest or a client can reach.
 FUZZ_SECONDS ?= 60

@@ -13,6 +13,7 @@
 #include "devices/serial.h"
 #include "kvm.h"
 #include "log.h"
+#include "virtio/blk.h"
 #include "virtio/rng.h"
 #include "virtio/vsock.h"
 #include "vm.h"
@@ -21,6 +22,10 @@
 
 #define MAX_VCPUS 255 /* xAPIC IDs in the MADT are 8 bits */
 #define MIN_MEM (32ULL << 20)
+/* Each device takes one of the few ISA interrupt lines (vm_claim_device_slot). */
+#define MAX_DISKS 6
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 /*
  * Always on the guest command line, ahead of the user's, who can override
@@ -42,6 +47,8 @@ struct options {
 	uint64_t cid;
 	uint64_t mem;
 	unsigned vcpus;
+	struct blk_spec disks[MAX_DISKS];
+	unsigned nr_disks;
 };
 
 static void usage(FILE *f)
@@ -49,7 +56,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
-	        "                [--vsock PATH [--cid N]] [-v]\n"
+	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [-v]\n"
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
 	        "\n"
@@ -65,6 +72,11 @@ static void usage(FILE *f)
 	        "<n>\\n\",\n"
 	        "                     then stream; guest connections to host port P go to PATH_P\n"
 	        "  --cid N            the guest's vsock CID, 3 or more (default 3)\n"
+	        "  --disk SPEC        a virtio-blk disk, /dev/vda, /dev/vdb... in order (up to "
+	        "%d);\n"
+	        "                     SPEC is PATH[,ro][,format=raw|qcow2][,serial=ID]: a qcow2\n"
+	        "                     image (with its backing chain, never written) unless\n"
+	        "                     format=raw says otherwise\n"
 	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -73,7 +85,7 @@ static void usage(FILE *f)
 	        "Exit status: 0 the guest powered off or rebooted; 1 the VMM failed;\n"
 	        "2 bad usage, bad input files or no usable KVM; 3 the guest crashed\n"
 	        "(kernel panic, triple fault, KVM could not run it).\n",
-	        base_cmdline, MAX_VCPUS);
+	        base_cmdline, MAX_VCPUS, MAX_DISKS);
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -135,11 +147,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"console", required_argument, NULL, 'o'},
 		{"vsock", required_argument, NULL, 's'},
 		{"cid", required_argument, NULL, 'C'},
+		{"disk", required_argument, NULL, 'd'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
 	};
-	char *end;
+	char *end, err[256];
 	long n;
 	int c;
 
@@ -187,6 +200,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return usage_error(
 					"--cid '%s' must be a number from 3 to 4294967294", optarg);
 			break;
+		case 'd':
+			if (o->nr_disks == MAX_DISKS)
+				return usage_error("--disk '%s': at most " STR(MAX_DISKS) " disks",
+				                   optarg);
+			if (blk_spec_parse(optarg, &o->disks[o->nr_disks], err, sizeof(err)))
+				return usage_error("%s", err);
+			o->nr_disks++;
+			break;
 		case 'v':
 			if (log_max_level < LOG_DEBUG)
 				log_max_level++;
@@ -227,6 +248,7 @@ int main(int argc, char **argv)
 	struct power *power = NULL;
 	struct virtio_rng *rng = NULL;
 	struct vsock_dev *vsock = NULL;
+	struct virtio_blk *disks[MAX_DISKS] = {NULL};
 	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
@@ -278,6 +300,13 @@ int main(int argc, char **argv)
 		if (!vsock)
 			goto out;
 	}
+	for (unsigned i = 0; i < o.nr_disks; i++) {
+		disks[i] = virtio_blk_create(&vm, &o.disks[i]);
+		if (!disks[i]) {
+			status = VM_EXIT_USAGE;
+			goto out;
+		}
+	}
 	/* Device announcements go before the user's part, which may override. */
 	if (asprintf(&cmdline, "%s %s %s", base_cmdline, vm.device_cmdline ? vm.device_cmdline : "",
 	             o.cmdline) < 0) {
@@ -296,6 +325,8 @@ int main(int argc, char **argv)
 out:
 	boot_close(&boot); /* first: it waits for a loader still writing guest RAM */
 	vsock_destroy(vsock);
+	for (unsigned i = 0; i < MAX_DISKS; i++)
+		virtio_blk_destroy(disks[i]);
 	virtio_rng_destroy(rng);
 	vm_destroy(&vm);
 	serial_destroy(serial);

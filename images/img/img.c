@@ -297,7 +297,8 @@ int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsi
 		rc = probe_fd(img->fd, &fmt);
 		if (!rc && fmt != IMG_FMT_QCOW2)
 			rc = img_errf(err, errlen, -EINVAL,
-			              "%s: not a qcow2 image; a raw image must be opened as raw",
+			              "%s: not a qcow2 image; if it is a raw disk, say so "
+			              "(husk-vmm --disk PATH,format=raw; husk-img -f raw)",
 			              path);
 		else if (rc)
 			img_errf(err, errlen, rc, "%s: cannot read: %s", path, strerror(-rc));

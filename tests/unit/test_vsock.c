@@ -18,6 +18,7 @@
 #include "virtio/virtq.h"
 #include "virtio/vsock.h"
 #include "virtio/vsock_pkt.h"
+#include "virtio_tb.h"
 #include "vm.h"
 
 #define MiB (1ULL << 20)
@@ -43,7 +44,7 @@ struct tb {
 
 static void w32(struct tb *t, uint64_t off, uint32_t v)
 {
-	bus_access(&t->vm.mmio, BASE + off, (uint8_t *)&v, 4, 1);
+	tb_mmio_write(&t->vm, BASE, off, v);
 }
 
 static struct vring_desc *desc(struct tb *t, int q, int i)
@@ -84,25 +85,15 @@ static int tb_init(struct tb *t, const char *name)
 	t->dev = vsock_create(&t->vm, CID, t->path);
 	if (!t->dev)
 		return -1;
-	w32(t, VIRTIO_MMIO_STATUS, VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER);
-	w32(t, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	w32(t, VIRTIO_MMIO_DRIVER_FEATURES, 1); /* VIRTIO_F_VERSION_1 */
-	w32(t, VIRTIO_MMIO_STATUS,
-	    VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK);
+	struct tb_queue tq[3];
+
 	for (int q = 0; q < 3; q++) {
 		t->q[q].desc = 0x10000 + 0x1000ULL * (unsigned)q * 3;
 		t->q[q].avail = t->q[q].desc + 0x1000;
 		t->q[q].used = t->q[q].desc + 0x2000;
-		w32(t, VIRTIO_MMIO_QUEUE_SEL, (uint32_t)q);
-		w32(t, VIRTIO_MMIO_QUEUE_NUM, QSZ);
-		w32(t, VIRTIO_MMIO_QUEUE_DESC_LOW, (uint32_t)t->q[q].desc);
-		w32(t, VIRTIO_MMIO_QUEUE_AVAIL_LOW, (uint32_t)t->q[q].avail);
-		w32(t, VIRTIO_MMIO_QUEUE_USED_LOW, (uint32_t)t->q[q].used);
-		w32(t, VIRTIO_MMIO_QUEUE_READY, 1);
+		tq[q] = (struct tb_queue){t->q[q].desc, t->q[q].avail, t->q[q].used};
 	}
-	w32(t, VIRTIO_MMIO_STATUS,
-	    VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER | VIRTIO_CONFIG_S_FEATURES_OK |
-	            VIRTIO_CONFIG_S_DRIVER_OK);
+	tb_virtio_up(&t->vm, BASE, 3, QSZ, tq);
 	/* RX buffers: 8 pages the device fills with packets for the guest. */
 	for (int i = 0; i < 8; i++)
 		offer(t, 0, BUF_GPA + (uint64_t)i * BUF_SIZE, BUF_SIZE, VRING_DESC_F_WRITE);
