@@ -58,17 +58,20 @@ t_disk_qcow2() {
 	rm -f "$T/q.qcow2"
 }
 
-t_disk_serial_and_size() {
+# Several disks, in order, each with its own serial and size.
+t_disk_several() {
 	"$IMG" create "$T/q.qcow2" 96M >/dev/null
-	disk_boot "cat /sys/block/vda/serial; echo; cat /sys/block/vda/size" --disk "$T/q.qcow2,serial=disk-42"
-	if ! grep -qx "disk-42" "$T/console"; then
-		fail disk_serial_and_size "the guest does not see serial disk-42"
-	elif ! grep -qx "$((96 * 2048))" "$T/console"; then
-		fail disk_serial_and_size "the guest does not see 96 MiB ($((96 * 2048)) sectors)"
+	truncate -s 40M "$T/r.raw"
+	disk_boot "for d in vda vdb; do echo \$d \$(cat /sys/block/\$d/serial) \$(cat /sys/block/\$d/size); done" \
+		--disk "$T/q.qcow2,serial=disk-42" --disk "$T/r.raw,format=raw,serial=disk-43"
+	if ! grep -qx "vda disk-42 $((96 * 2048))" "$T/console"; then
+		fail disk_several "the guest does not see vda as disk-42 of 96 MiB"
+	elif ! grep -qx "vdb disk-43 $((40 * 2048))" "$T/console"; then
+		fail disk_several "the guest does not see vdb as disk-43 of 40 MiB"
 	else
-		pass disk_serial_and_size
+		pass disk_several
 	fi
-	rm -f "$T/q.qcow2"
+	rm -f "$T/q.qcow2" "$T/r.raw"
 }
 
 t_disk_readonly() {
