@@ -25,8 +25,8 @@
 #define BASE 0xd0000000ULL
 #define HDR_GPA 0x100000ULL
 #define DATA_GPA 0x200000ULL
-#define STATUS_GPA 0x300000ULL
-#define DISK_BYTES (1ULL << 20)
+#define STATUS_GPA 0x600000ULL
+#define DISK_BYTES (4ULL << 20)
 
 struct tb {
 	struct vm vm;
@@ -164,6 +164,15 @@ UNIT_TEST(blk_write_then_read)
 	CHECK(rw(&t, VIRTIO_BLK_T_IN, 10, 8192) == VIRTIO_BLK_S_OK);
 	for (int i = 0; i < 8192; i++)
 		CHECK(data[i] == (uint8_t)(i * 7));
+	/* Past the device's 1 MiB write gathering: the seam must not show. */
+	data = gmem(&t, DATA_GPA, 3 * MiB / 2);
+	for (size_t i = 0; i < 3 * MiB / 2; i++)
+		data[i] = (uint8_t)(i / 4096 + i);
+	CHECK(rw(&t, VIRTIO_BLK_T_OUT, 1, 3 * MiB / 2) == VIRTIO_BLK_S_OK);
+	memset(data, 0, 3 * MiB / 2);
+	CHECK(rw(&t, VIRTIO_BLK_T_IN, 1, 3 * MiB / 2) == VIRTIO_BLK_S_OK);
+	for (size_t i = 0; i < 3 * MiB / 2; i++)
+		CHECK(data[i] == (uint8_t)(i / 4096 + i));
 	tb_free(&t);
 }
 

@@ -21,6 +21,7 @@
 #define SECTOR_SHIFT 9
 /* Header and status take a descriptor each; the rest may carry data. */
 #define BLK_SEG_MAX (VIRTQ_MAX_CHAIN - 2)
+#define BLK_BOUNCE (1u << 20)
 
 struct virtio_blk {
 	struct virtio_mmio *t;
@@ -30,7 +31,26 @@ struct virtio_blk {
 	char serial[VIRTIO_BLK_ID_BYTES];
 	struct virtio_blk_config config;
 	struct virtq_chain chain;
+	uint8_t *bounce; /* BLK_BOUNCE bytes */
+	size_t bounce_len;
 };
+
+/*
+ * Writes gathered in the bounce buffer go to the image as one call: a
+ * guest's 4 KiB pages then land as whole clusters on a new layer, instead
+ * of each page copying a cluster on write and the next ones patching it.
+ */
+static int blk_bounce_flush(struct virtio_blk *b, uint64_t *off)
+{
+	int ret;
+
+	if (!b->bounce_len)
+		return 0;
+	ret = img_write(b->img, b->bounce, b->bounce_len, *off);
+	*off += b->bounce_len;
+	b->bounce_len = 0;
+	return ret;
+}
 
 /* Copies between the image and the chain's data buffers: the writable ones
  * (IN) after none, or the readable ones (OUT) after the 16-byte header. */
@@ -39,12 +59,14 @@ static int blk_transfer(struct virtio_blk *b, const struct virtq_chain *c, bool 
 {
 	unsigned first = in ? c->nr_out : 0, end = in ? c->nr_out + c->nr_in : c->nr_out;
 	uint64_t skip = in ? 0 : sizeof(struct virtio_blk_outhdr);
+	int ret;
 
+	b->bounce_len = 0;
 	for (unsigned i = first; i < end && len; i++) {
 		uint64_t n = c->buf[i].len;
 		uint8_t *p = c->buf[i].addr;
-		int ret;
 
+		ret = 0;
 		if (skip >= n) {
 			skip -= n;
 			continue;
@@ -54,13 +76,27 @@ static int blk_transfer(struct virtio_blk *b, const struct virtq_chain *c, bool 
 		skip = 0;
 		if (n > len)
 			n = len;
-		ret = in ? img_read(b->img, p, n, off) : img_write(b->img, p, n, off);
+		len -= n;
+		if (in) {
+			ret = img_read(b->img, p, n, off);
+			off += n;
+		} else {
+			while (n) {
+				uint64_t room = BLK_BOUNCE - b->bounce_len, k = n < room ? n : room;
+
+				memcpy(b->bounce + b->bounce_len, p, k);
+				b->bounce_len += k;
+				p += k;
+				n -= k;
+				ret = b->bounce_len == BLK_BOUNCE ? blk_bounce_flush(b, &off) : 0;
+				if (ret)
+					return ret;
+			}
+		}
 		if (ret)
 			return ret;
-		off += n;
-		len -= n;
 	}
-	return 0;
+	return in ? 0 : blk_bounce_flush(b, &off);
 }
 
 /* Checks that [sector, sector + len) is whole sectors inside the disk. */
@@ -196,15 +232,17 @@ struct virtio_blk *virtio_blk_create(struct vm *vm, const struct blk_spec *spec)
 	}
 	b->readonly = spec->readonly;
 	b->path = strdup(spec->path);
+	b->bounce = malloc(BLK_BOUNCE);
 	/* The serial is not NUL-terminated when it fills all 20 bytes (5.2.6). */
 	id = spec->serial ? spec->serial : name ? name + 1 : spec->path;
 	memcpy(b->serial, id, strnlen(id, sizeof(b->serial)));
 	b->config.capacity = img_size(b->img) >> SECTOR_SHIFT;
 	b->config.seg_max = BLK_SEG_MAX;
 	b->t = virtio_mmio_create(vm, spec->readonly ? &blk_ro_ops : &blk_ops, b);
-	if (!b->t || !b->path) {
+	if (!b->t || !b->path || !b->bounce) {
 		virtio_mmio_destroy(b->t);
 		(void)img_close(b->img);
+		free(b->bounce);
 		free(b->path);
 		free(b);
 		return NULL;
@@ -222,6 +260,7 @@ void virtio_blk_destroy(struct virtio_blk *b)
 	ret = img_close(b->img);
 	if (ret)
 		log_err("disk '%s': writing it out failed: %s", b->path, strerror(-ret));
+	free(b->bounce);
 	free(b->path);
 	free(b);
 }
