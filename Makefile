@@ -18,6 +18,8 @@ AGENT_LIB_SRCS := $(filter-out guest-agent/main.c vmm/evloop.c,$(AGENT_SRCS))
 UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 # The image library: husk-img, and the VMM's virtio-blk.
 IMG_SRCS := $(sort $(wildcard images/img/*.c))
+# huskd's state store (SQLite): api/store.h.
+STORE_SRCS := $(sort $(wildcard api/store*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -132,10 +134,10 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c $(IMG_SRCS))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^
 
-$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS))
+$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS) $(STORE_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread -ljansson
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread -ljansson -lsqlite3
 
 $(KERNEL): images/kernel/husk.config images/kernel/build.sh
 	images/kernel/build.sh $@

@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The store's connection: opening, locking, logging, errors, cached
+ * statements and transactions. The schema is in store_schema.c, the
+ * records in store_<record>.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store_int.h"
+
+/*
+ * Waits this long for a lock another process (the sqlite3 shell, a backup)
+ * holds before a call fails with -EBUSY; our own threads never wait on
+ * SQLite, they wait on the mutex.
+ */
+#define BUSY_TIMEOUT_MS 2000
+
+static void log_stderr(void *ctx, const char *msg)
+{
+	(void)ctx;
+	fprintf(stderr, "huskd: store: %s\n", msg);
+}
+
+void store_set_log(struct store *s, store_log_fn fn, void *ctx)
+{
+	store_lock(s);
+	s->log = fn ? fn : log_stderr;
+	s->log_ctx = fn ? ctx : NULL;
+	store_unlock(s);
+}
+
+static int64_t clock_wall(void *ctx)
+{
+	(void)ctx;
+	return store_now_ms();
+}
+
+void store_set_clock(struct store *s, store_clock_fn fn, void *ctx)
+{
+	store_lock(s);
+	s->clock = fn ? fn : clock_wall;
+	s->clock_ctx = fn ? ctx : NULL;
+	store_unlock(s);
+}
+
+int64_t store_clock(struct store *s)
+{
+	return s->clock(s->clock_ctx);
+}
+
+void store_lock(struct store *s)
+{
+	pthread_mutex_lock(&s->lock);
+}
+
+void store_unlock(struct store *s)
+{
+	pthread_mutex_unlock(&s->lock);
+}
+
+void store_logf(struct store *s, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	s->log(s->log_ctx, msg);
+}
+
+int store_errno(int rc)
+{
+	switch (rc & 0xff) {
+	case SQLITE_OK:
+	case SQLITE_ROW:
+	case SQLITE_DONE:
+		return 0;
+	case SQLITE_BUSY:
+	case SQLITE_LOCKED:
+		return -EBUSY;
+	case SQLITE_NOMEM:
+		return -ENOMEM;
+	case SQLITE_FULL:
+		return -ENOSPC;
+	case SQLITE_READONLY:
+		return -EROFS;
+	case SQLITE_PERM:
+	case SQLITE_AUTH:
+		return -EACCES;
+	case SQLITE_CONSTRAINT:
+		if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+			return -EEXIST;
+		/* A row naming a sandbox (or other parent) that does not exist. */
+		if (rc == SQLITE_CONSTRAINT_FOREIGNKEY)
+			return -ENOENT;
+		return -EINVAL;
+	default:
+		return -EIO;
+	}
+}
+
+int store_sqlfail(struct store *s, int rc, const char *what)
+{
+	if ((rc & 0xff) != SQLITE_CONSTRAINT)
+		store_logf(s, "%s: %s (%d)", what, sqlite3_errmsg(s->db), rc);
+	return store_errno(rc);
+}
+
+int store_prepare(struct store *s, const char *sql, sqlite3_stmt **out)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	for (unsigned i = 0; i < s->nstmts; i++) {
+		if (s->stmts[i].sql == sql) {
+			*out = s->stmts[i].st;
+			return 0;
+		}
+	}
+	if (s->nstmts == STORE_MAX_STMTS) {
+		store_logf(s, "more than %d cached statements", STORE_MAX_STMTS);
+		return -ENOMEM;
+	}
+	rc = sqlite3_prepare_v3(s->db, sql, -1, SQLITE_PREPARE_PERSISTENT, &st, NULL);
+	if (rc != SQLITE_OK)
+		return store_sqlfail(s, rc, sql);
+	s->stmts[s->nstmts].sql = sql;
+	s->stmts[s->nstmts++].st = st;
+	*out = st;
+	return 0;
+}
+
+void store_reset(sqlite3_stmt *st)
+{
+	sqlite3_reset(st);
+	sqlite3_clear_bindings(st);
+}
+
+int store_prepare_once(struct store *s, const char *sql, sqlite3_stmt **out)
+{
+	int rc = sqlite3_prepare_v2(s->db, sql, -1, out, NULL);
+
+	return rc == SQLITE_OK ? 0 : store_sqlfail(s, rc, sql);
+}
+
+static int bind_va(sqlite3_stmt *st, const char *fmt, va_list ap)
+{
+	for (int i = 1; *fmt; fmt++, i++) {
+		const char *t;
+		int64_t v;
+		json_t *j;
+		char *text;
+		int rc;
+
+		switch (*fmt) {
+		case 't':
+			t = va_arg(ap, const char *);
+			rc = t ? sqlite3_bind_text(st, i, t, -1, SQLITE_TRANSIENT)
+			       : sqlite3_bind_null(st, i);
+			break;
+		case 'i':
+			v = va_arg(ap, int64_t);
+			rc = v == STORE_NULL ? sqlite3_bind_null(st, i)
+			                     : sqlite3_bind_int64(st, i, v);
+			break;
+		case 'j':
+			j = va_arg(ap, json_t *);
+			if (!j) {
+				rc = sqlite3_bind_null(st, i);
+				break;
+			}
+			text = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+			if (!text)
+				return -ENOMEM;
+			/* SQLite frees text with free(), which is jansson's default allocator. */
+			rc = sqlite3_bind_text(st, i, text, -1, free);
+			break;
+		default:
+			return -EINVAL;
+		}
+		if (rc != SQLITE_OK)
+			return store_errno(rc);
+	}
+	return 0;
+}
+
+int store_bind(sqlite3_stmt *st, const char *fmt, ...)
+{
+	va_list ap;
+	int ret;
+
+	va_start(ap, fmt);
+	ret = bind_va(st, fmt, ap);
+	va_end(ap);
+	return ret;
+}
+
+int store_step(struct store *s, sqlite3_stmt *st)
+{
+	int rc = sqlite3_step(st);
+
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return store_sqlfail(s, rc, sqlite3_sql(st));
+}
+
+int store_run(struct store *s, const char *sql, const char *fmt, ...)
+{
+	sqlite3_stmt *st;
+	va_list ap;
+	int ret;
+
+	ret = store_prepare(s, sql, &st);
+	if (ret < 0)
+		return ret;
+	va_start(ap, fmt);
+	ret = bind_va(st, fmt, ap);
+	va_end(ap);
+	while (ret == 0 && (ret = store_step(s, st)) == 1)
+		ret = 0;
+	if (ret == 0)
+		ret = sqlite3_changes(s->db);
+	store_reset(st);
+	return ret;
+}
+
+int store_begin(struct store *s)
+{
+	int ret = store_run(s, "BEGIN IMMEDIATE", "");
+
+	return ret < 0 ? ret : 0;
+}
+
+int store_end(struct store *s, int ret)
+{
+	int rc;
+
+	if (ret < 0) {
+		if (!sqlite3_get_autocommit(s->db) &&
+		    (rc = sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL)) != SQLITE_OK)
+			store_sqlfail(s, rc, "ROLLBACK");
+		return ret;
+	}
+	rc = store_run(s, "COMMIT", "");
+	if (rc < 0) {
+		/* A failed COMMIT leaves the transaction open; close it. */
+		if (!sqlite3_get_autocommit(s->db))
+			sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL);
+		return rc;
+	}
+	return ret;
+}
+
+/*
+ * sqlite3 creates the file with 0644 and gives its -wal and -shm files the
+ * database's mode; the database holds sandbox environments (secrets), so
+ * create it 0600 first.
+ */
+static int create_private(const char *path, char *err, size_t errlen)
+{
+	int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+
+	if (fd < 0) {
+		int e = errno;
+
+		snprintf(err, errlen, "%s: %s", path, strerror(e));
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
+/*
+ * WAL: readers (another thread's connection, the sqlite3 shell) never block
+ * the writer and a commit is one append. synchronous=NORMAL: in WAL mode a
+ * commit then survives a crash of huskd (the WAL is in the page cache) and
+ * the database stays consistent after a power loss, which can only lose the
+ * last commits, while FULL would fsync on every status change on the loop
+ * thread. After a power loss every VMM is gone anyway and the adoption pass
+ * marks the sandboxes failed.
+ */
+static int configure(struct store *s, char *err, size_t errlen)
+{
+	static const char *const pragmas[] = {
+		"PRAGMA foreign_keys = ON",
+		"PRAGMA synchronous = NORMAL",
+		/* The schema is ours; never run functions a file's schema names. */
+		"PRAGMA trusted_schema = OFF",
+	};
+	sqlite3_stmt *st;
+	const char *mode;
+	int rc;
+
+	sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
+	/* The first read of the file: this is where a file that is not a database fails. */
+	rc = sqlite3_prepare_v2(s->db, "PRAGMA journal_mode = WAL", -1, &st, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		snprintf(err, errlen, "damaged, or not an SQLite database: %s",
+		         sqlite3_errmsg(s->db));
+		sqlite3_finalize(st);
+		return store_errno(rc) ?: -EIO;
+	}
+	mode = (const char *)sqlite3_column_text(st, 0);
+	if (!mode || strcmp(mode, "wal"))
+		store_logf(s, "journal mode is %s, not wal", mode ? mode : "?");
+	sqlite3_finalize(st);
+	for (size_t i = 0; i < ARRAY_SIZE(pragmas); i++) {
+		rc = sqlite3_exec(s->db, pragmas[i], NULL, NULL, NULL);
+		if (rc != SQLITE_OK) {
+			snprintf(err, errlen, "%s: %s", pragmas[i], sqlite3_errmsg(s->db));
+			return store_errno(rc);
+		}
+	}
+	return 0;
+}
+
+int store_open(const char *path, struct store **out, char *err, size_t errlen)
+{
+	/*
+	 * NOMUTEX: SQLite's own locking is redundant, every use of the
+	 * connection holds s->lock (store.h, Threads).
+	 */
+	const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
+	                  SQLITE_OPEN_EXRESCODE;
+	struct store *s;
+	int ret, rc;
+
+	*out = NULL;
+	s = calloc(1, sizeof(*s));
+	if (!s) {
+		snprintf(err, errlen, "out of memory");
+		return -ENOMEM;
+	}
+	pthread_mutex_init(&s->lock, NULL);
+	s->log = log_stderr;
+	s->clock = clock_wall;
+	ret = create_private(path, err, errlen);
+	if (ret < 0)
+		goto err_free;
+	rc = sqlite3_open_v2(path, &s->db, flags, NULL);
+	if (rc != SQLITE_OK) {
+		snprintf(err, errlen, "%s: %s", path,
+		         s->db ? sqlite3_errmsg(s->db) : sqlite3_errstr(rc));
+		ret = store_errno(rc) ?: -EIO;
+		goto err_close;
+	}
+	sqlite3_extended_result_codes(s->db, 1);
+	ret = configure(s, err, errlen);
+	if (ret < 0)
+		goto err_close;
+	store_lock(s);
+	ret = store_migrate(s, err, errlen);
+	store_unlock(s);
+	if (ret < 0)
+		goto err_close;
+	*out = s;
+	return 0;
+
+err_close:
+	/* err names the path only where SQLite's message does not say which file. */
+	if (err && errlen && !strstr(err, path)) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s: %s", path, err);
+		snprintf(err, errlen, "%s", msg);
+	}
+	store_close(s);
+	return ret;
+err_free:
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+	return ret;
+}
+
+void store_close(struct store *s)
+{
+	if (!s)
+		return;
+	for (unsigned i = 0; i < s->nstmts; i++)
+		sqlite3_finalize(s->stmts[i].st);
+	if (s->db && sqlite3_close(s->db) != SQLITE_OK)
+		store_logf(s, "close: %s", sqlite3_errmsg(s->db));
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}

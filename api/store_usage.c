@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Usage over a time window, from the history the store already keeps: every
+ * status change is an event with the status it moved to, so a sandbox's
+ * statuses form intervals [event, next event); the last one is still open.
+ * Each interval and each execution counts only its part inside the window.
+ */
+#include <errno.h>
+#include <stdio.h>
+
+#include "store_int.h"
+
+/*
+ * ?1 from, ?2 to, ?3 now. Candidates: sandboxes created before the window
+ * ends that either changed status since it began or are alive now (a
+ * sandbox whose last change came before the window has had one status all
+ * through it, so if that status is not alive it contributes nothing).
+ * lead() gives each status event the time of the next one.
+ */
+static const char usage_sql[] =
+	"WITH c AS ("
+	"  SELECT id FROM sandboxes"
+	"  WHERE created_ms < ?2 AND (status_ms >= ?1 OR status IN ('idle', 'running'))"
+	"), t AS ("
+	"  SELECT e.sandbox_id AS sid, e.status AS st, e.created_ms AS a,"
+	"    lead(e.created_ms) OVER (PARTITION BY e.sandbox_id ORDER BY e.seq) AS b"
+	"  FROM events e JOIN c ON c.id = e.sandbox_id WHERE e.status IS NOT NULL"
+	"), alive AS ("
+	"  SELECT sid, sum(max(0, min(coalesce(b, ?3), ?2) - max(a, ?1))) AS ms"
+	"  FROM t WHERE st IN ('idle', 'running') GROUP BY sid"
+	"), ex AS ("
+	"  SELECT sandbox_id AS sid, sum(started_ms >= ?1) AS n,"
+	"    sum(max(0, min(coalesce(completed_ms, ?3), ?2) - max(started_ms, ?1))) AS ms"
+	"  FROM executions"
+	"  WHERE started_ms < ?2 AND (started_ms >= ?1 OR coalesce(completed_ms, ?3) > ?1)"
+	"  GROUP BY sandbox_id"
+	"), ids AS (SELECT sid FROM alive UNION SELECT sid FROM ex)"
+	" SELECT ids.sid, coalesce(alive.ms, 0), coalesce(ex.n, 0), coalesce(ex.ms, 0),"
+	"   s.cpu_millis, s.memory_bytes"
+	" FROM ids LEFT JOIN alive USING (sid) LEFT JOIN ex USING (sid)"
+	"   JOIN sandboxes s ON s.id = ids.sid"
+	" WHERE coalesce(alive.ms, 0) > 0 OR coalesce(ex.n, 0) > 0 OR coalesce(ex.ms, 0) > 0"
+	" ORDER BY ids.sid";
+
+struct usage {
+	int64_t alive_ms, executions, exec_ms, cpu_ms, mem_byte_sec;
+};
+
+/* a × b / 1000 without overflow, saturated: bytes × ms can pass 2^63. */
+static int64_t per_second(int64_t a, int64_t b)
+{
+	__int128 v = (__int128)a * b / 1000;
+
+	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
+}
+
+static json_t *usage_json(const struct usage *u)
+{
+	return json_pack("{s:I, s:I, s:I, s:I, s:I}", "aliveMs", (json_int_t)u->alive_ms,
+	                 "executions", (json_int_t)u->executions, "execMs", (json_int_t)u->exec_ms,
+	                 "cpuAllocatedMs", (json_int_t)u->cpu_ms, "memoryAllocatedByteSec",
+	                 (json_int_t)u->mem_byte_sec);
+}
+
+/* Adds one row of usage_sql to list and to the total. */
+static int usage_row(sqlite3_stmt *st, json_t *list, struct usage *total)
+{
+	struct usage u = {
+		.alive_ms = sqlite3_column_int64(st, 1),
+		.executions = sqlite3_column_int64(st, 2),
+		.exec_ms = sqlite3_column_int64(st, 3),
+	};
+	json_t *row;
+
+	u.cpu_ms = per_second(sqlite3_column_int64(st, 4), u.alive_ms);
+	u.mem_byte_sec = per_second(sqlite3_column_int64(st, 5), u.alive_ms);
+	total->alive_ms += u.alive_ms;
+	total->executions += u.executions;
+	total->exec_ms += u.exec_ms;
+	total->cpu_ms += u.cpu_ms;
+	total->mem_byte_sec += u.mem_byte_sec;
+	row = usage_json(&u);
+	if (!row || json_object_set_new(row, "sandboxId", json_string(store_col_text(st, 0))) ||
+	    json_array_append_new(list, row)) {
+		json_decref(row);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int store_usage(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
+{
+	struct usage total = {0};
+	char from[STORE_ISO_LEN], to[STORE_ISO_LEN];
+	json_t *list, *tot;
+	sqlite3_stmt *st;
+	int ret;
+
+	*out = NULL;
+	if (to_ms < from_ms)
+		return -EINVAL;
+	list = json_array();
+	if (!list)
+		return -ENOMEM;
+	store_lock(s);
+	ret = store_prepare(s, usage_sql, &st);
+	if (ret == 0) {
+		ret = store_bind(st, "iii", from_ms, to_ms, store_clock(s));
+		while (ret == 0 && (ret = store_step(s, st)) == 1)
+			ret = usage_row(st, list, &total);
+		store_reset(st);
+	}
+	store_unlock(s);
+	tot = ret == 0 ? usage_json(&total) : NULL;
+	if (tot &&
+	    json_object_set_new(tot, "sandboxes", json_integer((json_int_t)json_array_size(list))))
+		ret = -ENOMEM;
+	if (ret == 0 && tot)
+		*out = json_pack("{s:s, s:s, s:O, s:O}", "from", store_iso8601(from_ms, from), "to",
+		                 store_iso8601(to_ms, to), "sandboxes", list, "total", tot);
+	json_decref(list);
+	json_decref(tot);
+	return ret < 0 ? ret : *out ? 0 : -ENOMEM;
+}
