@@ -20,6 +20,10 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 IMG_SRCS := $(sort $(wildcard images/img/*.c))
 # huskd's state store (SQLite): api/store.h.
 STORE_SRCS := $(sort $(wildcard api/store*.c))
+# huskd's HTTP layer: server (http.c on libuv), its socket-free core, router, JSON envelope.
+HTTP_CORE_SRCS := api/http_conn.c api/http_parse.c api/http_req.c api/http_resp.c
+HTTP_SRCS := api/http.c $(HTTP_CORE_SRCS) api/router.c api/json_resp.c
+HTTP_LIBS := -luv -lhttp_parser -ljansson
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -37,6 +41,8 @@ RAWFRAMES := $(BUILD)/tests/rawframes
 HUSK_IMG := $(BIN)/husk-img
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
+HTTP_ECHO := $(BUILD)/tests/http-echo
+HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
@@ -54,7 +60,8 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE)
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE) \
+	$(HTTP_ECHO) $(HTTP_SMOKE)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
 # V=1 shows whole command lines.
@@ -134,10 +141,21 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c $(IMG_SRCS))
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^
 
-$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS) $(STORE_SRCS))
+$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS) $(HTTP_SRCS) $(STORE_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread -ljansson -lsqlite3
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread $(HTTP_LIBS) -lsqlite3
+
+# The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
+$(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c $(HTTP_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ $(HTTP_LIBS)
+
+$(HTTP_SMOKE): $(call obj,san,tests/api/http_smoke.c tests/api/http_client.c)
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^
 
 $(KERNEL): images/kernel/husk.config images/kernel/build.sh
 	images/kernel/build.sh $@
@@ -171,16 +189,19 @@ bench: deps
 FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ivmm -Iguest-agent -Iapi -Iimages/img
-FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img
+FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
+	$(BUILD)/fuzz/fuzz_http
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
 $(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_img: tests/fuzz/fuzz_img.c $(IMG_SRCS)
+$(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c tests/unit/test_http_fake.c $(HTTP_CORE_SRCS)
+$(BUILD)/fuzz/fuzz_http: FUZZ_LIBS := -lhttp_parser
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
-	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ -ljansson
+	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ -ljansson $(FUZZ_LIBS)
 
 fuzz-build: $(FUZZ_TARGETS)
 
@@ -190,7 +211,8 @@ fuzz: deps
 
 format:
 	clang-format -i $(VMM_SRCS) $(AGENT_SRCS) $(UNIT_SRCS) $(wildcard vmm/*.h vmm/*/*.h guest-agent/*.h tests/unit/*.h) tools/bench/bootbench.c \
-		$(IMG_SRCS) images/img/*.h images/husk-img.c tests/img/*.c
+		$(IMG_SRCS) images/img/*.h images/husk-img.c tests/img/*.c \
+		$(HTTP_SRCS) api/http*.h api/router.h api/json_resp.h tests/api/*.c tests/api/*.h
 
 clean:
 	rm -rf $(BUILD)

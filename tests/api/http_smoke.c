@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The HTTP layer over real sockets: starts http-echo (ASan build) with short
+ * timeouts and small limits, runs each test against it and prints
+ * "PASS http/name" or "FAIL http/name: why". At the end the server must stop
+ * on SIGTERM with exit status 0 (no leak, no sanitizer report).
+ * usage: http-smoke PATH-TO-HTTP-ECHO
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "http_client.h"
+
+#define MAX_BODY (1 << 20)
+#define REQ_TIMEOUT 800
+#define IDLE_TIMEOUT 1500
+#define MAX_CONNS 300
+
+static int port;
+static char sock_path[64];
+static char failure[512];
+static int passed, failed;
+
+#define CHECK(cond)                                                                         \
+	do {                                                                                \
+		if (!(cond)) {                                                              \
+			snprintf(failure, sizeof(failure), "line %d: %s", __LINE__, #cond); \
+			goto out;                                                           \
+		}                                                                           \
+	} while (0)
+
+static void report(const char *name)
+{
+	if (failure[0]) {
+		printf("FAIL http/%s: %s\n", name, failure);
+		failed++;
+	} else {
+		printf("PASS http/%s\n", name);
+		passed++;
+	}
+	failure[0] = '\0';
+	fflush(stdout);
+}
+
+/* GET path on c, expecting 200 and needle in the body. */
+static int get_ok(struct hconn *c, const char *path, const char *needle)
+{
+	char req[512];
+	struct hresp r;
+	int ok;
+
+	snprintf(req, sizeof(req), "GET %s HTTP/1.1\r\nHost: t\r\n\r\n", path);
+	if (hc_sends(c, req) || hc_read(c, &r, 5000))
+		return 0;
+	ok = r.status == 200 && strstr(r.body, needle);
+	hr_free(&r);
+	return ok;
+}
+
+static void t_keepalive(void)
+{
+	struct hconn c;
+	char q[32];
+
+	CHECK(hc_tcp(&c, port) == 0);
+	for (int i = 0; i < 5; i++) {
+		snprintf(q, sizeof(q), "/echo?i=%d", i);
+		CHECK(get_ok(&c, q, q + 6));
+	}
+	CHECK(get_ok(&c, "/echo?orgId=o&v=2", "\"success\":true"));
+out:
+	hc_close(&c);
+	report("keepalive");
+}
+
+static void t_pipelining(void)
+{
+	struct hconn c;
+	struct hresp r[3] = {0};
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "GET /slow?ms=200&n=1 HTTP/1.1\r\n\r\nGET /echo?n=2 HTTP/1.1\r\n\r\n"
+	                   "POST /echo?n=3 HTTP/1.1\r\nContent-Length: 2\r\n\r\nhi") == 0);
+	for (int i = 0; i < 3; i++)
+		CHECK(hc_read(&c, &r[i], 5000) == 0 && r[i].status == 200);
+	CHECK(strstr(r[0].body, "n=1") && strstr(r[1].body, "n=2") && strstr(r[2].body, "n=3"));
+	CHECK(strstr(r[2].body, "\"body\":\"hi\""));
+out:
+	for (int i = 0; i < 3; i++)
+		hr_free(&r[i]);
+	hc_close(&c);
+	report("pipelining_in_order");
+}
+
+static void t_chunked_request(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c,
+	               "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n") ==
+	      0);
+	usleep(50000);
+	CHECK(hc_sends(&c, "4\r\ndefg\r\n0\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 200);
+	CHECK(strstr(r.body, "\"len\":7") && strstr(r.body, "\"body\":\"abcdefg\""));
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("chunked_request");
+}
+
+static void t_expect_continue(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+	char req[256];
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c,
+	               "PUT /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n") ==
+	      0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 100);
+	hr_free(&r);
+	CHECK(hc_sends(&c, "hello") == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 200 && strstr(r.body, "hello"));
+	hr_free(&r);
+	hc_close(&c);
+
+	/* Too big: 413 at once; the client never has to send the body. */
+	CHECK(hc_tcp(&c, port) == 0);
+	snprintf(req, sizeof(req),
+	         "PUT /echo HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: %d\r\n\r\n",
+	         MAX_BODY + 1);
+	CHECK(hc_sends(&c, req) == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 413);
+	CHECK(strstr(r.body, "PAYLOAD_TOO_LARGE"));
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("expect_100_continue");
+}
+
+static void t_oversized_body(void)
+{
+	static char junk[256 * 1024];
+	struct hconn c, other;
+	struct hresp r = {0};
+	char req[256], v[32];
+
+	other.fd = -1;
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_tcp(&other, port) == 0);
+	snprintf(req, sizeof(req), "POST /echo HTTP/1.1\r\nContent-Length: %d\r\n\r\n",
+	         3 * MAX_BODY);
+	CHECK(hc_sends(&c, req) == 0);
+	/* The client goes on sending; the server answers and drains. */
+	hc_send(&c, junk, sizeof(junk));
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 413);
+	CHECK(strstr(r.body, "\"success\":false") && strstr(r.body, "PAYLOAD_TOO_LARGE"));
+	CHECK(hr_header(&r, "Content-Type", v, sizeof(v)) && !strcmp(v, "application/json"));
+	CHECK(hr_header(&r, "Connection", v, sizeof(v)) && !strcmp(v, "close"));
+	hr_free(&r);
+	CHECK(get_ok(&other, "/echo?still=1", "still=1"));
+	hc_close(&c);
+
+	/* Chunked: refused at the chunk that crosses the limit. */
+	CHECK(hc_tcp(&c, port) == 0);
+	snprintf(req, sizeof(req),
+	         "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n", MAX_BODY + 1);
+	CHECK(hc_sends(&c, req) == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 413);
+	CHECK(get_ok(&other, "/echo?still=2", "still=2"));
+out:
+	hr_free(&r);
+	hc_close(&c);
+	hc_close(&other);
+	report("oversized_body_413");
+}
+
+static void t_header_too_big(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+	char *big = malloc(20000);
+
+	CHECK(big && hc_tcp(&c, port) == 0);
+	memset(big, 'x', 19999);
+	big[19999] = '\0';
+	CHECK(hc_sends(&c, "GET /echo HTTP/1.1\r\nX-Big: ") == 0);
+	hc_sends(&c, big);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 431);
+	CHECK(strstr(r.body, "HEADERS_TOO_LARGE"));
+out:
+	free(big);
+	hr_free(&r);
+	hc_close(&c);
+	report("header_too_big_431");
+}
+
+static void t_slow_client_408(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+	long long t0 = now_ms(), dt;
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "GET /echo HTTP/1.1\r\nHo") == 0);
+	/* Trickling bytes does not extend the deadline. */
+	for (int i = 0; i < 3; i++) {
+		usleep(REQ_TIMEOUT * 1000 / 5);
+		hc_sends(&c, "s");
+	}
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 408);
+	dt = now_ms() - t0;
+	CHECK(dt >= REQ_TIMEOUT - 50 && dt < REQ_TIMEOUT + 2000);
+	CHECK(strstr(r.body, "REQUEST_TIMEOUT"));
+	CHECK(hc_wait_eof(&c, 5000) == 0);
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("slow_client_408");
+}
+
+static void t_idle_timeout(void)
+{
+	struct hconn c;
+	long long t0;
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(get_ok(&c, "/echo", "\"success\":true"));
+	t0 = now_ms();
+	CHECK(hc_wait_eof(&c, IDLE_TIMEOUT + 3000) == 0);
+	CHECK(now_ms() - t0 >= IDLE_TIMEOUT - 50);
+out:
+	hc_close(&c);
+	report("idle_timeout_closes");
+}
+
+static void t_stream_incremental(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+	char v[32];
+	long long t0;
+	int n;
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "GET /stream?n=6&size=10&ms=100 HTTP/1.1\r\n\r\n") == 0);
+	/* The first chunk comes long before the stream ends. */
+	CHECK(hc_fill(&c, 3000) > 0);
+	t0 = now_ms();
+	while (!memmem(c.buf, c.len, "\r\n0\r\n\r\n", 7) && (n = hc_fill(&c, 3000)) > 0) {
+	}
+	CHECK(now_ms() - t0 >= 300);
+	/* And it parses as one chunked response of 60 bytes. */
+	CHECK(hc_read(&c, &r, 1000) == 0 && r.status == 200 && r.body_len == 60);
+	CHECK(hr_header(&r, "Transfer-Encoding", v, sizeof(v)) && !strcmp(v, "chunked"));
+	hr_free(&r);
+	CHECK(get_ok(&c, "/echo?after=stream", "after=stream"));
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("stream_read_incrementally");
+}
+
+/* /stats counters as numbers (closes, epipes). */
+static int stats(long *closes, long *epipes)
+{
+	struct hconn c;
+	struct hresp r = {0};
+	char *p;
+	int ok = 0;
+
+	if (hc_tcp(&c, port) == 0 && hc_sends(&c, "GET /stats HTTP/1.1\r\n\r\n") == 0 &&
+	    hc_read(&c, &r, 5000) == 0 && (p = strstr(r.body, "\"closes\":"))) {
+		*closes = strtol(p + 9, NULL, 10);
+		p = strstr(r.body, "\"epipes\":");
+		*epipes = p ? strtol(p + 9, NULL, 10) : -1;
+		ok = 1;
+	}
+	hr_free(&r);
+	hc_close(&c);
+	return ok;
+}
+
+static void t_stream_client_gone(void)
+{
+	struct hconn c;
+	long c0, e0, c1 = 0, e1 = 0;
+	long long end;
+
+	CHECK(stats(&c0, &e0));
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "GET /stream?n=100000&size=1000&ms=5 HTTP/1.1\r\n\r\n") == 0);
+	CHECK(hc_fill(&c, 3000) > 0);
+	hc_close(&c);
+	end = now_ms() + 5000;
+	while (now_ms() < end && stats(&c1, &e1) && (c1 == c0 || e1 == e0))
+		usleep(50000);
+	CHECK(c1 == c0 + 1 && e1 == e0 + 1);
+out:
+	report("stream_client_gone_on_close_epipe");
+}
+
+static void t_stalled_reader(void)
+{
+	struct hconn c, other;
+	long c0, e0, c1 = 0, e1 = 0;
+	long long end;
+	int buf = 4096;
+
+	other.fd = -1;
+	CHECK(stats(&c0, &e0));
+	CHECK(hc_tcp(&c, port) == 0);
+	setsockopt(c.fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	/* A fast producer and a client that never reads: paced, not buffered. */
+	CHECK(hc_sends(&c, "GET /stream?n=100000&size=8192&ms=0 HTTP/1.1\r\n\r\n") == 0);
+	usleep(300000);
+	CHECK(hc_tcp(&other, port) == 0 && get_ok(&other, "/echo?busy=1", "busy=1"));
+	/* After idle_timeout without progress the server drops it. */
+	end = now_ms() + IDLE_TIMEOUT + 4000;
+	while (now_ms() < end && stats(&c1, &e1) && c1 == c0)
+		usleep(100000);
+	CHECK(c1 == c0 + 1);
+out:
+	hc_close(&c);
+	hc_close(&other);
+	report("stalled_reader_paced_and_dropped");
+}
+
+static void t_many_connections(void)
+{
+	enum { N = 200 };
+	static struct hconn c[N];
+	struct hresp r = {0};
+	char q[64];
+	int i, opened = 0;
+
+	for (i = 0; i < N; i++, opened++)
+		CHECK(hc_tcp(&c[i], port) == 0);
+	for (i = 0; i < N; i++) {
+		snprintf(q, sizeof(q), "GET /echo?c=%d HTTP/1.1\r\n\r\n", i);
+		CHECK(hc_sends(&c[i], q) == 0);
+	}
+	for (i = N - 1; i >= 0; i--) {
+		snprintf(q, sizeof(q), "\"query\":\"c=%d\"", i);
+		CHECK(hc_read(&c[i], &r, 10000) == 0 && r.status == 200 && strstr(r.body, q));
+		hr_free(&r);
+	}
+out:
+	hr_free(&r);
+	for (i = 0; i < opened; i++)
+		hc_close(&c[i]);
+	report("200_concurrent_connections");
+}
+
+static void t_max_connections(void)
+{
+	static struct hconn c[MAX_CONNS];
+	struct hconn extra;
+	int i, opened = 0;
+
+	extra.fd = -1;
+	for (i = 0; i < MAX_CONNS; i++, opened++)
+		CHECK(hc_tcp(&c[i], port) == 0);
+	/* Make sure the server has accepted them all: the last one is served. */
+	CHECK(get_ok(&c[MAX_CONNS - 1], "/echo?last=1", "last=1"));
+	CHECK(hc_tcp(&extra, port) == 0);
+	hc_sends(&extra, "GET /echo HTTP/1.1\r\n\r\n");
+	CHECK(hc_wait_eof(&extra, 3000) == 0);
+out:
+	for (i = 0; i < opened; i++)
+		hc_close(&c[i]);
+	hc_close(&extra);
+	report("max_connections");
+}
+
+static void t_unix_socket(void)
+{
+	struct hconn c;
+
+	CHECK(hc_unix(&c, sock_path) == 0);
+	CHECK(get_ok(&c, "/echo?unix=1", "unix=1"));
+	CHECK(get_ok(&c, "//echo?slash=2", "slash=2"));
+out:
+	hc_close(&c);
+	report("unix_socket");
+}
+
+static void t_malformed(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "BLAH /echo HTTP/1.1\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 400 && strstr(r.body, "INVALID_REQUEST"));
+	CHECK(hc_wait_eof(&c, 5000) == 0);
+	hr_free(&r);
+	hc_close(&c);
+	/* Routing errors are JSON too. */
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "DELETE /echo HTTP/1.1\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 405 &&
+	      strstr(r.head, "\r\nAllow: GET, POST, PUT\r\n"));
+	hr_free(&r);
+	CHECK(hc_sends(&c, "GET /nope HTTP/1.1\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 404 && strstr(r.body, "NOT_FOUND"));
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("malformed_400_and_routing_errors");
+}
+
+static void t_http10_and_big(void)
+{
+	struct hconn c;
+	struct hresp r = {0};
+
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "GET /big?size=3000000 HTTP/1.0\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, 10000) == 0 && r.status == 200 && r.body_len == 3000000);
+	CHECK(strstr(r.head, "Connection: close"));
+	CHECK(hc_wait_eof(&c, 5000) == 0);
+	hr_free(&r);
+	hc_close(&c);
+	/* A 1.0 stream: raw bytes up to the close. */
+	CHECK(hc_tcp(&c, port) == 0);
+	CHECK(hc_sends(&c, "GET /stream?n=3&size=5&ms=10 HTTP/1.0\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 200 && r.body_len == 15);
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("http10_and_big_answer");
+}
+
+static pid_t start_server(const char *bin)
+{
+	char p[32], b[32], rt[32], it[32], mc[32], line[64] = "";
+	int fds[2];
+	pid_t pid;
+	FILE *f;
+
+	snprintf(sock_path, sizeof(sock_path), "/tmp/husk-http-smoke.%d.sock", (int)getpid());
+	snprintf(b, sizeof(b), "%d", MAX_BODY);
+	snprintf(rt, sizeof(rt), "%d", REQ_TIMEOUT);
+	snprintf(it, sizeof(it), "%d", IDLE_TIMEOUT);
+	snprintf(mc, sizeof(mc), "%d", MAX_CONNS);
+	if (pipe(fds) < 0)
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		close(fds[1]);
+		execl(bin, bin, "--port", "0", "--unix", sock_path, "--max-body", b, "--max-header",
+		      "8192", "--request-timeout", rt, "--idle-timeout", it, "--max-conns", mc,
+		      (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	f = fdopen(fds[0], "r");
+	if (!f || !fgets(line, sizeof(line), f) || sscanf(line, "port %d", &port) != 1) {
+		fprintf(stderr, "http-smoke: the server did not start (%s)\n", line);
+		return -1;
+	}
+	fclose(f);
+	(void)p;
+	return pid;
+}
+
+int main(int argc, char **argv)
+{
+	struct rlimit rl = {1024, 1024};
+	struct hconn pending;
+	int status = -1;
+	pid_t pid;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: http-smoke PATH-TO-HTTP-ECHO\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	setrlimit(RLIMIT_NOFILE, &rl);
+	pid = start_server(argv[1]);
+	if (pid < 0) {
+		printf("FAIL http/start: the server did not start\n");
+		return 1;
+	}
+	t_keepalive();
+	t_pipelining();
+	t_chunked_request();
+	t_expect_continue();
+	t_oversized_body();
+	t_header_too_big();
+	t_slow_client_408();
+	t_idle_timeout();
+	t_stream_incremental();
+	t_stream_client_gone();
+	t_stalled_reader();
+	t_many_connections();
+	t_max_connections();
+	t_unix_socket();
+	t_malformed();
+	t_http10_and_big();
+
+	/* Stop with a long-poll still open: its on_close runs, nothing leaks. */
+	if (hc_tcp(&pending, port) == 0)
+		hc_sends(&pending, "GET /slow?ms=60000 HTTP/1.1\r\n\r\n");
+	usleep(100000);
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
+		usleep(100000);
+	if (status == -1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		snprintf(failure, sizeof(failure), "did not stop on SIGTERM");
+	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+		snprintf(failure, sizeof(failure),
+		         "exit status %d (see the sanitizer report above)", status);
+	} else if (access(sock_path, F_OK) == 0) {
+		snprintf(failure, sizeof(failure), "the Unix socket file was left behind");
+	}
+	hc_close(&pending);
+	report("clean_stop");
+	printf("http: %d passed, %d failed\n", passed, failed);
+	return failed ? 1 : 0;
+}

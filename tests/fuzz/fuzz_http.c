@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Fuzzes the HTTP core (api/http_conn.c and the parser callbacks) without
+ * sockets, through the unit tests' fake transport. The input's first bytes
+ * pick small limits and the size of the pieces it is fed in; the rest is
+ * client bytes. Between pieces the "handler" side acts on what the input
+ * says: answers a held request, writes to or ends a stream, lets time pass
+ * (fires the timer), or stops reading. A livelock (a connection that never
+ * settles) traps, and so does anything ASan or UBSan sees.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "../unit/test_http_fake.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct http_req *held;
+static bool streaming, held_gone;
+
+static void on_gone(struct http_req *r, void *arg)
+{
+	(void)r;
+	(void)arg;
+	held_gone = true;
+}
+
+/* The first letter of the path says what to do: hold, stream, or answer now. */
+static void handler(struct http_req *r, void *ctx)
+{
+	const char *p = http_path(r);
+	char v[32];
+	size_t len;
+	const void *body = http_body(r, &len);
+
+	(void)ctx;
+	if (http_query_get(r, "k", v, sizeof(v)) == -3 || http_header(r, "Host") == (void *)1)
+		__builtin_trap();
+	if (p[0] == '/' && (p[1] == 'h' || p[1] == 's')) {
+		held = r;
+		held_gone = false;
+		http_on_close(r, on_gone, NULL);
+		streaming = p[1] == 's';
+		if (streaming)
+			http_stream_begin(r, 200, "text/plain");
+		return;
+	}
+	if (p[0] == '/' && p[1] == 'e')
+		http_respond(r, 204, NULL, NULL, 0);
+	else if (http_add_header(r, "X-Echo", http_method(r)) == 0)
+		http_respond(r, 200, "application/octet-stream", body, len);
+	else
+		http_respond(r, 500, "text/plain", "", 0);
+}
+
+/* Answers or ends whatever is held. */
+static void finish_held(void)
+{
+	struct http_req *r = held;
+
+	held = NULL;
+	if (!r)
+		return;
+	if (streaming)
+		http_stream_end(r);
+	else
+		http_respond(r, 200, "text/plain", "late", 4);
+}
+
+/* One handler-side action chosen by op. */
+static void act(struct fake_conn *f, uint8_t op)
+{
+	switch (op & 7) {
+	case 0:
+		finish_held();
+		break;
+	case 1:
+		if (held && streaming && http_stream_write(held, "data", 4) < 0 && !held_gone)
+			__builtin_trap(); /* -EPIPE only once the client is gone */
+		break;
+	case 2:
+		fake_fire(f);
+		break;
+	case 3:
+		f->hold = !f->hold;
+		break;
+	default:
+		break;
+	}
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct http_config cfg = {.max_header_bytes = 512, .max_body_bytes = 1024};
+	struct fake_conn f = {.out_keep = 1};
+	struct http_limits lim;
+	size_t off = 2, step;
+
+	if (size < 2)
+		return 0;
+	if (data[0] & 1)
+		cfg = (struct http_config){0};
+	http_limits_init(&lim, &cfg);
+	step = (size_t)data[1] % 64 + 1;
+	held = NULL;
+	streaming = held_gone = false;
+	fake_init(&f, &lim, handler, NULL);
+	while (off < size) {
+		size_t len = size - off < step ? size - off : step;
+
+		if (fake_feed(&f, data + off, len) < 0)
+			__builtin_trap();
+		off += len;
+		/* The byte after each piece also says what the handler side does. */
+		if (off < size && (data[0] & 2))
+			act(&f, data[off - 1]);
+		if (fake_run(&f) < 0)
+			__builtin_trap();
+	}
+	if (data[0] & 4)
+		http_conn_eof(&f.c, 0);
+	if (fake_run(&f) < 0 || fake_fire(&f) < 0)
+		__builtin_trap();
+	fake_free(&f);
+	finish_held(); /* after the close: a no-op that frees it */
+	return 0;
+}
