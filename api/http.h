@@ -49,7 +49,9 @@ typedef void (*http_handler)(struct http_req *req, void *ctx);
  * unix_path), calling handler(req, ctx) for each request. cfg's strings are
  * copied. Returns 0 with *out set, or -errno: -EINVAL for a config without a
  * listener or with a bad address, -EADDRINUSE when the port or a live Unix
- * socket is taken, -EEXIST when unix_path exists and is not a socket.
+ * socket is taken, -EEXIST when unix_path exists and is not a socket. On
+ * failure, listeners already opened close asynchronously: run the loop once
+ * more before uv_loop_close.
  */
 int http_server_start(uv_loop_t *loop, const struct http_config *cfg, http_handler handler,
                       void *ctx, struct http_server **out) __attribute__((warn_unused_result));
@@ -118,7 +120,8 @@ void http_respond_json(struct http_req *r, int status, json_t *body);
  */
 void http_stream_begin(struct http_req *r, int status, const char *content_type);
 /* Sends len bytes of data (copied) as one chunk. 0, or -EPIPE once the client is gone. */
-int http_stream_write(struct http_req *r, const void *data, size_t len);
+int http_stream_write(struct http_req *r, const void *data, size_t len)
+	__attribute__((warn_unused_result));
 /* Bytes of r's connection written but not yet sent: producers pace themselves by it. */
 size_t http_stream_queued(const struct http_req *r);
 /*

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -443,14 +444,18 @@ out:
 	report("http10_and_big_answer");
 }
 
-static pid_t start_server(const char *bin)
+/*
+ * Starts bin listening on TCP port 0 and unix_path; *port_out gets its port,
+ * or -1 if it printed none (it failed: the pid is still returned to reap).
+ */
+static pid_t spawn_server(const char *bin, const char *unix_path, int *port_out)
 {
-	char p[32], b[32], rt[32], it[32], mc[32], line[64] = "";
+	char b[32], rt[32], it[32], mc[32], line[64] = "";
 	int fds[2];
 	pid_t pid;
 	FILE *f;
 
-	snprintf(sock_path, sizeof(sock_path), "/tmp/husk-http-smoke.%d.sock", (int)getpid());
+	*port_out = -1;
 	snprintf(b, sizeof(b), "%d", MAX_BODY);
 	snprintf(rt, sizeof(rt), "%d", REQ_TIMEOUT);
 	snprintf(it, sizeof(it), "%d", IDLE_TIMEOUT);
@@ -462,20 +467,66 @@ static pid_t start_server(const char *bin)
 		dup2(fds[1], 1);
 		close(fds[0]);
 		close(fds[1]);
-		execl(bin, bin, "--port", "0", "--unix", sock_path, "--max-body", b, "--max-header",
+		execl(bin, bin, "--port", "0", "--unix", unix_path, "--max-body", b, "--max-header",
 		      "8192", "--request-timeout", rt, "--idle-timeout", it, "--max-conns", mc,
 		      (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
 	f = fdopen(fds[0], "r");
-	if (!f || !fgets(line, sizeof(line), f) || sscanf(line, "port %d", &port) != 1) {
-		fprintf(stderr, "http-smoke: the server did not start (%s)\n", line);
-		return -1;
-	}
-	fclose(f);
-	(void)p;
+	if (f && fgets(line, sizeof(line), f) && sscanf(line, "port %d", port_out) != 1)
+		*port_out = -1;
+	if (f)
+		fclose(f);
 	return pid;
+}
+
+/* SIGTERM to pid; its exit status, or -1 if it did not stop within 10 s. */
+static int stop_server(pid_t pid)
+{
+	int status = -1;
+
+	kill(pid, SIGTERM);
+	for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
+		usleep(100000);
+	if (status == -1) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+	return status;
+}
+
+static void t_unix_stale_and_live(const char *bin)
+{
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	char stale[sizeof(sock_path) + 8];
+	struct hconn c;
+	int fd, p2 = -1, status;
+	pid_t pid;
+
+	c.fd = -1;
+	/* A live socket is not taken over: the second server fails. */
+	pid = spawn_server(bin, sock_path, &p2);
+	CHECK(pid > 0 && p2 == -1);
+	waitpid(pid, &status, 0);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 1);
+	CHECK(hc_unix(&c, sock_path) == 0 && get_ok(&c, "/echo?alive=1", "alive=1"));
+	hc_close(&c);
+	/* A stale one (its server died without removing it) is replaced. */
+	snprintf(stale, sizeof(stale), "%s.stale", sock_path);
+	snprintf(a.sun_path, sizeof(a.sun_path), "%s", stale);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+	close(fd);
+	pid = spawn_server(bin, stale, &p2);
+	CHECK(pid > 0 && p2 > 0);
+	CHECK(hc_unix(&c, stale) == 0 && get_ok(&c, "/echo?stale=1", "stale=1"));
+	hc_close(&c);
+	CHECK(stop_server(pid) == 0 && access(stale, F_OK) != 0);
+out:
+	hc_close(&c);
+	unlink(stale);
+	report("unix_socket_stale_replaced_live_kept");
 }
 
 int main(int argc, char **argv)
@@ -491,8 +542,9 @@ int main(int argc, char **argv)
 	}
 	signal(SIGPIPE, SIG_IGN);
 	setrlimit(RLIMIT_NOFILE, &rl);
-	pid = start_server(argv[1]);
-	if (pid < 0) {
+	snprintf(sock_path, sizeof(sock_path), "/tmp/husk-http-smoke.%d.sock", (int)getpid());
+	pid = spawn_server(argv[1], sock_path, &port);
+	if (pid < 0 || port < 0) {
 		printf("FAIL http/start: the server did not start\n");
 		return 1;
 	}
@@ -512,17 +564,14 @@ int main(int argc, char **argv)
 	t_unix_socket();
 	t_malformed();
 	t_http10_and_big();
+	t_unix_stale_and_live(argv[1]);
 
 	/* Stop with a long-poll still open: its on_close runs, nothing leaks. */
 	if (hc_tcp(&pending, port) == 0)
 		hc_sends(&pending, "GET /slow?ms=60000 HTTP/1.1\r\n\r\n");
 	usleep(100000);
-	kill(pid, SIGTERM);
-	for (int i = 0; i < 100 && waitpid(pid, &status, WNOHANG) == 0; i++)
-		usleep(100000);
+	status = stop_server(pid);
 	if (status == -1) {
-		kill(pid, SIGKILL);
-		waitpid(pid, &status, 0);
 		snprintf(failure, sizeof(failure), "did not stop on SIGTERM");
 	} else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
 		snprintf(failure, sizeof(failure),

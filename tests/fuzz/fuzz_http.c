@@ -5,9 +5,11 @@
  * pick small limits and the size of the pieces it is fed in; the rest is
  * client bytes. Between pieces the "handler" side acts on what the input
  * says: answers a held request, writes to or ends a stream, lets time pass
- * (fires the timer), or stops reading. A livelock (a connection that never
- * settles) traps, and so does anything ASan or UBSan sees.
+ * (fires the timer), stops reading, or makes writes fail. A livelock (a
+ * connection that never settles) traps, and so does anything ASan or UBSan
+ * sees.
  */
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -75,14 +77,22 @@ static void act(struct fake_conn *f, uint8_t op)
 		finish_held();
 		break;
 	case 1:
-		if (held && streaming && http_stream_write(held, "data", 4) < 0 && !held_gone)
-			__builtin_trap(); /* -EPIPE only once the client is gone */
+		if (held && streaming) {
+			int err = http_stream_write(held, "data", 4);
+
+			/* -EPIPE only for a client that is gone, and on_close follows. */
+			if (err && (err != -EPIPE || fake_run(f) < 0 || !held_gone))
+				__builtin_trap();
+		}
 		break;
 	case 2:
 		fake_fire(f);
 		break;
 	case 3:
 		f->hold = !f->hold;
+		break;
+	case 4:
+		f->fail_writes = op & 8;
 		break;
 	default:
 		break;

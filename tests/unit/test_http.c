@@ -62,6 +62,14 @@ static void reset(void)
 	memset(&ts, 0, sizeof(ts));
 }
 
+/* A fresh connection with the stream of request req open on it; NULL if it failed. */
+static struct http_req *open_stream(struct fake_conn *f, const char *req)
+{
+	reset();
+	fake_init(f, NULL, handler, NULL);
+	return fake_feeds(f, req) == 0 ? ts.held[0] : NULL;
+}
+
 /* A fresh connection of the echo handler under cfg's limits (kept in *lim). */
 static void start_with(struct fake_conn *f, struct http_limits *lim, const struct http_config *cfg)
 {
@@ -327,10 +335,8 @@ UNIT_TEST(http_stream_chunks)
 	struct fake_conn f = {0};
 	struct http_req *r;
 
-	reset();
-	fake_init(&f, NULL, handler, NULL);
-	CHECK(fake_feeds(&f, "GET /stream HTTP/1.1\r\n\r\n") == 0);
-	r = ts.held[0];
+	r = open_stream(&f, "GET /stream HTTP/1.1\r\n\r\n");
+	CHECK(r);
 	CHECK(strstr(f.out, "Transfer-Encoding: chunked\r\n") && !strstr(f.out, "Content-Length"));
 	fake_clear(&f);
 	CHECK(http_stream_write(r, "hello", 5) == 0 && http_stream_write(r, "", 0) == 0);
@@ -342,10 +348,8 @@ UNIT_TEST(http_stream_chunks)
 	fake_free(&f);
 
 	/* HTTP/1.0: raw bytes, closed at the end. */
-	reset();
-	fake_init(&f, NULL, handler, NULL);
-	CHECK(fake_feeds(&f, "GET /stream HTTP/1.0\r\n\r\n") == 0);
-	r = ts.held[0];
+	r = open_stream(&f, "GET /stream HTTP/1.0\r\n\r\n");
+	CHECK(r);
 	CHECK(strstr(f.out, "Connection: close\r\n") && !strstr(f.out, "chunked"));
 	fake_clear(&f);
 	CHECK(http_stream_write(r, "raw", 3) == 0);
@@ -359,10 +363,8 @@ UNIT_TEST(http_stream_client_gone)
 	struct fake_conn f = {0};
 	struct http_req *r;
 
-	reset();
-	fake_init(&f, NULL, handler, NULL);
-	CHECK(fake_feeds(&f, "GET /stream HTTP/1.1\r\n\r\n") == 0);
-	r = ts.held[0];
+	r = open_stream(&f, "GET /stream HTTP/1.1\r\n\r\n");
+	CHECK(r);
 	http_conn_eof(&f.c, -ECONNRESET);
 	CHECK(http_stream_write(r, "x", 1) == -EPIPE);
 	CHECK(fake_run(&f) == 0 && ts.closes == 1);
@@ -463,4 +465,27 @@ UNIT_TEST(http_pct_decode_edges)
 	CHECK(http_pct_decode("12345678", 8, out, sizeof(out), 0) == -2);
 	CHECK(http_pct_decode("1234567", 7, out, sizeof(out), 0) == 7);
 	CHECK(http_pct_decode("", 0, out, 0, 0) == -2);
+}
+
+UNIT_TEST(http_write_failure_aborts)
+{
+	struct fake_conn f = {0};
+	struct http_req *r;
+
+	r = open_stream(&f, "GET /stream HTTP/1.1\r\n\r\n");
+	CHECK(r);
+	f.fail_writes = true;
+	CHECK(http_stream_write(r, "x", 1) == -EPIPE);
+	CHECK(ts.closes == 0); /* not inside the caller's call */
+	CHECK(fake_run(&f) == 0 && ts.closes == 1 && f.closed);
+	http_stream_end(r);
+	fake_free(&f);
+
+	/* A failed plain answer: the request is freed with the connection. */
+	reset();
+	fake_init(&f, NULL, handler, NULL);
+	f.fail_writes = true;
+	CHECK(fake_feeds(&f, "GET /x HTTP/1.1\r\n\r\nGET /y HTTP/1.1\r\n\r\n") == 0);
+	CHECK(f.closed && ts.calls == 1 && ts.closes == 0);
+	fake_free(&f);
 }

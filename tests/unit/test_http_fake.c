@@ -12,6 +12,10 @@ static int f_write(struct http_conn *c, char *buf, size_t len)
 {
 	struct fake_conn *f = (struct fake_conn *)c;
 
+	if (f->fail_writes) {
+		free(buf);
+		return -EPIPE;
+	}
 	if (!f->out_keep && f->out_len + len + 1 > f->out_cap) {
 		size_t cap = f->out_cap ? f->out_cap : 4096;
 		char *p;

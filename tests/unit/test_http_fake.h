@@ -20,6 +20,7 @@ struct fake_conn {
 	size_t unsent;                     /* written, not yet reported sent */
 	int timer_ms;                      /* armed timer, -1 if none */
 	bool hold;                         /* the "client" does not read: sends stay pending */
+	bool fail_writes;                  /* writes fail at once (a dead socket) */
 	bool paused, shut, closed;
 };
 
