@@ -125,9 +125,11 @@ int http_stream_write(struct http_req *r, const void *data, size_t len)
 /* Bytes of r's connection written but not yet sent: producers pace themselves by it. */
 size_t http_stream_queued(const struct http_req *r);
 /*
- * cb(r, arg) runs whenever r's queued bytes, having reached HTTP_DRAIN_LOW,
- * drop below it again (edge-triggered, like a socket's writability). cb NULL
- * removes it.
+ * cb(r, arg) runs when a send completes leaving r's queued bytes below
+ * HTTP_DRAIN_LOW: once after each http_on_drain, and again each time the
+ * queue has reached HTTP_DRAIN_LOW since. So a producer that stops at any
+ * queue size and registers (or stays registered) is called back; with
+ * nothing queued no send completes, so it writes first. cb NULL removes it.
  */
 void http_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
 /* Ends r's stream; r must not be used afterwards. */

@@ -143,9 +143,14 @@ void conn_write(struct http_conn *c, char *buf, size_t len)
 	if (c->ops->write(c, buf, len) < 0) {
 		c->queued -= len;
 		conn_request_abort(c);
-	} else if (c->state == C_HANDLING && c->timer_mode == T_NONE) {
-		set_timer(c, T_STALL); /* sent completions re-arm it */
+		return;
 	}
+	if (c->state != C_HANDLING)
+		return;
+	if (c->timer_mode == T_NONE)
+		set_timer(c, T_STALL); /* sent completions re-arm it */
+	if (c->queued >= HTTP_DRAIN_LOW)
+		c->req->drain_armed = true;
 }
 
 /* Everything queued has been sent on a closing connection. */
@@ -368,9 +373,11 @@ void http_conn_sent(struct http_conn *c, size_t len, int status)
 	} else if (c->state == C_HANDLING) {
 		struct http_req *r = c->req;
 
-		if (r->resp == RESP_STREAM && r->on_drain && before >= HTTP_DRAIN_LOW &&
-		    c->queued < HTTP_DRAIN_LOW)
+		if (r->resp == RESP_STREAM && r->on_drain && r->drain_armed &&
+		    c->queued < HTTP_DRAIN_LOW) {
+			r->drain_armed = false;
 			r->on_drain(r, r->on_drain_arg); /* may end r's answer */
+		}
 		if (c->req->resp == RESP_DONE && c->queued < HTTP_DRAIN_LOW)
 			conn_pump(c);
 		else if (c->timer_mode != T_PUMP)

@@ -115,6 +115,7 @@ struct http_req {
 	struct http_conn *conn; /* NULL once the connection is gone */
 	enum http_resp_state resp;
 	bool keep_alive, head_only, http10, dispatched;
+	bool drain_armed; /* on_drain is due at the next send below HTTP_DRAIN_LOW */
 
 	char *head; /* "url\0name\0value\0...path\0query\0" */
 	size_t head_len, head_cap, head_bytes;

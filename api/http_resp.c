@@ -227,6 +227,7 @@ void http_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg)
 {
 	r->on_drain = cb;
 	r->on_drain_arg = arg;
+	r->drain_armed = cb != NULL;
 }
 
 void http_stream_end(struct http_req *r)

@@ -390,6 +390,13 @@ UNIT_TEST(http_stream_drain)
 	f.hold = false;
 	CHECK(fake_run(&f) == 0);
 	CHECK(ts.drains == 1 && http_stream_queued(r) == 0 && f.c.timer_mode == T_NONE);
+	/* Registered while the queue is small: called back once, not again. */
+	f.hold = true;
+	CHECK(http_stream_write(r, chunk, 10) == 0);
+	http_on_drain(r, on_drain_cb, NULL);
+	f.hold = false;
+	CHECK(fake_run(&f) == 0 && ts.drains == 2);
+	CHECK(http_stream_write(r, chunk, 10) == 0 && fake_run(&f) == 0 && ts.drains == 2);
 	/* A client that stops reading for idle_timeout is dropped. */
 	f.hold = true;
 	CHECK(http_stream_write(r, chunk, sizeof(chunk)) == 0 && f.c.timer_mode == T_STALL);
