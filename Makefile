@@ -24,6 +24,10 @@ STORE_SRCS := $(sort $(wildcard api/store*.c))
 HTTP_CORE_SRCS := api/http_conn.c api/http_parse.c api/http_req.c api/http_resp.c
 HTTP_SRCS := api/http.c $(HTTP_CORE_SRCS) api/router.c api/json_resp.c
 HTTP_LIBS := -luv -lhttp_parser -ljansson
+# huskd: the API server and its sandbox manager.
+HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/sbx.c api/sbx_create.c api/sbx_exec.c \
+	api/waiters.c api/outbuf.c api/task.c api/vmm_proc.c api/util.c api/agent_client.c \
+	guest-agent/proto.c $(HTTP_SRCS) $(STORE_SRCS) $(IMG_SRCS)
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -41,6 +45,8 @@ RAWFRAMES := $(BUILD)/tests/rawframes
 HUSK_IMG := $(BIN)/husk-img
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
+HUSKD := $(BIN)/huskd
+HUSKD_SAN := $(BIN)/huskd-san
 HTTP_ECHO := $(BUILD)/tests/http-echo
 HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
@@ -61,7 +67,7 @@ deps:
 	@tools/deps.sh
 
 build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE) \
-	$(HTTP_ECHO) $(HTTP_SMOKE)
+	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
 # V=1 shows whole command lines.
@@ -140,6 +146,17 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c $(IMG_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^
+
+$(HUSKD): $(call obj,rel,$(HUSKD_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $^ -lpthread $(HTTP_LIBS) -lsqlite3
+
+# huskd with sanitizers, for the API tests.
+$(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread $(HTTP_LIBS) -lsqlite3
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS) $(HTTP_SRCS) $(STORE_SRCS))
 	@mkdir -p $(dir $@)

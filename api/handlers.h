@@ -1,0 +1,26 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_HANDLERS_H
+#define HUSK_HANDLERS_H
+
+/* huskd's route handlers; ctx is the struct huskd. */
+#include "huskd.h"
+
+#define HANDLER(name) void name(struct http_req *r, const char *const *p, void *ctx)
+
+HANDLER(h_create);
+HANDLER(h_list);
+HANDLER(h_get);
+HANDLER(h_status);
+HANDLER(h_destroy);
+HANDLER(h_execute);
+HANDLER(h_execution);
+HANDLER(h_executions);
+HANDLER(h_events);
+HANDLER(h_runtimes);
+HANDLER(h_stream);
+HANDLER(h_not_yet);
+
+/* The request body as a JSON object, or NULL after answering 400. */
+json_t *body_object(struct http_req *r);
+
+#endif

@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_SBX_PRIV_H
+#define HUSK_SBX_PRIV_H
+
+/* The sandbox object, shared by sbx.c, sbx_create.c and sbx_exec.c only. */
+#include "huskd.h"
+#include "store.h"
+
+struct agent_client;
+struct vmm_proc;
+struct vmm_spec;
+
+struct ready_cb {
+	void (*fn)(struct sandbox *sb, bool ready, void *arg);
+	void *arg;
+	struct ready_cb *next;
+};
+
+struct sandbox {
+	struct huskd *d;
+	char id[STORE_ID_LEN];
+	char status[16];
+	char *dir;   /* state/sandboxes/<id> */
+	char *vsock; /* its VMM's vsock socket */
+	struct vmm_proc *vmm;
+	struct execution *current; /* the one execution at a time */
+	json_t *env;               /* the sandbox's environment (create + setEnv) */
+	json_t *files;             /* files to write during setup (create) */
+	uint64_t exec_timeout_ms;  /* timeout.execution; 0 none */
+	struct ready_cb *waiting;  /* to run once setup ends */
+	bool oneshot;
+	bool ready;         /* setup done: the agent answers */
+	bool setup_running; /* the setup task has not come back yet */
+	bool ending;        /* destroy/terminate under way: the VMM's exit is expected */
+	bool vmm_gone;
+	struct sandbox *next;
+};
+
+struct sandbox *sbx_new(struct huskd *d, const char *id);
+int sbx_start_vmm(struct sandbox *sb, const struct vmm_spec *spec, char *err, size_t errlen);
+/* Ends a live sandbox: status (terminated, deleted, failed), cancel, kill, then free. */
+void sbx_end(struct sandbox *sb, const char *status, const char *reason, json_t *patch);
+/* Frees the sandbox once its VMM, setup and execution are all gone. */
+void sbx_maybe_free(struct sandbox *sb);
+/* Unlinks and frees at once (a sandbox that never got a VMM). */
+void sbx_free(struct sandbox *sb);
+/* Removes a sandbox's folder and what huskd keeps in it. */
+void sbx_remove_dir(const char *dir);
+/* Writes [{path, content: base64}] into the sandbox (relative paths: the workspace). */
+int sbx_write_files(struct agent_client *c, json_t *files, char *err, size_t errlen);
+/* Setup failed or the sandbox ended before it was ready: tell who waited. */
+void sbx_ready_fail(struct sandbox *sb);
+
+#endif

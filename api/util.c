@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: MIT
+/* Small helpers huskd needs and no library of ours provides. */
+#include "util.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "huskd.h"
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static int b64_value(char c)
+{
+	const char *p = c ? strchr(b64, c) : NULL;
+
+	return p ? (int)(p - b64) : -1;
+}
+
+unsigned char *base64_decode(const char *in, size_t *len)
+{
+	size_t n = strlen(in), o = 0;
+	unsigned char *out;
+	uint32_t acc = 0;
+	int bits = 0;
+
+	while (n && in[n - 1] == '=')
+		n--;
+	out = malloc(n * 3 / 4 + 1);
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		int v = b64_value(in[i]);
+
+		if (v < 0) {
+			free(out);
+			return NULL;
+		}
+		acc = (acc << 6) | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			out[o++] = (unsigned char)(acc >> bits);
+		}
+	}
+	*len = o;
+	return out;
+}
+
+char *base64_encode(const unsigned char *in, size_t len)
+{
+	char *out = malloc((len + 2) / 3 * 4 + 1), *p = out;
+
+	if (!out)
+		return NULL;
+	for (size_t i = 0; i < len; i += 3) {
+		uint32_t v = (uint32_t)in[i] << 16;
+		if (i + 1 < len)
+			v |= (uint32_t)in[i + 1] << 8;
+		if (i + 2 < len)
+			v |= in[i + 2];
+		*p++ = b64[v >> 18];
+		*p++ = b64[(v >> 12) & 63];
+		*p++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+		*p++ = i + 2 < len ? b64[v & 63] : '=';
+	}
+	*p = '\0';
+	return out;
+}
+
+void workspace_path(const char *workspace, const char *path, char *out, size_t outlen)
+{
+	if (path[0] == '/')
+		snprintf(out, outlen, "%s", path);
+	else if (!path[0] || !strcmp(path, "."))
+		snprintf(out, outlen, "%s", workspace);
+	else
+		snprintf(out, outlen, "%s/%s", workspace,
+		         path[0] == '.' && path[1] == '/' ? path + 2 : path);
+}
+
+int parse_duration_ms(const char *s, uint64_t *ms)
+{
+	double total = 0;
+	const char *p = s;
+
+	if (!strcmp(s, "0")) {
+		*ms = 0;
+		return 0;
+	}
+	while (*p) {
+		char *end;
+		double v;
+
+		errno = 0;
+		v = strtod(p, &end);
+		if (end == p || errno || v < 0)
+			return -EINVAL;
+		p = end;
+		if (!strncmp(p, "ms", 2)) {
+			total += v;
+			p += 2;
+		} else if (*p == 's') {
+			total += v * 1e3;
+			p++;
+		} else if (*p == 'm') {
+			total += v * 60e3;
+			p++;
+		} else if (*p == 'h') {
+			total += v * 3600e3;
+			p++;
+		} else {
+			return -EINVAL;
+		}
+	}
+	if (p == s || total > 1e15)
+		return -EINVAL;
+	*ms = (uint64_t)total;
+	return 0;
+}
+
+int base_url(struct huskd *d, struct http_req *r, char *out, size_t outlen)
+{
+	const char *host = http_header(r, "Host");
+
+	if (d->public_url)
+		return snprintf(out, outlen, "%s", d->public_url) < (int)outlen ? 0 : -ENAMETOOLONG;
+	if (!host || !*host || strpbrk(host, "/ \\"))
+		host = "127.0.0.1";
+	return snprintf(out, outlen, "http://%s", host) < (int)outlen ? 0 : -ENAMETOOLONG;
+}
+
+void huskd_log(const char *sandbox_id, const char *fmt, ...)
+{
+	char ts[32];
+	struct timespec now;
+	struct tm tm;
+	va_list ap;
+
+	clock_gettime(CLOCK_REALTIME, &now);
+	gmtime_r(&now.tv_sec, &tm);
+	strftime(ts, sizeof(ts), "%Y-%m-%dT%H:%M:%S", &tm);
+	fprintf(stderr, "%s.%03ldZ huskd%s%s: ", ts, now.tv_nsec / 1000000, sandbox_id ? " " : "",
+	        sandbox_id ? sandbox_id : "");
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}

@@ -1,0 +1,265 @@
+// SPDX-License-Identifier: MIT
+/* Starting, adopting, watching and signalling husk-vmm processes. */
+#include "vmm_proc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+struct vmm_proc {
+	uv_poll_t poll;
+	pid_t pid;
+	int pidfd;
+	int child; /* ours to reap */
+	uint64_t starttime;
+	vmm_exit_fn on_exit;
+	void *arg;
+};
+
+static int pidfd_open(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+uint64_t proc_starttime(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start = 0;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* The name in parentheses may hold spaces; fields count from after it. */
+	p = strrchr(buf, ')');
+	if (!p || sscanf(p + 2,
+	                 "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d "
+	                 "%*d %*d %llu",
+	                 &start) != 1)
+		return 0;
+	return start;
+}
+
+static void proc_free(uv_handle_t *h)
+{
+	struct vmm_proc *p = h->data;
+
+	close(p->pidfd);
+	free(p);
+}
+
+void vmm_proc_release(struct vmm_proc *p)
+{
+	if (!p)
+		return;
+	uv_poll_stop(&p->poll);
+	uv_close((uv_handle_t *)&p->poll, proc_free);
+}
+
+static void on_pidfd(uv_poll_t *h, int status, int events)
+{
+	struct vmm_proc *p = h->data;
+	int st = 0, code = -1;
+
+	(void)status;
+	(void)events;
+	if (p->child && waitpid(p->pid, &st, WNOHANG) == p->pid)
+		code = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	uv_poll_stop(&p->poll);
+	if (p->on_exit)
+		p->on_exit(p, code, p->arg);
+}
+
+static int proc_watch(uv_loop_t *loop, struct vmm_proc *p)
+{
+	int ret;
+
+	p->pidfd = pidfd_open(p->pid);
+	if (p->pidfd < 0)
+		return -errno;
+	fcntl(p->pidfd, F_SETFD, FD_CLOEXEC);
+	ret = uv_poll_init(loop, &p->poll, p->pidfd);
+	if (ret) {
+		close(p->pidfd);
+		return ret;
+	}
+	p->poll.data = p;
+	/* Cannot fail for an initialised poll handle on a pollable fd. */
+	return uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
+}
+
+/* The child between fork and exec: only async-signal-safe calls. */
+static void child_exec(const struct vmm_spec *s, char *const argv[], int errfd)
+{
+	char log[4096];
+	int fd, e;
+
+	setsid();
+	snprintf(log, sizeof(log), "%s/vmm.log", s->dir);
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	if (fd >= 0) {
+		dup2(fd, STDOUT_FILENO);
+		dup2(fd, STDERR_FILENO);
+	}
+	fd = open("/dev/null", O_RDONLY);
+	if (fd >= 0)
+		dup2(fd, STDIN_FILENO);
+	if (s->cgroup) {
+		snprintf(log, sizeof(log), "%s/cgroup.procs", s->cgroup);
+		fd = open(log, O_WRONLY);
+		if (fd < 0 || write(fd, "0", 1) != 1)
+			goto fail;
+	}
+	for (fd = 3; fd < 1024; fd++)
+		if (fd != errfd)
+			close(fd);
+	execv(argv[0], argv);
+fail:
+	e = errno;
+	if (write(errfd, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exit, void *arg,
+                   struct vmm_proc **out, char *err, size_t errlen)
+{
+	char mem[32], vcpus[16], disk[4096], vsock[4096], console[4096], cmdline[4096];
+	char *argv[] = {(char *)s->vmm,
+	                "--kernel",
+	                (char *)s->kernel,
+	                "--initrd",
+	                (char *)s->initrd,
+	                "--mem",
+	                mem,
+	                "--vcpus",
+	                vcpus,
+	                "--disk",
+	                disk,
+	                "--vsock",
+	                vsock,
+	                "--console",
+	                console,
+	                "--cmdline",
+	                cmdline,
+	                NULL};
+	struct vmm_proc *p;
+	int pipefd[2], child_errno = 0, ret;
+	ssize_t n;
+	pid_t pid;
+
+	snprintf(mem, sizeof(mem), "%lluM", (unsigned long long)s->mem_mib);
+	snprintf(vcpus, sizeof(vcpus), "%u", s->vcpus);
+	snprintf(disk, sizeof(disk), "%s,serial=%s", s->disk, s->serial);
+	snprintf(vsock, sizeof(vsock), "%s/vsock.sock", s->dir);
+	snprintf(console, sizeof(console), "%s/console.log", s->dir);
+	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
+	         s->cmdline ? s->cmdline : "");
+	p = calloc(1, sizeof(*p));
+	if (!p || pipe2(pipefd, O_CLOEXEC) < 0) {
+		free(p);
+		snprintf(err, errlen, "cannot start husk-vmm: %s", strerror(errno));
+		return -ENOMEM;
+	}
+	pid = fork();
+	if (pid < 0) {
+		ret = -errno;
+		snprintf(err, errlen, "cannot start husk-vmm: fork: %s", strerror(errno));
+		goto err_close;
+	}
+	if (pid == 0) {
+		close(pipefd[0]);
+		child_exec(s, argv, pipefd[1]);
+	}
+	close(pipefd[1]);
+	/* The pipe closes on a successful exec; an errno arrives if it failed. */
+	do {
+		n = read(pipefd[0], &child_errno, sizeof(child_errno));
+	} while (n < 0 && errno == EINTR);
+	close(pipefd[0]);
+	if (n == sizeof(child_errno)) {
+		waitpid(pid, NULL, 0);
+		snprintf(err, errlen, "cannot start %s%s: %s", s->vmm,
+		         s->cgroup ? " (or join its cgroup)" : "", strerror(child_errno));
+		free(p);
+		return -child_errno;
+	}
+	p->pid = pid;
+	p->child = 1;
+	p->starttime = proc_starttime(pid);
+	p->on_exit = on_exit;
+	p->arg = arg;
+	ret = proc_watch(loop, p);
+	if (ret) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		snprintf(err, errlen, "cannot watch husk-vmm: %s", strerror(-ret));
+		free(p);
+		return ret;
+	}
+	*out = p;
+	return 0;
+
+err_close:
+	close(pipefd[0]);
+	close(pipefd[1]);
+	free(p);
+	return ret;
+}
+
+int vmm_proc_adopt(uv_loop_t *loop, pid_t pid, uint64_t starttime, vmm_exit_fn on_exit, void *arg,
+                   struct vmm_proc **out)
+{
+	struct vmm_proc *p;
+	int ret;
+
+	if (pid <= 0 || !starttime || proc_starttime(pid) != starttime)
+		return -ESRCH;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	*p = (struct vmm_proc){.pid = pid, .starttime = starttime, .on_exit = on_exit, .arg = arg};
+	ret = proc_watch(loop, p);
+	if (ret) {
+		free(p);
+		return ret;
+	}
+	/* Between the check and the pidfd the process may have ended and its pid been reused. */
+	if (proc_starttime(pid) != starttime) {
+		vmm_proc_release(p);
+		return -ESRCH;
+	}
+	*out = p;
+	return 0;
+}
+
+pid_t vmm_proc_pid(const struct vmm_proc *p)
+{
+	return p->pid;
+}
+
+uint64_t vmm_proc_starttime(const struct vmm_proc *p)
+{
+	return p->starttime;
+}
+
+int vmm_proc_kill(struct vmm_proc *p, int sig)
+{
+	/* Through the pidfd: never a process that merely reused the pid. */
+	if (syscall(SYS_pidfd_send_signal, p->pidfd, sig, NULL, 0) < 0)
+		return -errno;
+	return 0;
+}

@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_VMM_PROC_H
+#define HUSK_VMM_PROC_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+/*
+ * One husk-vmm process per sandbox, as huskd sees it. VMMs run in their own
+ * session, so they outlive a huskd restart; the new huskd adopts them by
+ * pid, checking the process start time so a reused pid is never mistaken
+ * for the VMM. Exits are watched through a pidfd on the event loop, for
+ * children and adopted processes alike.
+ */
+struct vmm_proc;
+
+struct vmm_spec {
+	const char *vmm;    /* the husk-vmm binary */
+	const char *kernel; /* bzImage */
+	const char *initrd;
+	const char
+		*dir; /* the sandbox's state folder: vsock.sock, console.log, vmm.log live here */
+	const char *disk;   /* the sandbox's layer */
+	const char *serial; /* the disk's serial (the sandbox id) */
+	const char *cgroup; /* a cgroup v2 folder to run in, or NULL */
+	uint64_t mem_mib;
+	unsigned vcpus;
+	const char *cmdline; /* extra kernel command line, or NULL */
+};
+
+/* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */
+typedef void (*vmm_exit_fn)(struct vmm_proc *p, int status, void *arg);
+
+/* Starts a VMM. Returns 0, or -errno with a message in err. */
+int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exit, void *arg,
+                   struct vmm_proc **out, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/*
+ * Watches a VMM started by an earlier huskd. -ESRCH if pid is gone or now
+ * names another process (start time differs from starttime).
+ */
+int vmm_proc_adopt(uv_loop_t *loop, pid_t pid, uint64_t starttime, vmm_exit_fn on_exit, void *arg,
+                   struct vmm_proc **out) __attribute__((warn_unused_result));
+
+pid_t vmm_proc_pid(const struct vmm_proc *p);
+/* The kernel's start time of the process (clock ticks since boot), for adoption later. */
+uint64_t vmm_proc_starttime(const struct vmm_proc *p);
+
+/* Sends sig to the VMM (its whole session: the VMM has no helpers of its own today). */
+int vmm_proc_kill(struct vmm_proc *p, int sig);
+
+/* Stops watching and frees (the process keeps running); on_exit is not called after this. */
+void vmm_proc_release(struct vmm_proc *p);
+
+/* Start time of pid from /proc, or 0 if it is gone. */
+uint64_t proc_starttime(pid_t pid);
+
+#endif
