@@ -382,6 +382,14 @@ out:
 	for (i = 0; i < opened; i++)
 		hc_close(&c[i]);
 	hc_close(&extra);
+	/* The server sees those closes asynchronously: wait until it serves again. */
+	for (long long end = now_ms() + 5000; now_ms() < end; usleep(20000)) {
+		int ok = hc_tcp(&extra, port) == 0 && get_ok(&extra, "/echo", "");
+
+		hc_close(&extra);
+		if (ok)
+			break;
+	}
 	report("max_connections");
 }
 
