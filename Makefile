@@ -52,7 +52,7 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run test unit bench fuzz format clean
+.PHONY: all help deps build images runtimes run test unit bench fuzz format clean client
 all: build images
 
 help:
@@ -195,12 +195,20 @@ run: deps
 		--cmdline 'quiet husk.cmd="uname -sr; echo cpus: $$(nproc); grep MemTotal /proc/meminfo"'
 
 test: deps
-	@$(MAKE) --no-print-directory all fuzz-build
+	@$(MAKE) --no-print-directory all fuzz-build client
 	tests/run.sh
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
 	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh'
+
+# The published sandbox client, for the API's end-to-end tests.
+CLIENT_DIR := tests/api/client
+client: $(CLIENT_DIR)/node_modules/.husk-stamp
+$(CLIENT_DIR)/node_modules/.husk-stamp: $(CLIENT_DIR)/package.json
+	@echo "  NPM     $(CLIENT_DIR) (@agentuity/core)"
+	$(Q)cd $(CLIENT_DIR) && npm install --no-audit --no-fund --silent
+	@touch $@
 
 # libFuzzer targets: every parser a guest or a client can reach.
 FUZZ_SECONDS ?= 60

@@ -161,6 +161,29 @@ static void on_signal(uv_signal_t *s, int sig)
 	uv_stop(d->loop);
 }
 
+/* At exit: sandboxes keep running; what huskd holds for them goes. */
+static void huskd_free(struct huskd *d)
+{
+	while (d->sandboxes)
+		sbx_forget(d->sandboxes);
+	task_runner_destroy(d->tasks);
+	uv_close((uv_handle_t *)&sigint, NULL);
+	uv_close((uv_handle_t *)&sigterm, NULL);
+	uv_run(d->loop, UV_RUN_NOWAIT);
+	store_close(d->store);
+	for (char **k = d->keys; k && *k; k++)
+		free(*k);
+	free(d->keys);
+	free(d->cgroup_root);
+	free(d->state);
+	free(d->streams);
+	free(d->vmm);
+	free(d->kernel);
+	free(d->initrd);
+	free(d->public_url);
+	uv_loop_close(d->loop);
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -285,6 +308,6 @@ int main(int argc, char **argv)
 	                  ? "hardware"
 	                  : "not hardware-assisted (guests run emulated)");
 	uv_run(d.loop, UV_RUN_DEFAULT);
-	store_close(d.store);
+	huskd_free(&d);
 	return 0;
 }

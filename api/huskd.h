@@ -64,6 +64,8 @@ int sbx_destroy(struct huskd *d, const char *id, char *err, size_t errlen);
 /* Moves a sandbox to status (with its event) and wakes long-polls. */
 int sbx_transition(struct huskd *d, const char *id, const char *status, const char *reason,
                    json_t *patch);
+/* huskd stops: lets go of a sandbox without touching its VMM (adopted at the next start). */
+void sbx_forget(struct sandbox *sb);
 /* After a restart: adopts the VMMs still running, fails the rest. */
 void sbx_adopt_all(struct huskd *d);
 /* Runs fn(sb, arg) once the sandbox is ready (now if it is), or with ready=false if it failed. */

@@ -342,3 +342,16 @@ void sbx_adopt_all(struct huskd *d)
 	}
 	json_decref(rows);
 }
+
+void sbx_forget(struct sandbox *sb)
+{
+	struct ready_cb *w = sb->waiting;
+
+	while (w) {
+		struct ready_cb *next = w->next;
+		free(w);
+		w = next;
+	}
+	sb->waiting = NULL;
+	sbx_free(sb);
+}

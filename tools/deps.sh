@@ -11,6 +11,12 @@ libjansson-dev libuv1-dev libhttp-parser-dev libsqlite3-dev libyaml-dev
 mmdebstrap debian-archive-keyring e2fsprogs jq
 "
 
+# Node.js and npm run the published client in the API tests and fetch bun
+# for its runtime; a machine that already has them (from elsewhere) keeps them.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+	packages="$packages nodejs npm"
+fi
+
 missing=""
 for p in $packages; do
 	if [ "$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null)" != installed ]; then
