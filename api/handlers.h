@@ -19,6 +19,13 @@ HANDLER(h_events);
 HANDLER(h_runtimes);
 HANDLER(h_stream);
 HANDLER(h_not_yet);
+HANDLER(h_fs_write);
+HANDLER(h_fs_read);
+HANDLER(h_fs_list);
+HANDLER(h_fs_mkdir);
+HANDLER(h_fs_rm);
+HANDLER(h_fs_rmdir);
+HANDLER(h_env);
 
 /* The request body as a JSON object, or NULL after answering 400. */
 json_t *body_object(struct http_req *r);

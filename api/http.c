@@ -416,3 +416,8 @@ void http_server_stop(struct http_server *s)
 	for (struct srv_conn *sc = s->conns; sc; sc = sc->next)
 		http_conn_abort(&sc->core);
 }
+
+unsigned http_server_connections(const struct http_server *s)
+{
+	return s->nconns;
+}

@@ -58,6 +58,8 @@ int http_server_start(uv_loop_t *loop, const struct http_config *cfg, http_handl
 
 /* The TCP port s listens on (useful with tcp_port 0), or -1 without TCP. */
 int http_server_port(const struct http_server *s);
+/* Connections open now (tests wait on it; the limit counts these). */
+unsigned http_server_connections(const struct http_server *s);
 
 /*
  * Closes s's listeners (removing its Unix socket file) and all its

@@ -36,6 +36,13 @@ static const struct route routes[] = {
 	{"GET", "/sandbox/checkpoints/:id", h_not_yet},
 	{"GET", "/sandbox/snapshots", h_not_yet},
 	{"GET", "/streams/:id", h_stream},
+	{"PATCH", "/sandbox/env/:id", h_env},
+	{"POST", "/fs/:id", h_fs_write},
+	{"GET", "/fs/:id", h_fs_read},
+	{"GET", "/fs/list/:id", h_fs_list},
+	{"POST", "/fs/mkdir/:id", h_fs_mkdir},
+	{"POST", "/fs/rm/:id", h_fs_rm},
+	{"POST", "/fs/rmdir/:id", h_fs_rmdir},
 };
 
 /* Stream URLs are capabilities (unguessable ids); the client fetches them without a key. */

@@ -14,11 +14,13 @@ suite() {
 	name=$1
 	shift
 	echo "== $name: $*"
-	{
-		"$@" 2>&1
-		echo $? >"$tmp/rc"
-	} | tee "$tmp/out"
-	rc=$(cat "$tmp/rc")
+	# Not a pipe into tee: a process the suite leaves behind would hold the
+	# pipe open and hang the run. tail follows the file until the suite ends.
+	"$@" >"$tmp/out" 2>&1 </dev/null &
+	pid=$!
+	tail -n +1 -f --pid=$pid "$tmp/out"
+	wait $pid
+	rc=$?
 	grep -E '^(PASS|FAIL) ' "$tmp/out" >>"$tmp/all"
 	if [ "$rc" != 0 ] && ! grep -q '^FAIL ' "$tmp/out"; then
 		echo "FAIL $name: exited with status $rc without reporting a failed test" | tee -a "$tmp/all"

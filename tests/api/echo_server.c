@@ -199,13 +199,16 @@ static void route_big(struct http_req *r, const char *const *params, void *ctx)
 	free(b);
 }
 
+static struct http_server *server;
+
 static void route_stats(struct http_req *r, const char *const *params, void *ctx)
 {
 	(void)params;
 	(void)ctx;
 	api_ok(r, 200,
-	       json_pack("{s:I, s:I, s:I}", "closes", (json_int_t)stats.closes, "epipes",
-	                 (json_int_t)stats.epipes, "streams", (json_int_t)stats.streams));
+	       json_pack("{s:I, s:I, s:I, s:I}", "closes", (json_int_t)stats.closes, "epipes",
+	                 (json_int_t)stats.epipes, "streams", (json_int_t)stats.streams, "conns",
+	                 (json_int_t)http_server_connections(server)));
 }
 
 static const struct route routes[] = {
@@ -219,8 +222,6 @@ static void handle(struct http_req *r, void *ctx)
 {
 	router_dispatch(r, routes, sizeof(routes) / sizeof(routes[0]), ctx);
 }
-
-static struct http_server *server;
 
 static void on_signal(uv_signal_t *s, int signum)
 {

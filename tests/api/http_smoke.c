@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -367,10 +368,19 @@ out:
 static void t_max_connections(void)
 {
 	static struct hconn c[MAX_CONNS];
-	struct hconn extra;
+	struct hconn extra = {.fd = -1};
 	int i, opened = 0;
 
 	extra.fd = -1;
+	/* Earlier tests' closes reach the server asynchronously: wait until only our probe is open.
+	 */
+	for (long long end = now_ms() + 5000; now_ms() < end; usleep(20000)) {
+		int idle = hc_tcp(&extra, port) == 0 && get_ok(&extra, "/stats", "\"conns\":1");
+
+		hc_close(&extra);
+		if (idle)
+			break;
+	}
 	for (i = 0; i < MAX_CONNS; i++, opened++)
 		CHECK(hc_tcp(&c[i], port) == 0);
 	/* Make sure the server has accepted them all: the last one is served. */
@@ -472,6 +482,8 @@ static pid_t spawn_server(const char *bin, const char *unix_path, int *port_out)
 		return -1;
 	pid = fork();
 	if (pid == 0) {
+		/* If the tests die, the server must too: it holds the suite's output pipe. */
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		dup2(fds[1], 1);
 		close(fds[0]);
 		close(fds[1]);

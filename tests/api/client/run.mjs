@@ -59,4 +59,81 @@ await check('run_with_files_and_piped_stdout', async () => {
 	if (out.text().trim() !== 'from a file') return `piped stdout ${JSON.stringify(out.text())}`;
 });
 
+async function text(stream) {
+	const chunks = [];
+	for await (const c of stream) chunks.push(Buffer.from(c));
+	return Buffer.concat(chunks).toString();
+}
+
+async function output(url) {
+	return (await fetch(url)).text();
+}
+
+await check('interactive_session', async () => {
+	const sb = await client.create({ runtime: 'python:3.13', env: { GREETING: 'hello' } });
+	const n = await sb.writeFiles([
+		{ path: 'src/app.py', content: Buffer.from('import os\nprint(os.environ["GREETING"], open("data.txt").read())\n') },
+		{ path: 'data.txt', content: Buffer.from('world') },
+	]);
+	if (n !== 2) return `writeFiles answered ${n}, want 2`;
+	const ex = await sb.execute({ command: ['python3', 'src/app.py'] });
+	if (ex.status !== 'completed' || ex.exitCode !== 0) return `execute: ${ex.status} ${ex.exitCode}`;
+	const out = (await output(ex.stdoutStreamUrl)).trim();
+	if (out !== 'hello world') return `stdout ${JSON.stringify(out)}`;
+	const data = await text(await sb.readFile('data.txt'));
+	if (data !== 'world') return `readFile gave ${JSON.stringify(data)}`;
+	const files = await sb.listFiles('.');
+	const src = files.find((f) => f.path === 'src');
+	const dat = files.find((f) => f.path === 'data.txt');
+	if (!src?.isDir || dat?.size !== 5 || !/^0[0-7]{3}$/.test(dat.mode)) return `listFiles: ${JSON.stringify(files)}`;
+	const env = await sb.setEnv({ GREETING: 'bye', EXTRA: 'x' });
+	if (env.GREETING !== 'bye' || env.EXTRA !== 'x') return `setEnv gave ${JSON.stringify(env)}`;
+	const ex2 = await sb.execute({ command: ['sh', '-c', 'echo $GREETING $EXTRA; exit 4'] });
+	if (ex2.exitCode !== 4 || (await output(ex2.stdoutStreamUrl)).trim() !== 'bye x') return `after setEnv: exit ${ex2.exitCode}`;
+	const rm1 = await sb.rmFile('data.txt');
+	const rm2 = await sb.rmFile('data.txt');
+	if (rm1.found !== true || rm2.found !== false) return `rmFile found ${rm1.found} then ${rm2.found}`;
+	await sb.mkDir('a/b/c', true);
+	const rd = await sb.rmDir('a', true);
+	if (rd.found !== true) return 'rmDir of a made tree did not find it';
+	const execs = await client.listExecutions(sb.id);
+	if ((execs.executions ?? []).length !== 2) return `listExecutions: ${JSON.stringify(execs).slice(0, 200)}`;
+	const events = await client.listEvents(sb.id);
+	const types = (events.events ?? []).map((e) => e.type);
+	if (!types.includes('create') || !types.includes('lifecycle:started')) return `events ${types}`;
+	await sb.destroy();
+	const info = await client.get(sb.id);
+	if (info.status !== 'deleted') return `after destroy: ${info.status}`;
+});
+
+await check('busy_and_errors', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	const slow = sb.execute({ command: ['sleep', '3'] });
+	await new Promise((ok) => setTimeout(ok, 500));
+	let busy = '';
+	try {
+		await sb.execute({ command: ['true'] });
+	} catch (e) {
+		busy = e?.name ?? String(e);
+	}
+	const first = await slow;
+	let missing = '';
+	try {
+		await text(await sb.readFile('/no/such/file'));
+	} catch (e) {
+		missing = String(e?.message ?? e);
+	}
+	await sb.destroy();
+	if (!/Busy/i.test(busy)) return `second execute while busy gave ${busy || 'no error'}`;
+	if (first.exitCode !== 0) return `sleep ended ${first.status} ${first.exitCode}`;
+	if (!missing) return 'reading a missing file did not fail';
+	let nf = '';
+	try {
+		await client.get('sbx_doesnotexist');
+	} catch (e) {
+		nf = String(e?.message ?? e);
+	}
+	if (!nf) return 'get of an unknown sandbox did not fail';
+});
+
 process.exit(failed ? 1 : 0);
