@@ -26,6 +26,10 @@ HANDLER(h_fs_mkdir);
 HANDLER(h_fs_rm);
 HANDLER(h_fs_rmdir);
 HANDLER(h_env);
+HANDLER(h_job_create);
+HANDLER(h_job_list);
+HANDLER(h_job_get);
+HANDLER(h_job_stop);
 
 /* The request body as a JSON object, or NULL after answering 400. */
 json_t *body_object(struct http_req *r);

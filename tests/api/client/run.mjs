@@ -106,6 +106,27 @@ await check('interactive_session', async () => {
 	if (info.status !== 'deleted') return `after destroy: ${info.status}`;
 });
 
+await check('jobs', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	const server = await client.createJob(sb.id, { command: ['sleep', '300'] });
+	const quick = await client.createJob(sb.id, { command: ['sh', '-c', 'exit 5'] });
+	// A job runs beside an execution: the sandbox is not busy.
+	const ex = await sb.execute({ command: ['true'] });
+	if (ex.exitCode !== 0) return `execute beside a job: ${ex.status}`;
+	let q = await quick.get();
+	for (let i = 0; i < 50 && q.status === 'running'; i++) {
+		await new Promise((ok) => setTimeout(ok, 100));
+		q = await quick.get();
+	}
+	if (q.status !== 'failed' || q.exitCode !== 5) return `quick job: ${q.status} ${q.exitCode}`;
+	const list = await client.listJobs(sb.id);
+	const s = (list.jobs ?? []).find((j) => j.jobId === server.id);
+	if ((list.jobs ?? []).length !== 2 || s?.status !== 'running') return `listJobs: ${JSON.stringify(list).slice(0, 300)}`;
+	const stopped = await server.stop();
+	if (stopped.status !== 'cancelled') return `stop gave ${stopped.status}`;
+	await sb.destroy();
+});
+
 await check('busy_and_errors', async () => {
 	const sb = await client.create({ runtime: 'base:latest' });
 	const slow = sb.execute({ command: ['sleep', '3'] });
