@@ -1,0 +1,63 @@
+// Bad input against huskd (no KVM needed: nothing here starts a VMM): every
+// request gets a 4xx with a JSON message, and the daemon keeps serving.
+const base = process.env.HUSK_URL;
+const key = process.env.HUSK_API_KEY;
+let failed = 0;
+
+async function req(method, path, { body, headers = {}, auth = true } = {}) {
+	const h = { ...headers };
+	if (auth) h.Authorization = `Bearer ${key}`;
+	const r = await fetch(base + path, { method, headers: h, body });
+	const text = await r.text();
+	let json = null;
+	try {
+		json = JSON.parse(text);
+	} catch {}
+	return { status: r.status, json, text };
+}
+
+async function expect(name, p, status, code) {
+	try {
+		const r = await p;
+		const ok = r.status === status && r.json?.success === false && typeof r.json?.message === 'string' && r.json.message.length > 0 && (!code || r.json.code === code);
+		if (ok) console.log(`PASS badinput/${name}`);
+		else {
+			failed++;
+			console.log(`FAIL badinput/${name}: got ${r.status} ${r.text.slice(0, 200)}, want ${status} ${code ?? ''}`);
+		}
+	} catch (e) {
+		failed++;
+		console.log(`FAIL badinput/${name}: ${e}`);
+	}
+}
+
+await expect('no_key', req('GET', '/sandbox', { auth: false }), 401);
+await expect('wrong_key', req('GET', '/sandbox', { headers: { Authorization: 'Bearer nope' }, auth: false }), 401);
+await expect('basic_auth', req('GET', '/sandbox', { headers: { Authorization: 'Basic Zm9vOmJhcg==' }, auth: false }), 401);
+await expect('malformed_json', req('POST', '/sandbox', { body: '{"runtime": ' }), 400);
+await expect('json_not_object', req('POST', '/sandbox', { body: '[1,2]' }), 400);
+await expect('unknown_runtime', req('POST', '/sandbox', { body: '{"runtime":"cobol:1"}' }), 400);
+await expect('bad_memory', req('POST', '/sandbox', { body: '{"resources":{"memory":"lots"}}' }), 400);
+await expect('bad_cpu', req('POST', '/sandbox', { body: '{"resources":{"cpu":"-3"}}' }), 400);
+await expect('bad_timeout', req('POST', '/sandbox', { body: '{"timeout":{"execution":"soon"}}' }), 400);
+await expect('command_not_array', req('POST', '/sandbox', { body: '{"command":{"exec":"ls"}}' }), 400);
+await expect('env_not_object', req('POST', '/sandbox', { body: '{"env":["A=1"]}' }), 400);
+await expect('unknown_sandbox_get', req('GET', '/sandbox/sbx_nosuchthing'), 404, 'SANDBOX_NOT_FOUND');
+await expect('unknown_sandbox_execute', req('POST', '/sandbox/sbx_nosuchthing/execute', { body: '{"command":["true"]}' }), 404, 'SANDBOX_NOT_FOUND');
+await expect('unknown_sandbox_delete', req('DELETE', '/sandbox/sbx_nosuchthing'), 404);
+await expect('unknown_execution', req('GET', '/sandbox/execution/exec_nosuchthing'), 404, 'EXECUTION_NOT_FOUND');
+await expect('unknown_sandbox_fs', req('GET', '/fs/list/sbx_nosuchthing'), 404, 'SANDBOX_NOT_FOUND');
+await expect('fs_write_bad_body', req('POST', '/fs/sbx_nosuchthing', { body: '{"files":"x"}' }), 400);
+await expect('unknown_route', req('GET', '/nope'), 404);
+await expect('wrong_method', req('PUT', '/sandbox'), 405);
+await expect('oversized_body', req('POST', '/sandbox', { body: 'x'.repeat(65 << 20) }), 413);
+await expect('not_yet_pause', req('POST', '/sandbox/sbx_x/pause'), 501, 'NOT_IMPLEMENTED');
+
+// Still serving after all of that.
+const ok = await req('GET', '/sandbox/runtimes');
+if (ok.status === 200 && ok.json?.success === true && Array.isArray(ok.json.data?.runtimes)) console.log('PASS badinput/still_serving');
+else {
+	failed++;
+	console.log(`FAIL badinput/still_serving: ${ok.status}`);
+}
+process.exit(failed ? 1 : 0);
