@@ -178,11 +178,17 @@ static void on_vmm_exit(struct vmm_proc *p, int status, void *arg)
 
 		sb->ending = true;
 		vmm_last_words(sb->dir, last, sizeof(last));
-		snprintf(reason, sizeof(reason),
-		         status < 0    ? "husk-vmm ended while huskd was not its parent%.0d%s"
-		         : status == 3 ? "the guest crashed (husk-vmm exit status %d)%s"
-		                       : "husk-vmm exited unexpectedly (status %d)%s",
-		         status, last);
+		if (status < 0)
+			snprintf(reason, sizeof(reason),
+			         "husk-vmm ended (adopted after a restart: its exit status is "
+			         "unknown)%s",
+			         last);
+		else if (status == 3)
+			snprintf(reason, sizeof(reason),
+			         "the guest crashed (husk-vmm exit status 3)%s", last);
+		else
+			snprintf(reason, sizeof(reason),
+			         "husk-vmm exited unexpectedly (status %d)%s", status, last);
 		huskd_log(sb->id, "%s", reason);
 		if (sb->current)
 			exec_cancel(sb->current, reason);

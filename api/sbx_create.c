@@ -145,8 +145,11 @@ static void setup_done(void *arg)
 	}
 	free(s);
 	sb->ready = true;
-	/* A oneshot's command starts from the waiting list and sets "running" itself. */
-	if (!sb->waiting)
+	/*
+	 * A oneshot's command starts from the waiting list and sets "running"
+	 * itself: it must never look idle before its command ran (API.md §7.1).
+	 */
+	if (!sb->oneshot || !sb->current)
 		sbx_transition(sb->d, sb->id, "idle", NULL, NULL);
 	w = sb->waiting;
 	sb->waiting = NULL;
