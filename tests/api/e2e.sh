@@ -3,43 +3,22 @@
 # (@agentuity/core, tests/api/client). Runs through tools/husk-kvm-run.
 # Prints PASS/FAIL lines.
 set -u
-top=$(cd "$(dirname "$0")/../.." && pwd)
-T=$(mktemp -d)
 port=18371
-key=husk-test-key
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+. "$(dirname "$0")/lib.sh"
 
-HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port $port --state "$T/state" \
-	--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >"$T/huskd.log" 2>&1 &
-pid=$!
-i=0
-while [ $i -lt 100 ] && ! grep -q listening "$T/huskd.log"; do sleep 0.1; i=$((i + 1)); done
-if ! grep -q listening "$T/huskd.log"; then
+if ! start_huskd 1; then
 	echo "FAIL api/huskd_starts: huskd did not start"
 	cat "$T/huskd.log"
 	exit 1
 fi
 echo "PASS api/huskd_starts"
 
-start_huskd() {
-	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port $port --state "$T/state" \
-		--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
-	pid=$!
-	i=0
-	while [ $i -lt 100 ] && [ "$(grep -c listening "$T/huskd.log")" -lt "$1" ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-}
-client() { HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tests/api/client/$@"; }
-
 client run.mjs
 rc=$?
 
 # A huskd restart keeps live sandboxes: their VMMs are adopted again.
 ids=$(client lifecycle.mjs create 2)
-kill -TERM $pid
-wait $pid
+stop_huskd api/huskd_stops_clean_with_sandboxes || rc=1
 start_huskd 2
 TEST_NAME=restart_keeps_sandboxes client lifecycle.mjs alive $ids || rc=1
 
@@ -52,20 +31,10 @@ for p in /proc/[0-9]*; do
 		kill -9 "${p#/proc/}" && killed=1
 	fi
 done
-[ -n "$killed" ] || echo "FAIL api/vmm_killed: no VMM for $a"
+[ -n "$killed" ] || { echo "FAIL api/vmm_killed: no VMM for $a"; rc=1; }
 sleep 2
 TEST_NAME=vmm_kill_fails_that_sandbox client lifecycle.mjs failed "$a" || rc=1
 TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" || rc=1
 
-kill -TERM $pid
-wait $pid
-status=$?
-if [ "$status" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|runtime error:" "$T/huskd.log"; then
-	echo "PASS api/huskd_clean_exit"
-else
-	echo "FAIL api/huskd_clean_exit: status $status; its log:"
-	tail -n 30 "$T/huskd.log"
-	rc=1
-fi
-[ $rc = 0 ] || { echo "--- huskd log"; tail -n 40 "$T/huskd.log"; }
+stop_huskd api/huskd_clean_exit || rc=1
 exit $rc

@@ -1,0 +1,38 @@
+# Shared by the huskd suites (e2e.sh, badinput.sh): sourced after setting port.
+top=$(cd "$(dirname "$0")/../.." && pwd)
+T=$(mktemp -d)
+key=husk-test-key
+pid=
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+
+# start_huskd N: starts huskd (ASan) on $port with state in $T/state and waits
+# for its Nth "listening" line in $T/huskd.log (N counts restarts).
+start_huskd() {
+	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state" \
+		--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
+	pid=$!
+	i=0
+	while [ $i -lt 100 ] && [ "$(grep -c listening "$T/huskd.log" 2>/dev/null)" -lt "$1" ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	[ "$(grep -c listening "$T/huskd.log")" -ge "$1" ]
+}
+
+# client SCRIPT ARGS...: runs a tests/api/client script against it.
+client() { HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tests/api/client/$@"; }
+
+# stop_huskd NAME: SIGTERM; it must exit 0 with no sanitizer report. Returns 1 if not.
+stop_huskd() {
+	kill -TERM $pid
+	wait $pid
+	status=$?
+	pid=
+	if [ "$status" = 0 ] && ! grep -q "ERROR: AddressSanitizer\|runtime error:" "$T/huskd.log"; then
+		echo "PASS $1"
+		return 0
+	fi
+	echo "FAIL $1: status $status; its log:"
+	tail -n 40 "$T/huskd.log"
+	return 1
+}
