@@ -126,6 +126,9 @@ void op_submit(struct huskd *d, struct http_req *r, const char *id, struct op *o
 		op_free(op);
 		return;
 	}
+	/* Using a sandbox counts as activity: its idle countdown starts again. */
+	if (!strcmp(sb->status, "idle"))
+		sbx_idle_arm(sb);
 	snprintf(op->sandbox, sizeof(op->sandbox), "%s", id);
 	snprintf(op->vsock, sizeof(op->vsock), "%s", sb->vsock);
 	sbx_when_ready(sb, op_ready, op);

@@ -89,12 +89,51 @@ int sbx_transition(struct huskd *d, const char *id, const char *status, const ch
 		huskd_log(id, "cannot record status %s: %s", status, strerror(-rc));
 	else if (sb)
 		snprintf(sb->status, sizeof(sb->status), "%s", status);
+	if (sb && !rc && !strcmp(status, "idle"))
+		sbx_idle_arm(sb);
 	wait_kick(d, id);
 	return rc;
 }
 
+static void idle_fired(uv_timer_t *t)
+{
+	struct sandbox *sb = t->data;
+	char why[96];
+
+	if (sb->current || sb->ending || strcmp(sb->status, "idle"))
+		return;
+	snprintf(why, sizeof(why), "idle for %llu s: reaped (timeout.idle)",
+	         (unsigned long long)(sb->idle_ms / 1000));
+	huskd_log(sb->id, "%s", why);
+	sbx_end(sb, "terminated", why, NULL);
+}
+
+void sbx_idle_arm(struct sandbox *sb)
+{
+	if (!sb->idle_ms || sb->ending)
+		return;
+	if (!sb->idle) {
+		sb->idle = malloc(sizeof(*sb->idle));
+		if (!sb->idle)
+			return;
+		uv_timer_init(sb->d->loop, sb->idle);
+		sb->idle->data = sb;
+	}
+	uv_timer_start(sb->idle, idle_fired, sb->idle_ms, 0);
+}
+
+static void idle_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
 void sbx_free(struct sandbox *sb)
 {
+	if (sb->idle) {
+		uv_timer_stop(sb->idle);
+		uv_close((uv_handle_t *)sb->idle, idle_closed);
+		sb->idle = NULL;
+	}
 	struct huskd *d = sb->d;
 	struct sandbox **pp = &d->sandboxes;
 
@@ -305,6 +344,7 @@ static void adopt_one(struct huskd *d, json_t *row)
 	snprintf(sb->status, sizeof(sb->status), "%s", status);
 	sb->oneshot = json_is_true(json_object_get(priv, "oneshot"));
 	sb->exec_timeout_ms = (uint64_t)json_integer_value(json_object_get(priv, "execTimeoutMs"));
+	sb->idle_ms = (uint64_t)json_integer_value(json_object_get(priv, "idleMs"));
 	json_decref(sb->env);
 	sb->env = json_deep_copy(json_object_get(priv, "env"));
 	if (!sb->env)
@@ -315,6 +355,8 @@ static void adopt_one(struct huskd *d, json_t *row)
 	    strcmp(status, "creating")) {
 		sb->ready = true;
 		huskd_log(id, "adopted its running VMM (pid %d)", (int)pid);
+		if (!strcmp(status, "idle"))
+			sbx_idle_arm(sb);
 		if (!strcmp(status, "running"))
 			sbx_transition(d, id, sb->oneshot ? "terminated" : "idle",
 			               "huskd restarted: the running command was lost", NULL);

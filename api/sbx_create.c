@@ -21,6 +21,8 @@
 #define READY_TIMEOUT_MS 180000
 #define DEFAULT_MEM (512ll << 20)
 #define MAX_VCPUS 16
+/* A forgotten sandbox must not hold a VM forever; timeout.idle "0s" means never. */
+#define DEFAULT_IDLE_MS (10 * 60 * 1000)
 
 struct setup {
 	struct sandbox *sb;
@@ -284,7 +286,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	json_t *pub = NULL, *priv = NULL, *files;
 	const char *base, *dur, *mode;
 	int64_t mem, millis, disk;
-	uint64_t exec_ms = 0, vsize = 0;
+	uint64_t exec_ms = 0, vsize = 0, idle_ms = DEFAULT_IDLE_MS;
 	char id[STORE_ID_LEN], layer[4096], *cgroup = NULL;
 	struct vmm_spec spec;
 	struct sandbox *sb;
@@ -307,6 +309,12 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	    parse_duration_ms(dur, &exec_ms)) {
 		snprintf(err, errlen, "timeout.execution '%s' is not a duration such as 30s or 5m",
 		         dur);
+		return 400;
+	}
+	if (timeout && (dur = json_string_value(json_object_get(timeout, "idle"))) &&
+	    parse_duration_ms(dur, &idle_ms)) {
+		snprintf(err, errlen,
+		         "timeout.idle '%s' is not a duration such as 10m or 1h (0s: never)", dur);
 		return 400;
 	}
 	if (store_runtime_get(d->store,
@@ -347,6 +355,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	mode = cmd ? json_string_value(json_object_get(cmd, "mode")) : NULL;
 	sb->oneshot = mode && !strcmp(mode, "oneshot");
 	sb->exec_timeout_ms = exec_ms;
+	sb->idle_ms = idle_ms;
 	if (env)
 		json_object_update(sb->env, env);
 	files = json_array();
@@ -382,8 +391,9 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		json_object_set_new(pub, "command",
 		                    json_pack("{sOss}", "exec", json_object_get(cmd, "exec"),
 		                              "mode", sb->oneshot ? "oneshot" : "interactive"));
-	priv = json_pack("{sssssbsIsO}", "dir", sb->dir, "layer", layer, "oneshot", sb->oneshot,
-	                 "execTimeoutMs", (json_int_t)exec_ms, "env", sb->env);
+	priv = json_pack("{sssssbsIsIsO}", "dir", sb->dir, "layer", layer, "oneshot", sb->oneshot,
+	                 "execTimeoutMs", (json_int_t)exec_ms, "idleMs", (json_int_t)idle_ms, "env",
+	                 sb->env);
 	status = store_sandbox_insert(d->store, pub, priv, info) ? 500 : 0;
 	if (status) {
 		snprintf(err, errlen, "cannot record the sandbox");

@@ -27,6 +27,8 @@ struct sandbox {
 	json_t *env;               /* the sandbox's environment (create + setEnv) */
 	json_t *files;             /* files to write during setup (create) */
 	uint64_t exec_timeout_ms;  /* timeout.execution; 0 none */
+	uint64_t idle_ms;          /* timeout.idle: reaped after this long idle; 0 never */
+	uv_timer_t *idle;          /* its timer (closed and freed apart from the sandbox) */
 	struct ready_cb *waiting;  /* to run once setup ends */
 	bool oneshot;
 	bool ready;         /* setup done: the agent answers */
@@ -42,6 +44,8 @@ int sbx_start_vmm(struct sandbox *sb, const struct vmm_spec *spec, char *err, si
 void sbx_end(struct sandbox *sb, const char *status, const char *reason, json_t *patch);
 /* Frees the sandbox once its VMM, setup and execution are all gone. */
 void sbx_maybe_free(struct sandbox *sb);
+/* Restarts the idle countdown (the sandbox just became idle). */
+void sbx_idle_arm(struct sandbox *sb);
 /* Unlinks and frees at once (a sandbox that never got a VMM). */
 void sbx_free(struct sandbox *sb);
 /* Removes a sandbox's folder and what huskd keeps in it. */

@@ -127,6 +127,20 @@ await check('jobs', async () => {
 	await sb.destroy();
 });
 
+await check('idle_timeout_reaps', async () => {
+	const sb = await client.create({ runtime: 'base:latest', timeout: { idle: '3s' } });
+	await sb.execute({ command: ['true'] });
+	let info = await client.get(sb.id);
+	for (let i = 0; i < 100 && info.status !== 'terminated'; i++) {
+		await new Promise((ok) => setTimeout(ok, 200));
+		info = await client.get(sb.id);
+	}
+	if (info.status !== 'terminated') return `still ${info.status} long after its 3 s idle timeout`;
+	const ev = await client.listEvents(sb.id);
+	const t = (ev.events ?? []).find((e) => e.type === 'lifecycle:terminated');
+	if (!/idle/.test(t?.event?.reason ?? '')) return `terminated event: ${JSON.stringify(t)}`;
+});
+
 await check('busy_and_errors', async () => {
 	const sb = await client.create({ runtime: 'base:latest' });
 	const slow = sb.execute({ command: ['sleep', '3'] });
