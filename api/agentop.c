@@ -41,6 +41,15 @@ static void op_work(void *arg)
 	case OP_WRITE_FILES:
 		rc = sbx_write_files(c, op->files, op->err, sizeof(op->err));
 		break;
+	case OP_EXEC:
+		op->fd = memfd_create("husk-out", MFD_CLOEXEC);
+		op->err_fd = memfd_create("husk-err", MFD_CLOEXEC);
+		rc = op->fd < 0 || op->err_fd < 0
+		             ? -errno
+		             : agent_exec(c, op->req, op->in_fd, op->fd, op->err_fd, &op->out);
+		if (!rc)
+			op->len = (size_t)lseek(op->fd, 0, SEEK_END);
+		break;
 	}
 	agent_client_close(c);
 	op->rc = rc;
@@ -54,6 +63,10 @@ static void op_free(struct op *op)
 	json_decref(op->ctx);
 	if (op->fd >= 0)
 		close(op->fd);
+	if (op->in_fd >= 0)
+		close(op->in_fd);
+	if (op->err_fd >= 0)
+		close(op->err_fd);
 	free(op);
 }
 
@@ -141,7 +154,7 @@ struct op *op_new(enum op_kind kind, void (*answer)(struct op *op))
 	if (op) {
 		op->kind = kind;
 		op->answer = answer;
-		op->fd = -1;
+		op->fd = op->in_fd = op->err_fd = -1;
 	}
 	return op;
 }

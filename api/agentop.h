@@ -11,7 +11,11 @@
 
 #include "huskd.h"
 
-enum op_kind { OP_CALL, OP_READ, OP_WRITE_FILES, OP_ENV };
+/*
+ * OP_EXEC runs req (an exec request) with stdin from in_fd (when >= 0):
+ * stdout lands in fd (len bytes), stderr in err_fd, the RESULT in out.
+ */
+enum op_kind { OP_CALL, OP_READ, OP_WRITE_FILES, OP_ENV, OP_EXEC };
 
 struct op {
 	struct huskd *d;
@@ -24,8 +28,9 @@ struct op {
 	void (*answer)(struct op *op);
 	int rc;
 	char err[512];
-	int fd; /* OP_READ: the file's bytes */
+	int fd; /* OP_READ, OP_EXEC: the bytes read (stdout) */
 	size_t len;
+	int in_fd, err_fd; /* OP_EXEC: stdin (or -1), stderr */
 };
 
 struct op *op_new(enum op_kind kind, void (*answer)(struct op *op));

@@ -26,6 +26,8 @@ HANDLER(h_fs_mkdir);
 HANDLER(h_fs_rm);
 HANDLER(h_fs_rmdir);
 HANDLER(h_env);
+HANDLER(h_fs_download);
+HANDLER(h_fs_upload);
 HANDLER(h_job_create);
 HANDLER(h_job_list);
 HANDLER(h_job_get);

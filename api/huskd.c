@@ -47,6 +47,8 @@ static const struct route routes[] = {
 	{"POST", "/fs/mkdir/:id", h_fs_mkdir},
 	{"POST", "/fs/rm/:id", h_fs_rm},
 	{"POST", "/fs/rmdir/:id", h_fs_rmdir},
+	{"GET", "/fs/download/:id", h_fs_download},
+	{"POST", "/fs/upload/:id", h_fs_upload},
 };
 
 /* Stream URLs are capabilities (unguessable ids); the client fetches them without a key. */

@@ -48,6 +48,9 @@ await expect('unknown_sandbox_delete', req('DELETE', '/sandbox/sbx_nosuchthing')
 await expect('unknown_execution', req('GET', '/sandbox/execution/exec_nosuchthing'), 404, 'EXECUTION_NOT_FOUND');
 await expect('unknown_sandbox_fs', req('GET', '/fs/list/sbx_nosuchthing'), 404, 'SANDBOX_NOT_FOUND');
 await expect('fs_write_bad_body', req('POST', '/fs/sbx_nosuchthing', { body: '{"files":"x"}' }), 400);
+await expect('upload_zip', req('POST', '/fs/upload/sbx_x', { body: Buffer.from('PK\x03\x04rest') }), 400);
+await expect('upload_not_gzip', req('POST', '/fs/upload/sbx_x', { body: 'plain text' }), 400);
+await expect('download_zip_format', req('GET', '/fs/download/sbx_x?format=zip'), 400);
 await expect('unknown_route', req('GET', '/nope'), 404);
 await expect('wrong_method', req('PUT', '/sandbox'), 405);
 await expect('oversized_body', req('POST', '/sandbox', { body: 'x'.repeat(65 << 20) }), 413);

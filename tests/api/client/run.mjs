@@ -90,6 +90,16 @@ await check('interactive_session', async () => {
 	if (env.GREETING !== 'bye' || env.EXTRA !== 'x') return `setEnv gave ${JSON.stringify(env)}`;
 	const ex2 = await sb.execute({ command: ['sh', '-c', 'echo $GREETING $EXTRA; exit 4'] });
 	if (ex2.exitCode !== 4 || (await output(ex2.stdoutStreamUrl)).trim() !== 'bye x') return `after setEnv: exit ${ex2.exitCode}`;
+	// The folder as a tar.gz and back, into another place (the CLI's fs download/upload).
+	const auth = { Authorization: `Bearer ${process.env.HUSK_API_KEY}` };
+	const dl = await fetch(`${process.env.HUSK_URL}/fs/download/${sb.id}?path=src`, { headers: auth });
+	const tgz = Buffer.from(await dl.arrayBuffer());
+	if (dl.status !== 200 || tgz[0] !== 0x1f || tgz[1] !== 0x8b) return `download: ${dl.status}, ${tgz.length} bytes`;
+	const up = await fetch(`${process.env.HUSK_URL}/fs/upload/${sb.id}?path=copy/of/src`, { method: 'POST', headers: auth, body: tgz });
+	const upj = await up.json();
+	if (up.status !== 200 || upj.success !== true) return `upload: ${up.status} ${JSON.stringify(upj)}`;
+	const copied = await text(await sb.readFile('copy/of/src/app.py'));
+	if (!copied.includes('GREETING')) return `the uploaded copy reads ${JSON.stringify(copied)}`;
 	const rm1 = await sb.rmFile('data.txt');
 	const rm2 = await sb.rmFile('data.txt');
 	if (rm1.found !== true || rm2.found !== false) return `rmFile found ${rm1.found} then ${rm2.found}`;
