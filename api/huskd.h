@@ -47,10 +47,6 @@ void huskd_log(const char *sandbox_id, const char *fmt, ...) __attribute__((form
 /* A live sandbox by id, or NULL. */
 struct sandbox *sbx_find(struct huskd *d, const char *id);
 const char *sbx_id(const struct sandbox *sb);
-const char *sbx_status(const struct sandbox *sb);
-/* The vsock socket of the sandbox's VMM, for agent connections. */
-const char *sbx_vsock(const struct sandbox *sb);
-bool sbx_ready(const struct sandbox *sb);
 
 /*
  * Creates a sandbox from a POST /sandbox body: checks it, makes the layer,
@@ -74,9 +70,6 @@ void sbx_when_ready(struct sandbox *sb, void (*fn)(struct sandbox *sb, bool read
 /* The sandbox's current execution (busy), or NULL; set/cleared by sbx_exec.c. */
 struct execution *sbx_current(const struct sandbox *sb);
 void sbx_set_current(struct sandbox *sb, struct execution *e);
-json_t *sbx_env(const struct sandbox *sb);
-bool sbx_oneshot(const struct sandbox *sb);
-uint64_t sbx_exec_timeout_ms(const struct sandbox *sb);
 
 /* ---- executions (sbx_exec.c) ---- */
 

@@ -34,21 +34,6 @@ const char *sbx_id(const struct sandbox *sb)
 	return sb->id;
 }
 
-const char *sbx_status(const struct sandbox *sb)
-{
-	return sb->status;
-}
-
-const char *sbx_vsock(const struct sandbox *sb)
-{
-	return sb->vsock;
-}
-
-bool sbx_ready(const struct sandbox *sb)
-{
-	return sb->ready;
-}
-
 struct execution *sbx_current(const struct sandbox *sb)
 {
 	return sb->current;
@@ -57,21 +42,6 @@ struct execution *sbx_current(const struct sandbox *sb)
 void sbx_set_current(struct sandbox *sb, struct execution *e)
 {
 	sb->current = e;
-}
-
-json_t *sbx_env(const struct sandbox *sb)
-{
-	return sb->env;
-}
-
-bool sbx_oneshot(const struct sandbox *sb)
-{
-	return sb->oneshot;
-}
-
-uint64_t sbx_exec_timeout_ms(const struct sandbox *sb)
-{
-	return sb->exec_timeout_ms;
 }
 
 int sbx_transition(struct huskd *d, const char *id, const char *status, const char *reason,

@@ -20,7 +20,6 @@ struct task_runner {
 	pthread_cond_t idle;
 	struct task *finished; /* done() still to run, newest first */
 	unsigned running;      /* threads not yet finished */
-	unsigned pending;      /* started, done() not yet run */
 	int closing;
 };
 
@@ -43,7 +42,6 @@ static void runner_drain(uv_async_t *a)
 	while (rev) {
 		struct task *t = rev;
 		rev = t->next;
-		r->pending--;
 		if (t->done)
 			t->done(t->arg);
 		free(t);
@@ -128,22 +126,15 @@ int task_run(struct task_runner *r, void (*work)(void *arg), void (*done)(void *
 	pthread_attr_setstacksize(&attr, 256 * 1024);
 	pthread_mutex_lock(&r->lock);
 	r->running++;
-	r->pending++;
 	pthread_mutex_unlock(&r->lock);
 	ret = pthread_create(&th, &attr, task_thread, t);
 	pthread_attr_destroy(&attr);
 	if (ret) {
 		pthread_mutex_lock(&r->lock);
 		r->running--;
-		r->pending--;
 		pthread_mutex_unlock(&r->lock);
 		free(t);
 		return -ret;
 	}
 	return 0;
-}
-
-unsigned task_pending(const struct task_runner *r)
-{
-	return r->pending;
 }

@@ -23,7 +23,4 @@ void task_runner_destroy(struct task_runner *r);
 int task_run(struct task_runner *r, void (*work)(void *arg), void (*done)(void *arg), void *arg)
 	__attribute__((warn_unused_result));
 
-/* Tasks started and not yet done. */
-unsigned task_pending(const struct task_runner *r);
-
 #endif

@@ -51,27 +51,6 @@ unsigned char *base64_decode(const char *in, size_t *len)
 	return out;
 }
 
-char *base64_encode(const unsigned char *in, size_t len)
-{
-	char *out = malloc((len + 2) / 3 * 4 + 1), *p = out;
-
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16;
-		if (i + 1 < len)
-			v |= (uint32_t)in[i + 1] << 8;
-		if (i + 2 < len)
-			v |= in[i + 2];
-		*p++ = b64[v >> 18];
-		*p++ = b64[(v >> 12) & 63];
-		*p++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-		*p++ = i + 2 < len ? b64[v & 63] : '=';
-	}
-	*p = '\0';
-	return out;
-}
-
 void workspace_path(const char *workspace, const char *path, char *out, size_t outlen)
 {
 	if (path[0] == '/')

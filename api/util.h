@@ -6,8 +6,6 @@
 
 /* Standard base64 (padding optional, no whitespace); NULL if it is not base64. Caller frees. */
 unsigned char *base64_decode(const char *in, size_t *len);
-/* Encodes len bytes; NUL-terminated; caller frees. */
-char *base64_encode(const unsigned char *in, size_t len);
 /* A path as the sandbox sees it: relative ones are under workspace ("." is workspace itself). */
 void workspace_path(const char *workspace, const char *path, char *out, size_t outlen);
 
