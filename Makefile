@@ -28,6 +28,8 @@ HTTP_LIBS := -luv -lhttp_parser -ljansson
 HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/h_fs.c api/h_archive.c api/h_jobs.c api/agentop.c api/sbx.c api/sbx_create.c api/sbx_exec.c \
 	api/waiters.c api/outbuf.c api/task.c api/vmm_proc.c api/util.c api/agent_client.c \
 	guest-agent/proto.c $(HTTP_SRCS) $(STORE_SRCS) $(IMG_SRCS)
+# husk: the command-line client of huskd (api/cli/README.md).
+HUSK_CLI_SRCS := $(sort $(wildcard api/cli/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -47,6 +49,8 @@ IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
 HUSKD := $(BIN)/huskd
 HUSKD_SAN := $(BIN)/huskd-san
+HUSK_CLI := $(BIN)/husk
+HUSK_CLI_SAN := $(BIN)/husk-san
 HTTP_ECHO := $(BUILD)/tests/http-echo
 HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
@@ -67,7 +71,7 @@ deps:
 	@tools/deps.sh
 
 build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE) \
-	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN)
+	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
 # V=1 shows whole command lines.
@@ -157,6 +161,16 @@ $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread $(HTTP_LIBS) -lsqlite3
+
+$(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(REL_CFLAGS) -o $@ $^ -lhttp_parser -ljansson
+
+$(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS))
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  LD      $@")
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lhttp_parser -ljansson
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS) $(HTTP_SRCS) $(STORE_SRCS))
 	@mkdir -p $(dir $@)

@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: MIT
+/* The CLI's HTTP client (cli_http.h): sockets, the request, http-parser for the answer. */
+#include <errno.h>
+#include <fcntl.h>
+#include <http_parser.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "cli_http.h"
+
+#define CONNECT_TIMEOUT_MS 10000
+#define SEND_TIMEOUT_MS 60000
+/* Collected bodies: huskd's largest (a file read) is 512 MiB; downloads go to a callback. */
+#define BODY_MAX (1ull << 30)
+
+struct cli_conn {
+	int fd;
+	http_parser p;
+	struct cli_resp *resp;
+	cli_body_fn fn;
+	void *arg;
+	size_t cap;
+	char hname[32]; /* header name being read, cut to what we need to compare */
+	bool in_value;  /* a value is being read */
+	bool in_ctype;  /* ... and it belongs to Content-Type */
+	bool done, stopped, too_big;
+};
+
+static int fail(struct cli_resp *r, int err, const char *fmt, const char *detail)
+{
+	snprintf(r->err, sizeof(r->err), fmt, detail);
+	return err;
+}
+
+int cli_url_parse(const char *text, struct cli_url *u, char *err, size_t errlen)
+{
+	const char *h, *end, *colon, *slash;
+
+	memset(u, 0, sizeof(*u));
+	if (!strncmp(text, "unix:", 5)) {
+		const char *path = text + 5;
+
+		if (!strncmp(path, "//", 2))
+			path += 2;
+		if (!*path || strlen(path) >= sizeof(u->sock)) {
+			snprintf(err, errlen, "'%s': give unix:/path/to/socket (at most %zu bytes)",
+			         text, sizeof(u->sock) - 1);
+			return -EINVAL;
+		}
+		u->is_unix = true;
+		snprintf(u->sock, sizeof(u->sock), "%s", path);
+		snprintf(u->host, sizeof(u->host), "localhost");
+		return 0;
+	}
+	if (!strncmp(text, "https://", 8)) {
+		snprintf(err, errlen, "'%s': huskd serves plain HTTP; use http://HOST:PORT or "
+		         "unix:/PATH", text);
+		return -EINVAL;
+	}
+	if (strncmp(text, "http://", 7)) {
+		snprintf(err, errlen, "'%s' is not a huskd URL: give http://HOST:PORT or unix:/PATH",
+		         text);
+		return -EINVAL;
+	}
+	h = text + 7;
+	slash = strchr(h, '/');
+	end = slash ? slash : h + strlen(h);
+	if (*h == '[') { /* [v6]:port */
+		const char *rb = memchr(h, ']', (size_t)(end - h));
+
+		colon = rb && rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+		if (!rb || (rb + 1 != end && !colon))
+			goto bad;
+		snprintf(u->host, sizeof(u->host), "%.*s", (int)(rb - h - 1), h + 1);
+	} else {
+		colon = memchr(h, ':', (size_t)(end - h));
+		snprintf(u->host, sizeof(u->host), "%.*s", (int)((colon ? colon : end) - h), h);
+	}
+	if (!u->host[0] || (size_t)(end - h) >= sizeof(u->host))
+		goto bad;
+	if (colon) {
+		size_t n = (size_t)(end - colon - 1);
+		char *e;
+		long port;
+
+		if (!n || n >= sizeof(u->port))
+			goto bad;
+		memcpy(u->port, colon + 1, n);
+		port = strtol(u->port, &e, 10);
+		if (*e || port < 1 || port > 65535)
+			goto bad;
+	} else {
+		snprintf(u->port, sizeof(u->port), "80");
+	}
+	if (slash && strlen(slash) >= sizeof(u->prefix))
+		goto bad;
+	snprintf(u->prefix, sizeof(u->prefix), "%s", slash ? slash : "");
+	while (u->prefix[0] && u->prefix[strlen(u->prefix) - 1] == '/')
+		u->prefix[strlen(u->prefix) - 1] = '\0';
+	if (strpbrk(u->prefix, "?# \r\n") || strpbrk(u->host, " /\r\n"))
+		goto bad;
+	return 0;
+bad:
+	snprintf(err, errlen, "'%s' is not a usable URL: give http://HOST:PORT (port 1-65535) or "
+	         "unix:/PATH", text);
+	return -EINVAL;
+}
+
+/* Non-blocking connect to one address within the timeout: the socket, or -errno. */
+static int connect_one(int family, const struct sockaddr *sa, socklen_t len)
+{
+	int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0), err = 0;
+	socklen_t elen = sizeof(err);
+	struct pollfd pf;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, sa, len) == 0)
+		return fd;
+	if (errno != EINPROGRESS) {
+		err = -errno;
+		close(fd);
+		return err;
+	}
+	pf = (struct pollfd){.fd = fd, .events = POLLOUT};
+	err = poll(&pf, 1, CONNECT_TIMEOUT_MS);
+	if (err <= 0) {
+		err = err == 0 ? -ETIMEDOUT : -errno;
+		close(fd);
+		return err;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) < 0 || err) {
+		err = err ? -err : -errno;
+		close(fd);
+		return err;
+	}
+	return fd;
+}
+
+static int open_socket(const struct cli_url *u, struct cli_resp *r)
+{
+	struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *ai, *a;
+	int fd = -ENOENT, one = 1, g;
+
+	if (u->is_unix) {
+		struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+		memcpy(sa.sun_path, u->sock, strlen(u->sock));
+		fd = connect_one(AF_UNIX, (struct sockaddr *)&sa, sizeof(sa));
+		return fd < 0 ? fail(r, fd, "%s", strerror(-fd)) : fd;
+	}
+	g = getaddrinfo(u->host, u->port, &hints, &ai);
+	if (g)
+		return fail(r, -EHOSTUNREACH, "cannot resolve the host: %s", gai_strerror(g));
+	for (a = ai; a; a = a->ai_next) {
+		fd = connect_one(a->ai_family, a->ai_addr, a->ai_addrlen);
+		if (fd >= 0)
+			break;
+	}
+	freeaddrinfo(ai);
+	if (fd < 0)
+		return fail(r, fd, "%s", strerror(-fd));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static int send_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		struct pollfd pf = {.fd = fd, .events = POLLOUT};
+		ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
+
+		if (n > 0) {
+			p += n;
+			len -= (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno != EAGAIN && errno != EINTR)
+			return -errno;
+		n = poll(&pf, 1, SEND_TIMEOUT_MS);
+		if (n == 0)
+			return -ETIMEDOUT;
+		if (n < 0)
+			return -errno;
+	}
+	return 0;
+}
+
+static int on_headers_complete(http_parser *p)
+{
+	struct cli_conn *c = p->data;
+
+	c->resp->status = p->status_code;
+	return 0;
+}
+
+/* Names and values may come in pieces; a name after a value starts the next header. */
+static int on_header_field(http_parser *p, const char *at, size_t len)
+{
+	struct cli_conn *c = p->data;
+	size_t have;
+
+	if (c->in_value)
+		c->hname[0] = '\0';
+	c->in_value = false;
+	have = strlen(c->hname);
+	snprintf(c->hname + have, sizeof(c->hname) - have, "%.*s", (int)len, at);
+	return 0;
+}
+
+static int on_header_value(http_parser *p, const char *at, size_t len)
+{
+	struct cli_conn *c = p->data;
+	size_t have;
+
+	if (!c->in_value) {
+		c->in_ctype = !strcasecmp(c->hname, "Content-Type");
+		if (c->in_ctype)
+			c->resp->ctype[0] = '\0';
+	}
+	c->in_value = true;
+	have = strlen(c->resp->ctype);
+	if (c->in_ctype)
+		snprintf(c->resp->ctype + have, sizeof(c->resp->ctype) - have, "%.*s", (int)len,
+		         at);
+	return 0;
+}
+
+static int on_body(http_parser *p, const char *at, size_t len)
+{
+	struct cli_conn *c = p->data;
+	struct cli_resp *r = c->resp;
+
+	if (c->fn && r->status >= 200 && r->status < 300) {
+		if (c->fn(c->arg, at, len)) {
+			c->stopped = true;
+			return -1;
+		}
+		return 0;
+	}
+	if (r->len + len > BODY_MAX) {
+		c->too_big = true;
+		return -1;
+	}
+	if (r->len + len + 1 > c->cap) {
+		size_t cap = c->cap ? c->cap : 4096;
+		char *b;
+
+		while (cap < r->len + len + 1)
+			cap *= 2;
+		b = realloc(r->body, cap);
+		if (!b) {
+			c->too_big = true;
+			return -1;
+		}
+		r->body = b;
+		c->cap = cap;
+	}
+	memcpy(r->body + r->len, at, len);
+	r->len += len;
+	r->body[r->len] = '\0';
+	return 0;
+}
+
+static int on_message_complete(http_parser *p)
+{
+	struct cli_conn *c = p->data;
+
+	c->done = true;
+	return 0;
+}
+
+static const http_parser_settings settings = {
+	.on_header_field = on_header_field,
+	.on_header_value = on_header_value,
+	.on_headers_complete = on_headers_complete,
+	.on_body = on_body,
+	.on_message_complete = on_message_complete,
+};
+
+int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp,
+                   struct cli_conn **out)
+{
+	struct cli_conn *c;
+	char *head = NULL, host[300];
+	bool body = rq->body || strcmp(rq->method, "GET");
+	int rc, n;
+
+	memset(resp, 0, sizeof(*resp));
+	*out = NULL;
+	/* Anything put in a header must stay on its line. */
+	if ((rq->key && strpbrk(rq->key, "\r\n")) || strpbrk(rq->target, "\r\n ") ||
+	    rq->target[0] != '/')
+		return fail(resp, -EINVAL, "%s", "the request has a line break or a bad path");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return fail(resp, -ENOMEM, "%s", "out of memory");
+	c->resp = resp;
+	c->fn = rq->fn;
+	c->arg = rq->arg;
+	c->fd = open_socket(u, resp);
+	if (c->fd < 0) {
+		rc = c->fd;
+		free(c);
+		resp->unreachable = true;
+		return rc;
+	}
+	snprintf(host, sizeof(host), strchr(u->host, ':') ? "[%s]%s%s" : "%s%s%s", u->host,
+	         u->is_unix ? "" : ":", u->is_unix ? "" : u->port);
+	n = asprintf(&head,
+	             "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: husk-cli\r\nAccept: */*\r\n"
+	             "Connection: close\r\n%s%s%s%s%s%s",
+	             rq->method, u->prefix, rq->target, host, rq->key ? "Authorization: Bearer " : "",
+	             rq->key ? rq->key : "", rq->key ? "\r\n" : "",
+	             rq->ctype ? "Content-Type: " : "", rq->ctype ? rq->ctype : "",
+	             rq->ctype ? "\r\n" : "");
+	if (n < 0) {
+		cli_http_close(c);
+		return fail(resp, -ENOMEM, "%s", "out of memory");
+	}
+	rc = send_all(c->fd, head, (size_t)n);
+	free(head);
+	if (!rc) {
+		char cl[48];
+
+		n = body ? snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n", rq->len)
+		         : snprintf(cl, sizeof(cl), "\r\n");
+		rc = send_all(c->fd, cl, (size_t)n);
+	}
+	if (!rc && rq->len)
+		rc = send_all(c->fd, rq->body, rq->len);
+	if (rc) {
+		cli_http_close(c);
+		return fail(resp, rc, "cannot send the request: %s", strerror(-rc));
+	}
+	http_parser_init(&c->p, HTTP_RESPONSE);
+	c->p.data = c;
+	*out = c;
+	return 0;
+}
+
+int cli_http_fd(const struct cli_conn *c)
+{
+	return c->fd;
+}
+
+int cli_http_step(struct cli_conn *c)
+{
+	char buf[65536];
+	ssize_t n = recv(c->fd, buf, sizeof(buf), 0);
+	size_t used;
+
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
+		return errno == EINTR ? fail(c->resp, -EINTR, "%s", "interrupted") : 0;
+	if (n < 0)
+		return fail(c->resp, -errno, "the connection broke: %s", strerror(errno));
+	used = http_parser_execute(&c->p, &settings, buf, (size_t)n);
+	if (c->done)
+		return 1;
+	if (c->stopped)
+		return fail(c->resp, -ECANCELED, "%s", "stopped reading the answer");
+	if (c->too_big)
+		return fail(c->resp, -EFBIG, "%s", "the answer is too large to hold in memory");
+	if (used != (size_t)n || HTTP_PARSER_ERRNO(&c->p) != HPE_OK)
+		return fail(c->resp, -EPROTO, "not an HTTP answer: %s",
+		            http_errno_description(HTTP_PARSER_ERRNO(&c->p)));
+	if (n == 0)
+		return fail(c->resp, -ECONNRESET, "%s",
+		            "huskd closed the connection before the answer was complete");
+	return 0;
+}
+
+void cli_http_close(struct cli_conn *c)
+{
+	if (!c)
+		return;
+	if (c->fd >= 0)
+		close(c->fd);
+	free(c);
+}
+
+int cli_http_do(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp)
+{
+	struct cli_conn *c;
+	int rc = cli_http_start(u, rq, resp, &c);
+
+	while (!rc) {
+		struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+		int n = poll(&pf, 1, rq->timeout_ms > 0 ? rq->timeout_ms : -1);
+
+		if (n == 0) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "%d s", rq->timeout_ms / 1000);
+			rc = fail(resp, -ETIMEDOUT, "no answer within %s", why);
+		} else if (n < 0) {
+			rc = fail(resp, -errno, "%s", errno == EINTR ? "interrupted" : strerror(errno));
+		} else {
+			rc = cli_http_step(c);
+			if (rc == 1) {
+				rc = 0;
+				break;
+			}
+		}
+	}
+	cli_http_close(c);
+	return rc;
+}
+
+void cli_resp_free(struct cli_resp *r)
+{
+	free(r->body);
+	r->body = NULL;
+	r->len = 0;
+}
