@@ -58,8 +58,10 @@ static int set_opt(struct cli *c, const struct opt *o, const char *shown, const 
 static const struct opt *find_opt(const struct opt *opts, const struct opt *globals,
                                   const char *name, size_t len, char shrt)
 {
-	for (const struct opt *set = opts; set; set = set == opts ? globals : NULL)
-		for (const struct opt *o = set; o->name; o++)
+	const struct opt *sets[] = {opts, globals};
+
+	for (int i = 0; i < 2; i++)
+		for (const struct opt *o = sets[i]; o && o->name; o++)
 			if (shrt ? o->shrt == shrt
 			         : strlen(o->name) == len && !strncmp(o->name, name, len))
 				return o;

@@ -4,10 +4,9 @@
  * sandbox side written ID:/path. Like the reference CLI, missing parent
  * directories are made (and reported in --json's directoriesCreated)
  * unless --strict. A directory travels as a tar.gz (POST /fs/upload, GET
- * /fs/download), made and unpacked here by the system's tar: no archive
- * library among our dependencies, and GNU tar already refuses members with
- * ".." and defers symlinks, so an archive from a sandbox cannot write
- * outside the destination.
+ * /fs/download), made and unpacked here by the system's tar (GNU's or
+ * busybox's): no archive library is among our dependencies, and tar already
+ * strips a leading '/' and refuses '..' in member names.
  */
 #include <errno.h>
 #include <ftw.h>
@@ -305,7 +304,8 @@ static int download_file(struct cp *cp, const char *src, const char *dst, char *
 
 static int download_dir(struct cp *cp, const char *src, const char *dst)
 {
-	char *argv[] = {"tar", "-xzvvf", "-", "-C", (char *)dst, NULL}, *list, *save = NULL;
+	char *list_argv[] = {"tar", "-tzvf", "-", NULL};
+	char *x_argv[] = {"tar", "-xzf", "-", "-C", (char *)dst, NULL}, *list, *save = NULL;
 	int in = memfd_create("husk-cp", MFD_CLOEXEC), out = memfd_create("husk-cp", MFD_CLOEXEC);
 	struct sbuf t = {0};
 	struct cli_resp r;
@@ -319,12 +319,13 @@ static int download_dir(struct cp *cp, const char *src, const char *dst)
 		rc = cli_raw(cp->c, "GET", t.s, NULL, NULL, 0, fs_write_fd, &in, 330000, &r);
 	if (!rc) {
 		cli_resp_free(&r);
-		lseek(in, 0, SEEK_SET);
-		rc = fs_tar(argv, in, out) ? 1 : 0;
+		/* First the listing, for the counts (GNU and busybox tar print it alike). */
+		rc = lseek(in, 0, SEEK_SET) || fs_tar(list_argv, in, out) ||
+		     lseek(in, 0, SEEK_SET) || fs_tar(x_argv, in, -1);
 		if (rc)
 			fprintf(stderr, "husk: tar could not unpack the archive into %s\n", dst);
 	}
-	/* tar -vv lists "-rw-r--r-- owner/group SIZE date time name" per regular file. */
+	/* "-rw-r--r-- owner/group SIZE date time name" per regular file. */
 	list = rc ? NULL : slurp_fd(out, &len);
 	for (char *l = list ? strtok_r(list, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
 		char perm[16], owner[256];
@@ -341,7 +342,7 @@ static int download_dir(struct cp *cp, const char *src, const char *dst)
 	if (out >= 0)
 		close(out);
 	sb_free(&t);
-	return rc;
+	return rc ? 1 : 0;
 }
 
 /* "sbx_…:/path" is the sandbox side (sandbox ids start with sbx_, API.md §4.3). */

@@ -105,18 +105,25 @@ bad:
 	return NULL;
 }
 
-/* ${NAME} replaced by --env NAME=VALUE; an unknown name is an error. */
+/* ${NAME} replaced by --env NAME=VALUE, outside comment lines; an unknown name is an error. */
 static char *substitute(struct cli *c, const char *text, json_t *vars, int *rc)
 {
 	struct sbuf out = {0};
-	const char *p = text, *d;
+	const char *p = text;
 
 	sb_printf(&out, "%s", "");
-	while ((d = strstr(p, "${"))) {
-		const char *end = strchr(d, '}');
+	while (*p) {
+		size_t line = strcspn(p, "\n") + (p[strcspn(p, "\n")] ? 1 : 0);
+		const char *d = p[strspn(p, " \t")] == '#' ? NULL : strstr(p, "${");
+		const char *end = d && d < p + line ? strchr(d, '}') : NULL;
 		char name[128];
 		json_t *v;
 
+		if (!d || d >= p + line) {
+			sb_append(&out, p, line);
+			p += line;
+			continue;
+		}
 		sb_append(&out, p, (size_t)(d - p));
 		if (!end || end - d - 2 >= (long)sizeof(name)) {
 			*rc = args_bad(c, "the build file has an unclosed ${...}");
@@ -133,7 +140,6 @@ static char *substitute(struct cli *c, const char *text, json_t *vars, int *rc)
 		sb_printf(&out, "%s", json_string_value(v));
 		p = end + 1;
 	}
-	sb_printf(&out, "%s", p);
 	return out.s;
 }
 

@@ -9,4 +9,5 @@ start_huskd 1
 client badinput.mjs
 rc=$?
 stop_huskd badinput/huskd_clean_exit || rc=1
+sh "$(dirname "$0")/cli_badinput.sh" || rc=1
 exit $rc

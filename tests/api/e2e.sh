@@ -36,5 +36,6 @@ sleep 2
 TEST_NAME=vmm_kill_fails_that_sandbox client lifecycle.mjs failed "$a" || rc=1
 TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" || rc=1
 
+. "$(dirname "$0")/cli_e2e.sh"
 stop_huskd api/huskd_clean_exit || rc=1
 exit $rc

@@ -1,0 +1,199 @@
+#!/bin/sh
+# The husk CLI (ASan build) against bad input and huskd's errors, on the
+# host: no sandbox is started, so nothing here needs KVM. Prints PASS/FAIL
+# cli_badinput/NAME lines. Run by badinput.sh.
+set -u
+port=18373
+. "$(dirname "$0")/lib.sh"
+
+cli_bin="$top/build/bin/husk-san"
+rc=0
+: >"$T/cli.allerr"
+
+# huskd with a Unix socket too (lib.sh's start_huskd has none).
+HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --unix "$T/sock" --state "$T/state" \
+	--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
+pid=$!
+i=0
+while [ $i -lt 100 ] && ! grep -q listening "$T/huskd.log" 2>/dev/null; do
+	sleep 0.1
+	i=$((i + 1))
+done
+if ! grep -q listening "$T/huskd.log"; then
+	echo "FAIL cli_badinput/huskd_starts: huskd did not start"
+	cat "$T/huskd.log"
+	exit 1
+fi
+
+# h ARGS...: husk against that huskd; stdout in $T/o, stderr in $T/e; its status.
+h() {
+	HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$cli_bin" "$@" >"$T/o" 2>"$T/e"
+	cli_s=$?
+	cat "$T/e" >>"$T/cli.allerr"
+	return $cli_s
+}
+# expect NAME STATUS TEXT: the last h ended with STATUS and its stderr has TEXT.
+expect() {
+	if [ "$cli_s" = "$2" ] && grep -qF -- "$3" "$T/e"; then
+		echo "PASS cli_badinput/$1"
+	else
+		echo "FAIL cli_badinput/$1: want status $2 and '$3' on stderr; got status $cli_s:"
+		head -c 600 "$T/e"
+		rc=1
+	fi
+}
+# check NAME WHY CONDITION...: PASS if the condition (a command) holds.
+check() {
+	n=$1
+	why=$2
+	shift 2
+	if "$@"; then
+		echo "PASS cli_badinput/$n"
+	else
+		echo "FAIL cli_badinput/$n: $why (status $cli_s)"
+		head -c 600 "$T/e"
+		rc=1
+	fi
+}
+
+# Usage errors: status 2, saying what is wrong.
+h
+expect no_command 2 "give a husk command"
+h frobnicate
+expect unknown_command 2 "unknown command 'frobnicate'"
+h get
+expect get_missing_id 2 "missing ID"
+h sb get
+expect sb_get_missing_id 2 "missing ID"
+h fs cp onlyone
+expect fs_cp_missing_dst 2 "missing DST"
+h run --memory lots -- true
+expect run_bad_memory 2 "--memory 'lots' is not a size"
+h run --memory '' -- true
+expect run_empty_memory 2 "--memory '' is not a size"
+h create --cpu 5x
+expect create_bad_cpu 2 "--cpu '5x' is not a CPU amount"
+h run --timeout 5 -- true
+expect run_bad_timeout 2 "--timeout '5' is not a duration"
+h exec sbx_x --timeout 1y -- true
+expect exec_bad_timeout 2 "--timeout '1y' is not a duration"
+h exec sbx_x echo hi
+expect exec_without_dashes 2 "put the command after '--': husk exec sbx_x -- echo"
+h exec sbx_x ls -l
+expect exec_option_without_dashes 2 "go after '--'"
+h exec sbx_x --
+expect exec_empty_command 2 "missing the command"
+h run
+expect run_no_command 2 "missing the command"
+h list --frob
+expect unknown_option 2 "unknown option '--frob'"
+h list --limit 99999999999999999999999
+expect list_huge_limit 2 "--limit '99999999999999999999999' is not a whole number"
+h list --limit -3
+expect list_negative_limit 2 "--limit '-3' is not a whole number"
+h list --status weird
+expect list_bad_status 2 "--status 'weird' is not one of"
+h create --port 80
+expect create_low_port 2 "--port 80"
+h create --metadata '[1]'
+expect create_bad_metadata 2 "--metadata must be a JSON object"
+h run --env NOEQUALS -- true
+expect run_bad_env 2 "--env 'NOEQUALS' must be KEY=VALUE"
+h run --file nosuchcolon -- true
+expect run_bad_file 2 "must be SANDBOX_PATH:LOCAL_PATH"
+h run --file /x:/nonexistent/file -- true
+expect run_missing_file 2 "cannot read '/nonexistent/file'"
+h env sbx_x "$(printf 'K=\377')"
+expect env_not_utf8 2 "not valid UTF-8"
+h fs cp a b
+expect fs_cp_two_local 2 "exactly one of SRC and DST"
+h fs cp sbx_a:/x sbx_b:/y
+expect fs_cp_two_remote 2 "exactly one of SRC and DST"
+h snapshot tag snp_x
+expect snapshot_tag_nothing 2 "give either a TAG or --clear"
+h --url ftp://host list
+expect bad_url 2 "is not a huskd URL"
+h --url http://127.0.0.1:99999 list
+expect bad_port 2 "port 1-65535"
+h run --help
+check help_exit_0 "want usage on stdout, status 0" test "$cli_s" = 0 -a "$(grep -c '^usage: husk run' "$T/o")" = 1
+
+# huskd's and the network's errors: status 1 with the message.
+HUSK_API_KEY=$key "$cli_bin" --url http://127.0.0.1:1 list >"$T/o" 2>"$T/e"
+cli_s=$?
+expect unreachable 1 "cannot reach huskd at http://127.0.0.1:1"
+expect unreachable_hint 1 "make run"
+h --api-key wrong list
+expect wrong_key 1 "(UNAUTHORIZED)"
+h get sbx_nope
+expect unknown_sandbox 1 "sandbox sbx_nope not found (SANDBOX_NOT_FOUND)"
+h exec sbx_nope -- true
+expect exec_unknown_sandbox 1 "(SANDBOX_NOT_FOUND)"
+h fs ls sbx_nope
+expect fs_unknown_sandbox 1 "sbx_nope"
+h execution get exec_nope
+expect unknown_execution 1 "(EXECUTION_NOT_FOUND)"
+h pause sbx_nope
+expect pause_not_yet 1 "not implemented yet"
+h resume sbx_nope
+expect resume_not_yet 1 "(NOT_IMPLEMENTED)"
+h snapshot list
+expect snapshot_list_not_yet 1 "(NOT_IMPLEMENTED)"
+h checkpoint create sbx_nope first
+expect checkpoint_create_not_yet 1 "(NOT_IMPLEMENTED)"
+h stats
+expect stats_no_route 1 "husk: "
+h get "$(head -c 70000 /dev/zero | tr '\0' a)"
+check huge_id "want status 1 and a message" test "$cli_s" = 1 -a -s "$T/e"
+h get ''
+check empty_id "want status 1 or 2 and a message" test "$cli_s" -ge 1 -a "$cli_s" -le 2 -a -s "$T/e"
+
+# The key file: the first line that is not a comment.
+mkdir -p "$T/keys"
+printf '# a comment\n\n%s\nsecond\n' "$key" >"$T/keys/api-keys"
+HUSK_STATE=$T/keys HUSK_URL=http://127.0.0.1:$port "$cli_bin" list >"$T/o" 2>"$T/e"
+cli_s=$?
+check key_from_state_file "want status 0 with the key from \$HUSK_STATE/api-keys" test "$cli_s" = 0
+HUSK_API_KEY="wrong,$key" HUSK_URL=http://127.0.0.1:$port "$cli_bin" list >"$T/o" 2>"$T/e"
+cli_s=$?
+expect key_list_uses_first 1 "(UNAUTHORIZED)"
+
+# --json: what is printed parses.
+h list --json
+check list_json "want {sandboxes: [], total: 0}" test "$(jq -c '[.sandboxes, .total]' "$T/o")" = '[[],0]'
+h runtime list --json
+check runtime_list_json "want python:3.13 among the runtimes" \
+	test "$(jq -r '.runtimes[].name' "$T/o" | grep -c '^python:3.13$')" = 1
+h runtime list
+check runtime_list_table "want a NAME column and python:3.13" \
+	test "$(grep -c '^NAME ' "$T/o")" = 1 -a "$(grep -c '^python:3.13 ' "$T/o")" = 1
+h get sbx_nope --json
+check json_error_no_stdout "want status 1, nothing on stdout" test "$cli_s" = 1 -a ! -s "$T/o"
+HUSK_API_KEY=$key "$cli_bin" --url "unix:$T/sock" list --json >"$T/o" 2>"$T/e"
+cli_s=$?
+check unix_socket "want the list over the Unix socket" test "$cli_s" = 0 -a "$(jq .total "$T/o")" = 0
+
+# snapshot generate is local; snapshot build reads what it made and asks huskd.
+h snapshot generate
+check snapshot_generate_yaml "want version: 1 and runtime: lines" \
+	test "$cli_s" = 0 -a "$(grep -c '^version: 1$' "$T/o")" = 1 -a "$(grep -c '^runtime: ' "$T/o")" = 1
+mkdir -p "$T/snap"
+cp "$T/o" "$T/snap/agentuity-snapshot.yaml"
+h snapshot generate --format json
+check snapshot_generate_json "want version 1 and a runtime" \
+	test "$(jq -c '[.version, (.runtime | type)]' "$T/o")" = '[1,"string"]'
+h snapshot build "$T/snap"
+expect snapshot_build_asks_huskd 1 "/sandbox/snapshots/build"
+echo 'secret: ${TOKEN}' >>"$T/snap/agentuity-snapshot.yaml"
+h snapshot build "$T/snap"
+expect snapshot_build_needs_env 2 "give --env TOKEN=VALUE"
+
+if grep -q "ERROR: AddressSanitizer\|runtime error:" "$T/cli.allerr"; then
+	echo "FAIL cli_badinput/sanitizers: a report from husk-san:"
+	grep -A 20 "ERROR: AddressSanitizer\|runtime error:" "$T/cli.allerr" | head -n 40
+	rc=1
+else
+	echo "PASS cli_badinput/sanitizers"
+fi
+stop_huskd cli_badinput/huskd_clean_exit || rc=1
+exit $rc
