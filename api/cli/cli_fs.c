@@ -64,12 +64,12 @@ static int fs_ls(struct cli *c, int argc, char **argv)
 	{
 		const char *name = json_string_value(json_object_get(f, "path"));
 		bool dir = json_is_true(json_object_get(f, "isDir"));
-		char size[32];
+		char size[32], mode[16], when[64];
 
 		if (lng)
-			printf("%s %10s  %s  ", json_string_value(json_object_get(f, "mode")),
+			printf("%s %10s  %s  ", out_cell(f, "mode", mode, sizeof(mode)),
 			       out_cell(f, "size", size, sizeof(size)),
-			       json_string_value(json_object_get(f, "modTime")));
+			       out_cell(f, "modTime", when, sizeof(when)));
 		printf("%s%s\n", name ? name : "?", dir ? "/" : "");
 	}
 	json_decref(env);

@@ -23,6 +23,7 @@ static int job_create(struct cli *c, int argc, char **argv)
 {
 	json_t *cmd = NULL, *body, *env = NULL;
 	struct sbuf t = {0};
+	char id[256];
 	struct args a;
 	int rc;
 
@@ -38,7 +39,7 @@ static int job_create(struct cli *c, int argc, char **argv)
 	if (!rc && c->json)
 		out_data(env);
 	else if (!rc)
-		printf("%s\n", json_string_value(json_object_get(json_object_get(env, "data"), "jobId")));
+		printf("%s\n", out_cell(json_object_get(env, "data"), "jobId", id, sizeof(id)));
 	json_decref(body);
 	json_decref(env);
 	sb_free(&t);

@@ -59,7 +59,7 @@ const char *out_cell(json_t *obj, const char *key, char *buf, size_t len)
 	char *dump;
 
 	buf[0] = '\0';
-	switch (json_typeof(v)) {
+	switch (v ? json_typeof(v) : JSON_NULL) { /* json_typeof(NULL) would dereference it */
 	case JSON_STRING:
 		snprintf(buf, len, "%s", json_string_value(v));
 		break;

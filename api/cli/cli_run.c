@@ -293,6 +293,11 @@ static int follow(struct cli *c, const char *sandbox, json_t *data, bool kill_on
 		}
 		exec = json_object_get(env, "data");
 		status = json_string_value(json_object_get(exec, "status"));
+		if (!status) {
+			fprintf(stderr, "husk: huskd's execution record has no status\n");
+			rc = 1;
+			goto out;
+		}
 	}
 	code = json_object_get(exec, "exitCode");
 	rc = json_is_integer(code) ? (int)(json_integer_value(code) & 0xff)
@@ -427,6 +432,7 @@ int run_create(struct cli *c, int argc, char **argv)
 	                           {"port", 0, OPT_STR, &o.port},
 	                           {NULL, 0, 0, NULL}};
 	json_t *body = json_object(), *env = NULL, *data;
+	char id[256];
 	struct args a;
 	int rc;
 
@@ -449,9 +455,9 @@ int run_create(struct cli *c, int argc, char **argv)
 		out_data(env);
 	} else if (!rc) {
 		data = json_object_get(env, "data");
-		printf("%s\n", json_string_value(json_object_get(data, "sandboxId")));
-		if (json_string_value(json_object_get(data, "url")))
-			fprintf(stderr, "url: %s\n", json_string_value(json_object_get(data, "url")));
+		printf("%s\n", out_cell(data, "sandboxId", id, sizeof(id)));
+		if (*out_cell(data, "url", id, sizeof(id)))
+			fprintf(stderr, "url: %s\n", id);
 	}
 	json_decref(body);
 	json_decref(env);

@@ -196,6 +196,7 @@ int snap_build(struct cli *c, int argc, char **argv)
 		{"confirm", 'y', OPT_FLAG, &confirm}, {NULL, 0, 0, NULL}};
 	json_t *vars = json_object(), *meta = json_object(), *spec = NULL, *body = NULL,
 	       *env = NULL, *data;
+	char id[256];
 	struct args a;
 	int rc;
 
@@ -238,12 +239,11 @@ int snap_build(struct cli *c, int argc, char **argv)
 		if (c->json)
 			out_data(env);
 		else
-			printf("unchanged: snapshot %s\n",
-			       json_string_value(json_object_get(data, "existingId")));
+			printf("unchanged: snapshot %s\n", out_cell(data, "existingId", id, sizeof(id)));
 	} else if (!rc) {
 		/* The upload (§5.8 (39)) and finalize (40) steps are not written yet. */
 		fprintf(stderr, "husk: huskd started build %s, but this husk cannot upload a build "
-		                "context yet\n", json_string_value(json_object_get(data, "snapshotId")));
+		                "context yet\n", out_cell(data, "snapshotId", id, sizeof(id)));
 		rc = 1;
 	}
 	json_decref(vars);

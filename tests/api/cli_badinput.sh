@@ -141,8 +141,16 @@ h snapshot list
 expect snapshot_list_not_yet 1 "(NOT_IMPLEMENTED)"
 h checkpoint create sbx_nope first
 expect checkpoint_create_not_yet 1 "(NOT_IMPLEMENTED)"
-h stats
-expect stats_no_route 1 "husk: "
+h stats --start nonsense
+expect stats_bad_start 1 "husk: "
+# Whether or not this huskd serves stats: JSON with the counts, or its message.
+h stats --json
+if [ "$cli_s" = 0 ]; then
+	check stats_json "want services.sandbox.totalActive" \
+		test "$(jq '.services.sandbox.totalActive | type' "$T/o")" = '"number"'
+else
+	expect stats_json 1 "husk: "
+fi
 h get "$(head -c 70000 /dev/zero | tr '\0' a)"
 check huge_id "want status 1 and a message" test "$cli_s" = 1 -a -s "$T/e"
 h get ''

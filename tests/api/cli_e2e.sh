@@ -88,7 +88,7 @@ check exec_busy_message "want status 1 and SANDBOX_BUSY, got $cli_s" \
 wait $live
 check exec_live_completes "want first and second" test "$(tr '\n' ' ' <"$T/live")" = "first second "
 
-h exec "$id" -- echo hi there
+h exec "$id" echo hi there
 check exec_missing_dashes "want status 2 and a hint about --" \
 	test "$cli_s" = 2 -a "$(grep -c -- "after '--'" "$T/e")" = 1
 
