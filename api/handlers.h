@@ -32,6 +32,8 @@ HANDLER(h_job_create);
 HANDLER(h_job_list);
 HANDLER(h_job_get);
 HANDLER(h_job_stop);
+HANDLER(h_stats);
+HANDLER(h_service_stats);
 
 /* The request body as a JSON object, or NULL after answering 400. */
 json_t *body_object(struct http_req *r);

@@ -22,6 +22,8 @@ static const struct route routes[] = {
 	{"POST", "/sandbox", h_create},
 	{"GET", "/sandbox", h_list},
 	{"GET", "/sandbox/runtimes", h_runtimes},
+	{"GET", "/sandbox/stats", h_stats},
+	{"GET", "/services/stats/:org", h_service_stats},
 	{"GET", "/sandbox/status/:id", h_status},
 	{"GET", "/sandbox/execution/:id", h_execution},
 	{"GET", "/sandbox/sandboxes/:id/executions", h_executions},
@@ -197,18 +199,40 @@ static void huskd_free(struct huskd *d)
 	uv_loop_close(d->loop);
 }
 
+/*
+ * Users must know whether their sandboxes run on hardware KVM: nested ones
+ * are an order of magnitude slower. tools/husk-up sets HUSK_MODE=nested when
+ * it starts us inside its first-level VM.
+ */
+static const char *mode_text(void)
+{
+	const char *m = getenv("HUSK_MODE");
+
+	if (m && strcmp(m, "nested") == 0)
+		return "nested (inside a first-level VM under QEMU, this host has no hardware "
+		       "KVM; the API is forwarded to the host)";
+	if (access("/sys/module/kvm_intel", F_OK) == 0 || access("/sys/module/kvm_amd", F_OK) == 0)
+		return "native (hardware KVM)";
+	return "native on a /dev/kvm that is not hardware-assisted (guests run emulated)";
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: huskd [--port N] [--unix PATH] [--state DIR] [--images DIR] [--vmm PATH]\n"
-	        "             [--public-url URL]\n"
+	        "usage: huskd [--port N] [--listen ADDR] [--unix PATH] [--state DIR] [--images "
+	        "DIR]\n"
+	        "             [--vmm PATH] [--public-url URL]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
+	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
 	        "  --unix PATH     also listen on a Unix socket\n"
 	        "  --state DIR     state folder (default ~/.local/state/husk)\n"
 	        "  --images DIR    bzImage, initramfs.cpio, runtimes/ (default build/images)\n"
 	        "  --vmm PATH      husk-vmm (default: next to huskd)\n"
 	        "  --public-url U  base of stream URLs (default: from each request's Host)\n"
+	        "  --output-limit SIZE  output kept per stream of a command (default 64Mi)\n"
+	        "  --durable       commit to disk before answering (for machines that get cut "
+	        "off)\n"
 	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
 	        "start).\n");
 }
@@ -216,17 +240,21 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {{"port", required_argument, NULL, 'p'},
+	                                     {"listen", required_argument, NULL, 'l'},
 	                                     {"unix", required_argument, NULL, 'u'},
 	                                     {"state", required_argument, NULL, 's'},
 	                                     {"images", required_argument, NULL, 'i'},
 	                                     {"vmm", required_argument, NULL, 'v'},
 	                                     {"public-url", required_argument, NULL, 'P'},
+	                                     {"output-limit", required_argument, NULL, 'o'},
+	                                     {"durable", no_argument, NULL, 'D'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct huskd d = {.loop = uv_default_loop(), .output_limit = 64ull << 20};
 	struct http_config cfg = {.tcp_host = "127.0.0.1", .tcp_port = 8371};
 	const char *images = "build/images", *home = getenv("HOME");
 	char path[4096], err[512], self[4096];
+	bool durable = false;
 	ssize_t n;
 	int c, rc;
 
@@ -234,6 +262,9 @@ int main(int argc, char **argv)
 		switch (c) {
 		case 'p':
 			cfg.tcp_port = atoi(optarg);
+			break;
+		case 'l':
+			cfg.tcp_host = optarg;
 			break;
 		case 'u':
 			cfg.unix_path = optarg;
@@ -250,6 +281,22 @@ int main(int argc, char **argv)
 		case 'P':
 			d.public_url = strdup(optarg);
 			break;
+		case 'D':
+			durable = true;
+			break;
+		case 'o': {
+			int64_t bytes;
+
+			if (store_parse_bytes(optarg, &bytes) || bytes < 1024) {
+				fprintf(stderr,
+				        "huskd: --output-limit '%s': give a size of at least "
+				        "1Ki, e.g. 64Mi\n",
+				        optarg);
+				return 2;
+			}
+			d.output_limit = (uint64_t)bytes;
+			break;
+		}
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -288,6 +335,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "huskd: %s\n", err);
 		return 2;
 	}
+	if (durable && store_set_durable(d.store)) {
+		fprintf(stderr, "huskd: cannot make %s durable\n", path);
+		return 2;
+	}
 	snprintf(path, sizeof(path), "%s/runtimes/catalog.json", images);
 	if (store_runtimes_load(d.store, path, err, sizeof(err)))
 		fprintf(stderr, "huskd: no runtimes: %s (run 'make images')\n", err);
@@ -301,9 +352,9 @@ int main(int argc, char **argv)
 		return 1;
 	rc = http_server_start(d.loop, &cfg, handle, &d, &d.http);
 	if (rc) {
-		fprintf(stderr, "huskd: cannot listen on 127.0.0.1:%d%s%s: %s\n", cfg.tcp_port,
-		        cfg.unix_path ? " or " : "", cfg.unix_path ? cfg.unix_path : "",
-		        uv_strerror(rc));
+		fprintf(stderr, "huskd: cannot listen on %s:%d%s%s: %s\n", cfg.tcp_host,
+		        cfg.tcp_port, cfg.unix_path ? " or " : "",
+		        cfg.unix_path ? cfg.unix_path : "", uv_strerror(rc));
 		return 2;
 	}
 	signal(SIGPIPE, SIG_IGN);
@@ -313,13 +364,9 @@ int main(int argc, char **argv)
 	uv_signal_start(&sigint, on_signal, SIGINT);
 	uv_signal_start(&sigterm, on_signal, SIGTERM);
 	sbx_adopt_all(&d);
-	huskd_log(NULL, "listening on http://127.0.0.1:%d%s%s, state in %s, KVM: %s",
+	huskd_log(NULL, "listening on http://%s:%d%s%s, state in %s, mode: %s", cfg.tcp_host,
 	          http_server_port(d.http), cfg.unix_path ? " and " : "",
-	          cfg.unix_path ? cfg.unix_path : "", d.state,
-	          access("/sys/module/kvm_intel", F_OK) == 0 ||
-	                          access("/sys/module/kvm_amd", F_OK) == 0
-	                  ? "hardware"
-	                  : "not hardware-assisted (guests run emulated)");
+	          cfg.unix_path ? cfg.unix_path : "", d.state, mode_text());
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	huskd_free(&d);
 	return 0;

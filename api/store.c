@@ -325,6 +325,16 @@ static int configure(struct store *s, char *err, size_t errlen)
 	return 0;
 }
 
+int store_set_durable(struct store *s)
+{
+	int rc;
+
+	store_lock(s);
+	rc = sqlite3_exec(s->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL);
+	store_unlock(s);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int store_open(const char *path, struct store **out, char *err, size_t errlen)
 {
 	/*

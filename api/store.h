@@ -65,6 +65,12 @@ struct store;
  */
 int store_open(const char *path, struct store **out, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
+/*
+ * Every commit reaches the disk before it returns (synchronous=FULL): for a
+ * huskd whose machine is routinely cut off, like the nested VM of
+ * tools/husk-up, where a stop is a power loss. 0 or -EIO.
+ */
+int store_set_durable(struct store *s) __attribute__((warn_unused_result));
 /* Closes the database (a checkpoint folds the WAL back in). NULL is fine. */
 void store_close(struct store *s);
 

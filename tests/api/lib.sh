@@ -8,7 +8,8 @@ trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
 # start_huskd N: starts huskd (ASan) on $port with state in $T/state and waits
 # for its Nth "listening" line in $T/huskd.log (N counts restarts).
 start_huskd() {
-	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state" \
+	# shellcheck disable=SC2086
+	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state" ${HUSKD_ARGS:-} \
 		--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
 	pid=$!
 	i=0

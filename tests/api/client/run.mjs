@@ -181,4 +181,52 @@ await check('busy_and_errors', async () => {
 	if (!nf) return 'get of an unknown sandbox did not fail';
 });
 
+// huskd runs here with --output-limit 1Mi (tests/api/e2e.sh).
+await check('output_truncated', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	const big = await sb.execute({ command: ['sh', '-c', 'head -c 3000000 /dev/zero | tr "\\0" x'] });
+	const small = await sb.execute({ command: ['echo', 'short'] });
+	const got = await (await fetch(big.stdoutStreamUrl)).text();
+	const info = await client.getExecution(big.executionId);
+	await sb.destroy();
+	if (big.exitCode !== 0) return `exit ${big.exitCode}`;
+	if (got.length !== 1 << 20) return `kept ${got.length} bytes, want ${1 << 20}`;
+	if (info.outputTruncated !== true) return `outputTruncated ${info.outputTruncated} on the big one`;
+	const si = await client.getExecution(small.executionId);
+	if (si.outputTruncated) return 'outputTruncated set on a short output';
+});
+
+await check('execution_timeout', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	const t0 = Date.now();
+	const ex = await sb.execute({ command: ['sleep', '60'], timeout: '2s' });
+	const took = Date.now() - t0;
+	const after = await sb.execute({ command: ['echo', 'still here'] });
+	await sb.destroy();
+	if (ex.status !== 'timeout') return `status ${ex.status}, want timeout`;
+	if (typeof ex.exitCode !== 'number' || ex.exitCode === 0) return `exitCode ${ex.exitCode}`;
+	if (took > 40000) return `took ${took} ms for a 2s timeout`;
+	if (after.exitCode !== 0) return 'the sandbox did not run a command after the timeout';
+});
+
+await check('usage_stats', async () => {
+	const start = new Date(Date.now() - 1000).toISOString();
+	const sb = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+	await sb.execute({ command: ['true'] });
+	await sb.execute({ command: ['true'] });
+	const auth = { headers: { authorization: `Bearer ${process.env.HUSK_API_KEY}` } };
+	const url = `${process.env.HUSK_URL}/sandbox/stats?start=${start}`;
+	const st = await (await fetch(url, auth)).json();
+	const org = await (await fetch(`${process.env.HUSK_URL}/services/stats/local?service=sandbox`, auth)).json();
+	const bad = await fetch(`${process.env.HUSK_URL}/sandbox/stats?start=yesterday`, auth);
+	await sb.destroy();
+	const mine = st.data?.sandboxes?.find((s) => s.sandboxId === sb.id);
+	if (!mine) return `sandbox missing from stats: ${JSON.stringify(st)}`;
+	if (mine.executions !== 2) return `executions ${mine.executions}, want 2`;
+	if (!(mine.aliveMs > 0) || !(mine.memoryAllocatedByteSec > 0)) return `usage ${JSON.stringify(mine)}`;
+	if (!(st.data.live.totalActive >= 1)) return `live ${JSON.stringify(st.data.live)}`;
+	if (!(org.data?.services?.sandbox?.totalExecutions >= 2)) return `service stats ${JSON.stringify(org)}`;
+	if (bad.status !== 400) return `a bad start gave ${bad.status}`;
+});
+
 process.exit(failed ? 1 : 0);

@@ -1,0 +1,72 @@
+// API benchmark with the published client (@agentuity/core): create → first
+// exec, exec round trips through huskd, and N sandboxes created, exec'd and
+// destroyed at once. Prints key=value lines for tools/bench/api.sh.
+// HUSK_URL, HUSK_API_KEY: where huskd is.
+import { createRequire } from 'node:module';
+
+// The client is installed once, for the API tests (make client).
+const req = createRequire(new URL('../../tests/api/client/package.json', import.meta.url));
+const { SandboxClient } = await import(req.resolve('@agentuity/core'));
+
+const client = new SandboxClient({ url: process.env.HUSK_URL, apiKey: process.env.HUSK_API_KEY });
+const runs = Number(process.env.HUSK_BENCH_API_RUNS ?? 5);
+const execs = Number(process.env.HUSK_BENCH_API_EXECS ?? 50);
+const parallel = Number(process.env.HUSK_BENCH_API_PARALLEL ?? 20);
+const now = () => performance.now();
+const pct = (a, p) => {
+	const s = [...a].sort((x, y) => x - y);
+	return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
+};
+const out = (k, v) => console.log(`${k}=${typeof v === 'number' ? v.toFixed(1) : v}`);
+
+async function exec(sb, cmd) {
+	const ex = await sb.execute({ command: cmd });
+	if (ex.exitCode !== 0) throw new Error(`${cmd.join(' ')}: exit ${ex.exitCode} (${ex.status})`);
+	return ex;
+}
+
+// 1. create → first exec, one sandbox at a time.
+const created = [], first = [];
+for (let i = 0; i < runs; i++) {
+	const t0 = now();
+	const sb = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+	const t1 = now();
+	await exec(sb, ['true']);
+	const t2 = now();
+	created.push(t1 - t0);
+	first.push(t2 - t0);
+	await sb.destroy();
+}
+out('create_p50_ms', pct(created, 50));
+out('create_first_exec_p50_ms', pct(first, 50));
+out('create_first_exec_max_ms', Math.max(...first));
+
+// 2. exec round trips through the API on one sandbox; its id for the direct run.
+const sb = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+await exec(sb, ['true']);
+const rt = [];
+for (let i = 0; i < execs; i++) {
+	const t0 = now();
+	await exec(sb, ['true']);
+	rt.push(now() - t0);
+}
+out('api_exec_p50_ms', pct(rt, 50));
+out('api_exec_p99_ms', pct(rt, 99));
+out('direct_id', sb.id);
+
+// 3. N at once: each created, one command run, destroyed.
+const t0 = now();
+const each = await Promise.all(
+	Array.from({ length: parallel }, async (_, i) => {
+		const s0 = now();
+		const s = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+		const ex = await s.execute({ command: ['sh', '-c', `echo ${i}`] });
+		await s.destroy();
+		return { ms: now() - s0, ok: ex.exitCode === 0 };
+	})
+);
+out('parallel_n', parallel);
+out('parallel_ok', each.filter((e) => e.ok).length);
+out('parallel_wall_ms', now() - t0);
+out('parallel_each_p50_ms', pct(each.map((e) => e.ms), 50));
+out('parallel_each_max_ms', Math.max(...each.map((e) => e.ms)));

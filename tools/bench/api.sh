@@ -1,0 +1,39 @@
+#!/bin/sh
+# API benchmark: huskd (release build) driven by the published client
+# (tools/bench/api.mjs): create → first exec, exec round trips through the
+# API against the same sandbox's agent reached directly over vsock, and
+# HUSK_BENCH_API_PARALLEL (20) sandboxes at once. Run through tools/husk-kvm-run.
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/build/bin
+port=18375
+key=husk-bench-key
+T=$(mktemp -d)
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+
+HUSK_API_KEY=$key "$bin/huskd" --port $port --state "$T/state" --images "$top/build/images" \
+	>"$T/huskd.log" 2>&1 &
+pid=$!
+for i in $(seq 1 100); do grep -q listening "$T/huskd.log" && break; sleep 0.1; done
+echo "measuring the API with the published client..." >&2
+HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" >"$T/api" ||
+	{ cat "$T/api"; tail -n 20 "$T/huskd.log"; exit 1; }
+id=$(sed -n 's/^direct_id=//p' "$T/api")
+echo "measuring the same sandbox's agent directly over vsock..." >&2
+"$bin/agentbench" --vsock "$T/state/sandboxes/$id/vsock.sock" "${HUSK_BENCH_API_EXECS:-50}" 1 >"$T/direct"
+tr ' ' '\n' <"$T/direct" >>"$T/api"
+
+awk -F= '{ v[$1] = $2 } END {
+	print "\napi benchmark (huskd + @agentuity/core; base:latest, 256Mi guests)"
+	printf "%-34s %12s %12s %8s\n", "", "through API", "direct", "ratio"
+	printf "%-34s %12.1f %12.1f %8.2f\n", "exec true p50 ms", v["api_exec_p50_ms"], v["exec_p50_ms"], v["api_exec_p50_ms"] / v["exec_p50_ms"]
+	printf "%-34s %12.1f %12.1f %8.2f\n", "exec true p99 ms", v["api_exec_p99_ms"], v["exec_p99_ms"], v["api_exec_p99_ms"] / v["exec_p99_ms"]
+	printf "%-34s %12.1f\n", "create (until ready) p50 ms", v["create_p50_ms"]
+	printf "%-34s %12.1f\n", "create -> first exec p50 ms", v["create_first_exec_p50_ms"]
+	printf "%-34s %12.1f\n", "create -> first exec max ms", v["create_first_exec_max_ms"]
+	printf "%d at once: %d ok, wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
+		v["parallel_n"], v["parallel_ok"], v["parallel_wall_ms"], v["parallel_each_p50_ms"], v["parallel_each_max_ms"]
+	printf "parallel speed-up: %.2f (%d x one create+first exec / wall)\n", \
+		v["parallel_n"] * v["create_first_exec_p50_ms"] / v["parallel_wall_ms"], v["parallel_n"]
+	print "(ratio: through API / direct to the agent; lower is better)"
+}' "$T/api"
