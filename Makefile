@@ -25,7 +25,7 @@ HTTP_CORE_SRCS := api/http_conn.c api/http_parse.c api/http_req.c api/http_resp.
 HTTP_SRCS := api/http.c $(HTTP_CORE_SRCS) api/router.c api/json_resp.c
 HTTP_LIBS := -luv -lhttp_parser -ljansson
 # huskd: the API server and its sandbox manager.
-HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/h_fs.c api/h_archive.c api/h_jobs.c api/agentop.c api/sbx.c api/sbx_create.c api/sbx_exec.c \
+HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/h_stats.c api/h_fs.c api/h_archive.c api/h_jobs.c api/agentop.c api/sbx.c api/sbx_create.c api/sbx_exec.c \
 	api/waiters.c api/outbuf.c api/task.c api/vmm_proc.c api/util.c api/agent_client.c \
 	guest-agent/proto.c $(HTTP_SRCS) $(STORE_SRCS) $(IMG_SRCS)
 # husk: the command-line client of huskd (api/cli/README.md).
@@ -56,14 +56,16 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run test unit bench fuzz format clean client
+.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api fuzz format clean client
 all: build images
 
 help:
 	@echo "make deps     install every Debian package the build, images and tests need"
-	@echo "make run      install, build, then boot a guest (through the nested harness if needed)"
+	@echo "make run      install, build, start huskd (tools/husk-up) and run python in a sandbox"
+	@echo "make stop     stop the huskd that make run started"
+	@echo "make run-vm   install, build, then boot one bare guest (no huskd)"
 	@echo "make test     install, build, then run every test; ends with 'N passed, N failed'"
-	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent and disks"
+	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent, disks and the API"
 	@echo "make fuzz     run every fuzz target for FUZZ_SECONDS (default 60) each"
 	@echo "make format   clang-format the C sources"
 
@@ -202,7 +204,19 @@ runtimes: $(HUSK_IMG)
 unit: $(UNIT)
 	$(UNIT)
 
+# The quickstart: huskd up (natively, or in a nested KVM host where this
+# machine has no hardware KVM; tools/husk-up), then one sandbox run by the CLI.
 run: deps
+	@$(MAKE) --no-print-directory all
+	tools/husk-up
+	$(BIN)/husk run --runtime python:3.13 -- python3 -c 'print(sum([1,2,3]))'
+
+# Stops the huskd that make run started.
+stop:
+	tools/husk-up --stop
+
+# One bare VM: the VMM boots the guest kernel and runs a command, no huskd.
+run-vm: deps
 	@$(MAKE) --no-print-directory all
 	tools/husk-kvm-run --timeout 600 -- $(VMM) --kernel $(KERNEL) --initrd $(INITRAMFS) \
 		--mem 256M --vcpus 2 \
@@ -213,8 +227,13 @@ test: deps
 	tests/run.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
-	tools/husk-kvm-run --timeout 2400 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh'
+	@$(MAKE) --no-print-directory all $(BENCH_CPIO) client
+	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/api.sh'
+
+# Only the API benchmark (huskd with the published client).
+bench-api: deps
+	@$(MAKE) --no-print-directory all client
+	tools/husk-kvm-run --timeout 1800 --mem 6144 --bring "$$(command -v node)" -- tools/bench/api.sh
 
 # The published sandbox client, for the API's end-to-end tests.
 CLIENT_DIR := tests/api/client

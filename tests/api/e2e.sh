@@ -4,6 +4,8 @@
 # Prints PASS/FAIL lines.
 set -u
 port=18371
+# A small output limit, so that outputTruncated can be seen.
+HUSKD_ARGS="--output-limit 1Mi"
 . "$(dirname "$0")/lib.sh"
 
 if ! start_huskd 1; then
