@@ -72,8 +72,8 @@ void sb_append(struct sbuf *b, const void *data, size_t len)
 static void sb_escaped(struct sbuf *b, const char *s)
 {
 	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-		    strchr("-._~", *p))
+		if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~", *p))
 			sb_printf(b, "%c", *p);
 		else
 			sb_printf(b, "%%%02X", *p);
@@ -108,7 +108,8 @@ int cli_print_failure(struct cli *c, const struct cli_resp *r)
 		        "build/bin/huskd)\n",
 		        c->url_text, r->err);
 	else
-		fprintf(stderr, "husk: the request to huskd at %s failed: %s\n", c->url_text, r->err);
+		fprintf(stderr, "husk: the request to huskd at %s failed: %s\n", c->url_text,
+		        r->err);
 	return 1;
 }
 
@@ -139,8 +140,14 @@ int cli_raw(struct cli *c, const char *method, const char *target, const char *c
             const void *body, size_t len, cli_body_fn fn, void *arg, int timeout_ms,
             struct cli_resp *resp)
 {
-	struct cli_req rq = {.method = method, .target = target, .key = c->key, .ctype = ctype,
-	                     .body = body, .len = len, .fn = fn, .arg = arg,
+	struct cli_req rq = {.method = method,
+	                     .target = target,
+	                     .key = c->key,
+	                     .ctype = ctype,
+	                     .body = body,
+	                     .len = len,
+	                     .fn = fn,
+	                     .arg = arg,
 	                     .timeout_ms = timeout_ms};
 
 	if (cli_http_do(&c->url, &rq, resp) < 0) {
@@ -172,8 +179,10 @@ int cli_call(struct cli *c, const char *method, const char *target, json_t *body
 		return rc;
 	j = r.body ? json_loadb(r.body, r.len, 0, NULL) : NULL;
 	if (!json_is_true(json_object_get(j, "success"))) {
-		fprintf(stderr, "husk: huskd answered HTTP %d without its JSON envelope "
-		                "({\"success\":true,...})\n", r.status);
+		fprintf(stderr,
+		        "husk: huskd answered HTTP %d without its JSON envelope "
+		        "({\"success\":true,...})\n",
+		        r.status);
 		json_decref(j);
 		cli_resp_free(&r);
 		return 1;
@@ -234,7 +243,8 @@ int cli_show_id(struct cli *c, int argc, char **argv, const char *spec, const ch
 
 char *cli_base64(const void *data, size_t len)
 {
-	static const char tab[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+	static const char tab[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 	const unsigned char *p = data;
 	char *out = malloc((len + 2) / 3 * 4 + 1), *o = out;
 
@@ -317,7 +327,8 @@ bool cli_name_is(const char *names, const char *name)
 
 static void list_commands(FILE *f, const char *group, const struct subcmd *table)
 {
-	fprintf(f, "usage: husk %s%sCOMMAND ... [--json] [--url URL] [--api-key KEY]\n\ncommands:\n",
+	fprintf(f,
+	        "usage: husk %s%sCOMMAND ... [--json] [--url URL] [--api-key KEY]\n\ncommands:\n",
 	        group ? group : "", group ? " " : "");
 	for (const struct subcmd *t = table; t->names; t++) {
 		const char *bar = strchr(t->names, '|');
@@ -332,10 +343,11 @@ static void list_commands(FILE *f, const char *group, const struct subcmd *table
 		fputc('\n', f);
 	}
 	if (!group)
-		fprintf(f, "\nhusk sandbox COMMAND and husk sb COMMAND work too. Each command has "
-		           "--help.\nhuskd: --url URL or HUSK_URL (default http://127.0.0.1:8371, or "
-		           "unix:/PATH);\nkey: --api-key, HUSK_API_KEY, or "
-		           "${HUSK_STATE:-~/.local/state/husk}/api-keys.\n");
+		fprintf(f,
+		        "\nhusk sandbox COMMAND and husk sb COMMAND work too. Each command has "
+		        "--help.\nhuskd: --url URL or HUSK_URL (default http://127.0.0.1:8371, or "
+		        "unix:/PATH);\nkey: --api-key, HUSK_API_KEY, or "
+		        "${HUSK_STATE:-~/.local/state/husk}/api-keys.\n");
 }
 
 int cli_subcommand(struct cli *c, const char *group, const struct subcmd *table, int argc,
@@ -366,7 +378,7 @@ int cli_subcommand(struct cli *c, const char *group, const struct subcmd *table,
 
 static const struct subcmd commands[] = {
 	{"run", run_run, "one-shot: run a command in a new sandbox, stream its output"},
-	{"create|new", run_create, "create an interactive sandbox; prints its id"},
+	{"create|new", create_main, "create an interactive sandbox; prints its id"},
 	{"exec", run_exec, "run a command in a sandbox: husk exec ID -- CMD..."},
 	{"list|ls", sandbox_list, "list sandboxes"},
 	{"get|show|info", sandbox_get, "show one sandbox"},
@@ -399,7 +411,8 @@ int main(int argc, char **argv)
 
 	sigaction(SIGINT, &sa, NULL);
 	/* Global options may come first too: husk --url U list. */
-	while (i < argc && argv[i][0] == '-' && strcmp(argv[i], "--help") && strcmp(argv[i], "-h")) {
+	while (i < argc && argv[i][0] == '-' && strcmp(argv[i], "--help") &&
+	       strcmp(argv[i], "-h")) {
 		const char *a = argv[i];
 
 		if (!strcmp(a, "--json")) {
@@ -412,8 +425,10 @@ int main(int argc, char **argv)
 			c.key_opt = a + 10;
 		} else {
 			c.cmd = "husk";
-			return args_bad(&c, "unknown option '%s' (a command comes first: husk COMMAND "
-			                    "[OPTIONS])", a);
+			return args_bad(&c,
+			                "unknown option '%s' (a command comes first: husk COMMAND "
+			                "[OPTIONS])",
+			                a);
 		}
 		i++;
 	}

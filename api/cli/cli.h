@@ -62,11 +62,11 @@ struct args {
 int args_parse(struct cli *c, int argc, char **argv, const struct opt *opts, const char *spec,
                struct args *a) __attribute__((warn_unused_result));
 /* Turns args_parse's -1 into exit status 0. */
-#define ARGS_OR_RETURN(call)                                                                      \
-	do {                                                                                      \
-		int args_rc_ = (call);                                                            \
-		if (args_rc_)                                                                     \
-			return args_rc_ < 0 ? 0 : args_rc_;                                       \
+#define ARGS_OR_RETURN(call)                                \
+	do {                                                \
+		int args_rc_ = (call);                      \
+		if (args_rc_)                               \
+			return args_rc_ < 0 ? 0 : args_rc_; \
 	} while (0)
 /* Prints "husk: <why>" and the usage; returns EXIT_USAGE. */
 int args_bad(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -178,9 +178,33 @@ int sandbox_delete_confirmed(struct cli *c, const char *target, const char *what
 /* The command after "--" as a JSON array, or NULL after a usage error (cli_run.c). */
 json_t *run_command_of(struct cli *c, const struct args *a, int npos_before);
 
+/* The options run and create share (the reference CLI's resource flags). */
+struct sbx_opts {
+	const char *runtime, *runtime_id, *memory, *cpu, *disk, *timeout, *snapshot, *name,
+		*description, *idle, *metadata, *port, *project;
+	bool network, quiet;
+	struct strlist env, files, deps, scopes;
+};
+
+/* One table of options, not an expression. */
+// clang-format off
+#define SBX_OPTS(o)                                                                               \
+	{"runtime", 0, OPT_STR, &(o).runtime}, {"runtime-id", 0, OPT_STR, &(o).runtime_id},       \
+	{"memory", 0, OPT_STR, &(o).memory}, {"cpu", 0, OPT_STR, &(o).cpu},                       \
+	{"disk", 0, OPT_STR, &(o).disk}, {"network", 0, OPT_FLAG, &(o).network},                  \
+	{"timeout", 0, OPT_STR, &(o).timeout}, {"env", 'e', OPT_LIST, &(o).env},                  \
+	{"file", 'f', OPT_LIST, &(o).files}, {"snapshot", 0, OPT_STR, &(o).snapshot},             \
+	{"dependency", 0, OPT_LIST, &(o).deps}, {"scope", 0, OPT_LIST, &(o).scopes},              \
+	{"project-id", 0, OPT_STR, &(o).project}
+// clang-format on
+
+/* The POST /sandbox body from o (cli_create.c): 0, or EXIT_USAGE after saying what is wrong. */
+int create_body(struct cli *c, struct sbx_opts *o, json_t *body);
+void create_opts_free(struct sbx_opts *o);
+
 int run_run(struct cli *c, int argc, char **argv);
 int run_exec(struct cli *c, int argc, char **argv);
-int run_create(struct cli *c, int argc, char **argv);
+int create_main(struct cli *c, int argc, char **argv);
 int sandbox_list(struct cli *c, int argc, char **argv);
 int sandbox_get(struct cli *c, int argc, char **argv);
 int sandbox_delete(struct cli *c, int argc, char **argv);
@@ -200,7 +224,8 @@ int fs_cp(struct cli *c, int argc, char **argv);
 int fs_write_fd(void *arg, const void *data, size_t len);
 /* GET target into the file out (through a temporary beside it): 0 or 1 (printed). */
 int fs_get_to_file(struct cli *c, const char *target, const char *out, size_t *bytes);
-/* Runs tar with argv; stdin from in_fd and stdout to out_fd (-1: ours). Its exit status or -errno. */
+/* Runs tar with argv; stdin from in_fd and stdout to out_fd (-1: ours). Its exit status or -errno.
+ */
 int fs_tar(char *const argv[], int in_fd, int out_fd);
 int snap_checkpoint(struct cli *c, int argc, char **argv);
 

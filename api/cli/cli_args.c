@@ -78,7 +78,8 @@ static char *key_from_file(void)
 	if (state && *state)
 		snprintf(path, sizeof(path), "%s/api-keys", state);
 	else
-		snprintf(path, sizeof(path), "%s/.local/state/husk/api-keys", home ? home : "/root");
+		snprintf(path, sizeof(path), "%s/.local/state/husk/api-keys",
+		         home ? home : "/root");
 	f = fopen(path, "re");
 	if (!f)
 		return NULL;
@@ -145,13 +146,15 @@ int args_parse(struct cli *c, int argc, char **argv, const struct opt *opts, con
                struct args *a)
 {
 	const struct opt globals[] = {
-		{"url", 0, OPT_STR, &c->url_text}, {"api-key", 0, OPT_STR, &c->key_opt},
-		{"json", 0, OPT_FLAG, &c->json},   {"help", 'h', OPT_FLAG, &c->help},
+		{"url", 0, OPT_STR, &c->url_text},
+		{"api-key", 0, OPT_STR, &c->key_opt},
+		{"json", 0, OPT_FLAG, &c->json},
+		{"help", 'h', OPT_FLAG, &c->help},
 		{NULL, 0, 0, NULL},
 	};
 	/* husk exec ID ls -l: the -l is the command's, which belongs after "--". */
-	const char *hint = strstr(spec, "CMD...") ? " (the command and its options go after '--')"
-	                                          : "";
+	const char *hint =
+		strstr(spec, "CMD...") ? " (the command and its options go after '--')" : "";
 	char missing[64];
 	int min, max, rc;
 
@@ -171,7 +174,8 @@ int args_parse(struct cli *c, int argc, char **argv, const struct opt *opts, con
 			const char *val = eq ? eq + 1 : NULL;
 
 			if (!o)
-				return args_bad(c, "unknown option '%.*s'%s", (int)(len + 2), s, hint);
+				return args_bad(c, "unknown option '%.*s'%s", (int)(len + 2), s,
+				                hint);
 			if (!val && o->kind != OPT_FLAG && i + 1 < argc)
 				val = argv[++i];
 			rc = set_opt(c, o, o->name, val);
@@ -265,8 +269,8 @@ static bool number_with(const char *v, const char *const *suffixes)
 
 int args_size(struct cli *c, const char *name, const char *v)
 {
-	static const char *const units[] = {"",  "k",  "K",  "M",  "G",  "T", "Ki",
-	                                    "Mi", "Gi", "Ti", NULL};
+	static const char *const units[] = {"",   "k",  "K",  "M",  "G", "T",
+	                                    "Ki", "Mi", "Gi", "Ti", NULL};
 
 	if (number_with(v, units))
 		return 0;
@@ -303,8 +307,8 @@ int args_enum(struct cli *c, const char *name, const char *v, const char *const 
 	for (const char *const *p = list; *p; p++) {
 		if (!strcmp(v, *p))
 			return 0;
-		snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s", p == list ? "" : ", ",
-		         *p);
+		snprintf(all + strlen(all), sizeof(all) - strlen(all), "%s%s",
+		         p == list ? "" : ", ", *p);
 	}
 	return args_bad(c, "--%s '%s' is not one of: %s", name, v, all);
 }

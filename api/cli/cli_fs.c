@@ -50,7 +50,7 @@ static int fs_ls(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk fs ls ID [PATH] [-l] [--json]\n"
-	           "Lists one directory (default: the workspace); -l with mode, size and time.\n";
+		   "Lists one directory (default: the workspace); -l with mode, size and time.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID [PATH]", &a));
 	sandbox_path(&t, "/fs/list", a.pos[0], NULL);
 	sb_query(&t, "path", a.npos > 1 ? a.pos[1] : ".");
@@ -116,7 +116,7 @@ static int fs_mkdir(struct cli *c, int argc, char **argv)
 static int fs_rm(struct cli *c, int argc, char **argv)
 {
 	c->usage = "husk fs rm ID PATH [--json]\nRemoves a file (a missing one is not an "
-	           "error).\n";
+		   "error).\n";
 	return fs_simple(c, argc, argv, "rm", NULL);
 }
 
@@ -181,15 +181,15 @@ static int fs_download(struct cli *c, int argc, char **argv)
 {
 	static const char *const formats[] = {"tar.gz", "zip", NULL};
 	const char *path = NULL, *format = NULL;
-	const struct opt opts[] = {{"path", 0, OPT_STR, &path}, {"format", 0, OPT_STR, &format},
-	                           {NULL, 0, 0, NULL}};
+	const struct opt opts[] = {
+		{"path", 0, OPT_STR, &path}, {"format", 0, OPT_STR, &format}, {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	struct args a;
 	size_t bytes = 0;
 	int rc;
 
 	c->usage = "husk fs download ID OUTPUT [--path DIR] [--format tar.gz|zip] [--json]\n"
-	           "Saves a directory of the sandbox (default: the workspace) as an archive.\n";
+		   "Saves a directory of the sandbox (default: the workspace) as an archive.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID OUTPUT", &a));
 	if (format && args_enum(c, "format", format, formats))
 		return EXIT_USAGE;
@@ -213,8 +213,8 @@ static int fs_upload(struct cli *c, int argc, char **argv)
 {
 	static const char *const formats[] = {"tar.gz", "zip", NULL};
 	const char *path = NULL, *format = NULL;
-	const struct opt opts[] = {{"path", 0, OPT_STR, &path}, {"format", 0, OPT_STR, &format},
-	                           {NULL, 0, 0, NULL}};
+	const struct opt opts[] = {
+		{"path", 0, OPT_STR, &path}, {"format", 0, OPT_STR, &format}, {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	struct cli_resp r;
 	struct args a;
@@ -223,8 +223,8 @@ static int fs_upload(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk fs upload ID ARCHIVE [--path DIR] [--format tar.gz|zip] [--json]\n"
-	           "Extracts a local archive into a directory of the sandbox (default: the "
-	           "workspace).\n";
+		   "Extracts a local archive into a directory of the sandbox (default: the "
+		   "workspace).\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID ARCHIVE", &a));
 	if (format && args_enum(c, "format", format, formats))
 		return EXIT_USAGE;
@@ -252,12 +252,14 @@ static int fs_upload(struct cli *c, int argc, char **argv)
 int fs_main(struct cli *c, int argc, char **argv)
 {
 	static const struct subcmd table[] = {
-		{"cp|copy", fs_cp, "copy to or from a sandbox: cp [-r] [--strict] SRC DST (ID:/path)"},
+		{"cp|copy", fs_cp,
+	         "copy to or from a sandbox: cp [-r] [--strict] SRC DST (ID:/path)"},
 		{"ls|list", fs_ls, "list a directory: ls ID [PATH] [-l]"},
 		{"mkdir", fs_mkdir, "make a directory: mkdir ID PATH [-p]"},
 		{"rm", fs_rm, "remove a file: rm ID PATH"},
 		{"rmdir", fs_rmdir, "remove a directory: rmdir ID PATH [-r]"},
-		{"download|dl", fs_download, "a directory as an archive: download ID OUT [--path P]"},
+		{"download|dl", fs_download,
+	         "a directory as an archive: download ID OUT [--path P]"},
 		{"upload|ul", fs_upload, "extract an archive: upload ID ARCHIVE [--path P]"},
 		{NULL, NULL, NULL}};
 

@@ -21,9 +21,9 @@
 
 struct cp {
 	struct cli *c;
-	const char *id;    /* the sandbox */
+	const char *id; /* the sandbox */
 	bool strict;
-	json_t *created;   /* directoriesCreated */
+	json_t *created; /* directoriesCreated */
 	size_t bytes, files;
 };
 
@@ -131,8 +131,9 @@ static int remote_parents(struct cp *cp, const char *path, bool self)
 		return 1;
 	}
 	if (json_array_size(missing)) {
-		body = json_pack("{sOsb}", "path", json_array_get(missing, json_array_size(missing) - 1),
-		                 "recursive", 1);
+		body = json_pack("{sOsb}", "path",
+		                 json_array_get(missing, json_array_size(missing) - 1), "recursive",
+		                 1);
 		sandbox_path(&t, "/fs/mkdir", cp->id, NULL);
 		rc = cli_call(cp->c, "POST", t.s, body, &env);
 		json_decref(body);
@@ -287,7 +288,8 @@ static int download_file(struct cp *cp, const char *src, const char *dst, char *
 	int rc;
 
 	if (!*src)
-		return args_bad(cp->c, "give the file to copy: %s:/path (directories with -r)", cp->id);
+		return args_bad(cp->c, "give the file to copy: %s:/path (directories with -r)",
+		                cp->id);
 	target = (dst[strlen(dst) - 1] == '/' || (stat(dst, &st) == 0 && S_ISDIR(st.st_mode)))
 	                 ? join(dst, base_of(src))
 	                 : strdup(dst);
@@ -327,7 +329,8 @@ static int download_dir(struct cp *cp, const char *src, const char *dst)
 	}
 	/* "-rw-r--r-- owner/group SIZE date time name" per regular file. */
 	list = rc ? NULL : slurp_fd(out, &len);
-	for (char *l = list ? strtok_r(list, "\n", &save) : NULL; l; l = strtok_r(NULL, "\n", &save)) {
+	for (char *l = list ? strtok_r(list, "\n", &save) : NULL; l;
+	     l = strtok_r(NULL, "\n", &save)) {
 		char perm[16], owner[256];
 		unsigned long long size;
 
@@ -373,9 +376,9 @@ int fs_cp(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk fs cp [-r] [--strict] [--json] SRC DST\n"
-	           "One side is ID:/path in the sandbox, the other a local path. -r copies a\n"
-	           "directory's contents into DST. Missing parents of DST are made unless "
-	           "--strict.\n";
+		   "One side is ID:/path in the sandbox, the other a local path. -r copies a\n"
+		   "directory's contents into DST. Missing parents of DST are made unless "
+		   "--strict.\n";
 	rc = args_parse(c, argc, argv, opts, "SRC DST", &a);
 	up = !rc && remote_side(a.pos[1], did, sizeof(did), &rdst);
 	down = !rc && remote_side(a.pos[0], sid, sizeof(sid), &rsrc);
@@ -402,8 +405,11 @@ int fs_cp(struct cli *c, int argc, char **argv)
 		json_decref(j);
 	} else if (!rc) {
 		printf("%s -> %s%s%s: %zu file%s, %zu bytes\n", a.pos[0], up ? cp.id : "",
-		       up ? ":" : "", shown ? shown : up ? rdst : a.pos[1], cp.files,
-		       cp.files == 1 ? "" : "s", cp.bytes);
+		       up ? ":" : "",
+		       shown ? shown
+		       : up  ? rdst
+		             : a.pos[1],
+		       cp.files, cp.files == 1 ? "" : "s", cp.bytes);
 	}
 	free(shown);
 	json_decref(cp.created);

@@ -62,13 +62,15 @@ int cli_url_parse(const char *text, struct cli_url *u, char *err, size_t errlen)
 		return 0;
 	}
 	if (!strncmp(text, "https://", 8)) {
-		snprintf(err, errlen, "'%s': huskd serves plain HTTP; use http://HOST:PORT or "
-		         "unix:/PATH", text);
+		snprintf(err, errlen,
+		         "'%s': huskd serves plain HTTP; use http://HOST:PORT or "
+		         "unix:/PATH",
+		         text);
 		return -EINVAL;
 	}
 	if (strncmp(text, "http://", 7)) {
-		snprintf(err, errlen, "'%s' is not a huskd URL: give http://HOST:PORT or unix:/PATH",
-		         text);
+		snprintf(err, errlen,
+		         "'%s' is not a huskd URL: give http://HOST:PORT or unix:/PATH", text);
 		return -EINVAL;
 	}
 	h = text + 7;
@@ -110,8 +112,10 @@ int cli_url_parse(const char *text, struct cli_url *u, char *err, size_t errlen)
 		goto bad;
 	return 0;
 bad:
-	snprintf(err, errlen, "'%s' is not a usable URL: give http://HOST:PORT (port 1-65535) or "
-	         "unix:/PATH", text);
+	snprintf(err, errlen,
+	         "'%s' is not a usable URL: give http://HOST:PORT (port 1-65535) or "
+	         "unix:/PATH",
+	         text);
 	return -EINVAL;
 }
 
@@ -319,10 +323,10 @@ int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli
 	n = asprintf(&head,
 	             "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: husk-cli\r\nAccept: */*\r\n"
 	             "Connection: close\r\n%s%s%s%s%s%s",
-	             rq->method, u->prefix, rq->target, host, rq->key ? "Authorization: Bearer " : "",
-	             rq->key ? rq->key : "", rq->key ? "\r\n" : "",
-	             rq->ctype ? "Content-Type: " : "", rq->ctype ? rq->ctype : "",
-	             rq->ctype ? "\r\n" : "");
+	             rq->method, u->prefix, rq->target, host,
+	             rq->key ? "Authorization: Bearer " : "", rq->key ? rq->key : "",
+	             rq->key ? "\r\n" : "", rq->ctype ? "Content-Type: " : "",
+	             rq->ctype ? rq->ctype : "", rq->ctype ? "\r\n" : "");
 	if (n < 0) {
 		cli_http_close(c);
 		return fail(resp, -ENOMEM, "%s", "out of memory");
@@ -403,7 +407,8 @@ int cli_http_do(const struct cli_url *u, const struct cli_req *rq, struct cli_re
 			snprintf(why, sizeof(why), "%d s", rq->timeout_ms / 1000);
 			rc = fail(resp, -ETIMEDOUT, "no answer within %s", why);
 		} else if (n < 0) {
-			rc = fail(resp, -errno, "%s", errno == EINTR ? "interrupted" : strerror(errno));
+			rc = fail(resp, -errno, "%s",
+			          errno == EINTR ? "interrupted" : strerror(errno));
 		} else {
 			rc = cli_http_step(c);
 			if (rc == 1) {

@@ -5,11 +5,17 @@
 
 #include "cli.h"
 
-static const struct col job_fields[] = {
-	{"id", "jobId"},           {"sandbox", "sandboxId"},     {"status", "status"},
-	{"command", "command"},    {"exit code", "exitCode"},    {"started", "startedAt"},
-	{"completed", "completedAt"}, {"error", "error"},        {"stdout", "stdoutStreamUrl"},
-	{"stderr", "stderrStreamUrl"}, {NULL, NULL}};
+static const struct col job_fields[] = {{"id", "jobId"},
+                                        {"sandbox", "sandboxId"},
+                                        {"status", "status"},
+                                        {"command", "command"},
+                                        {"exit code", "exitCode"},
+                                        {"started", "startedAt"},
+                                        {"completed", "completedAt"},
+                                        {"error", "error"},
+                                        {"stdout", "stdoutStreamUrl"},
+                                        {"stderr", "stderrStreamUrl"},
+                                        {NULL, NULL}};
 
 /* /sandbox/sandboxes/ID/jobs[/JOB] */
 static void job_path(struct sbuf *t, const char *id, const char *job)
@@ -28,7 +34,7 @@ static int job_create(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk job create ID [--json] -- CMD [ARGS...]\n"
-	           "Starts CMD in the background and prints the job id.\n";
+		   "Starts CMD in the background and prints the job id.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, NULL, "ID [CMD...]", &a));
 	cmd = run_command_of(c, &a, 1);
 	if (!cmd)
@@ -48,9 +54,9 @@ static int job_create(struct cli *c, int argc, char **argv)
 
 static int job_list(struct cli *c, int argc, char **argv)
 {
-	static const struct col cols[] = {{"ID", "jobId"},         {"STATUS", "status"},
-	                                  {"EXIT", "exitCode"},    {"STARTED", "startedAt"},
-	                                  {"COMMAND", "command"},  {NULL, NULL}};
+	static const struct col cols[] = {{"ID", "jobId"},        {"STATUS", "status"},
+	                                  {"EXIT", "exitCode"},   {"STARTED", "startedAt"},
+	                                  {"COMMAND", "command"}, {NULL, NULL}};
 	const char *limit = NULL;
 	const struct opt opts[] = {{"limit", 'n', OPT_STR, &limit}, {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
@@ -76,7 +82,7 @@ static int job_get(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk job get ID JOB_ID [--json]\n"
-	           "Status, exit code, times and the output stream URLs of a job.\n";
+		   "Status, exit code, times and the output stream URLs of a job.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, NULL, "ID JOB_ID", &a));
 	job_path(&t, a.pos[0], a.pos[1]);
 	rc = cli_show(c, "GET", t.s, NULL, NULL, job_fields);
@@ -93,8 +99,8 @@ static int job_destroy(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk job destroy ID JOB_ID [--force] [--json]\n"
-	           "Stops a job: SIGTERM, then SIGKILL after a grace period; --force kills at "
-	           "once.\n";
+		   "Stops a job: SIGTERM, then SIGKILL after a grace period; --force kills at "
+		   "once.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID JOB_ID", &a));
 	job_path(&t, a.pos[0], a.pos[1]);
 	if (force)
@@ -110,7 +116,8 @@ int job_main(struct cli *c, int argc, char **argv)
 		{"create|new|start", job_create, "start a background command: create ID -- CMD..."},
 		{"list|ls", job_list, "the jobs of a sandbox: list ID [--limit N]"},
 		{"get|show|info", job_get, "one job: get ID JOB_ID"},
-		{"destroy|stop|kill|delete|rm", job_destroy, "stop a job: destroy ID JOB_ID [--force]"},
+		{"destroy|stop|kill|delete|rm", job_destroy,
+	         "stop a job: destroy ID JOB_ID [--force]"},
 		{NULL, NULL, NULL}};
 
 	return cli_subcommand(c, "job", table, argc, argv);

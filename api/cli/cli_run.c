@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * run, create and exec: the commands that start something in a sandbox.
+ * run and exec: the commands that run something in a sandbox.
  * run and exec follow the published client (API.md §7.1, §7.2): read the
  * output streams to their end, writing them out as they come, then ask for
  * the execution until it is terminal, and exit with its exit code.
@@ -16,138 +16,6 @@
 
 /* huskd holds an execution long-poll up to 240 s; a minute keeps Ctrl-C prompt enough. */
 #define EXEC_WAIT "60s"
-
-/* The options run and create share (the reference CLI's resource flags). */
-struct sbx_opts {
-	const char *runtime, *runtime_id, *memory, *cpu, *disk, *timeout, *snapshot, *name,
-		*description, *idle, *metadata, *port, *project;
-	bool network, quiet;
-	struct strlist env, files, deps, scopes;
-};
-
-#define SBX_OPTS(o)                                                                               \
-	{"runtime", 0, OPT_STR, &(o).runtime}, {"runtime-id", 0, OPT_STR, &(o).runtime_id},       \
-		{"memory", 0, OPT_STR, &(o).memory}, {"cpu", 0, OPT_STR, &(o).cpu},               \
-		{"disk", 0, OPT_STR, &(o).disk}, {"network", 0, OPT_FLAG, &(o).network},          \
-		{"timeout", 0, OPT_STR, &(o).timeout}, {"env", 'e', OPT_LIST, &(o).env},          \
-		{"file", 'f', OPT_LIST, &(o).files}, {"snapshot", 0, OPT_STR, &(o).snapshot},     \
-		{"dependency", 0, OPT_LIST, &(o).deps}, {"scope", 0, OPT_LIST, &(o).scopes},      \
-		{"project-id", 0, OPT_STR, &(o).project}
-
-static void sbx_opts_free(struct sbx_opts *o)
-{
-	free(o->env.v);
-	free(o->files.v);
-	free(o->deps.v);
-	free(o->scopes.v);
-}
-
-static void set_str(json_t *obj, const char *key, const char *v)
-{
-	if (v)
-		json_object_set_new(obj, key, json_string(v));
-}
-
-static json_t *str_array(const struct strlist *l)
-{
-	json_t *a = json_array();
-
-	for (int i = 0; i < l->n; i++)
-		json_array_append_new(a, json_string(l->v[i]));
-	return a;
-}
-
-/* --file sandboxpath:localpath entries as files[] with base64 contents. */
-static int add_files(struct cli *c, const struct strlist *l, json_t *body)
-{
-	json_t *files = json_array();
-
-	for (int i = 0; i < l->n; i++) {
-		const char *colon = strchr(l->v[i], ':');
-		char *data, *b64, *path;
-		size_t len;
-		int rc;
-
-		if (!colon || colon == l->v[i] || !colon[1]) {
-			json_decref(files);
-			return args_bad(c, "--file '%s' must be SANDBOX_PATH:LOCAL_PATH", l->v[i]);
-		}
-		rc = cli_read_file(colon + 1, &data, &len);
-		if (rc) {
-			json_decref(files);
-			return args_bad(c, "--file: cannot read '%s': %s", colon + 1, strerror(-rc));
-		}
-		b64 = cli_base64(data, len);
-		path = strndup(l->v[i], (size_t)(colon - l->v[i]));
-		json_array_append_new(files, json_pack("{s:s?,s:s}", "path", path, "content", b64));
-		free(path);
-		free(b64);
-		free(data);
-	}
-	json_object_set_new(body, "files", files);
-	return 0;
-}
-
-/* The POST /sandbox body (API.md §5.1 (1)) from o, checking every value: 0 or EXIT_USAGE. */
-static int sbx_body(struct cli *c, struct sbx_opts *o, json_t *body)
-{
-	json_t *res = json_object(), *timeout = json_object(), *env = json_object(), *meta;
-	long port = 0;
-	int rc = 0;
-
-	if (o->snapshot && (o->runtime || o->runtime_id))
-		rc = args_bad(c, "--snapshot already fixes the runtime: drop --runtime/--runtime-id");
-	if (!rc && o->memory && !(rc = args_size(c, "memory", o->memory)))
-		set_str(res, "memory", o->memory);
-	if (!rc && o->cpu && !(rc = args_cpu(c, "cpu", o->cpu)))
-		set_str(res, "cpu", o->cpu);
-	if (!rc && o->disk && !(rc = args_size(c, "disk", o->disk)))
-		set_str(res, "disk", o->disk);
-	if (!rc && o->timeout && !(rc = args_duration(c, "timeout", o->timeout)))
-		set_str(timeout, "execution", o->timeout);
-	if (!rc && o->idle && !(rc = args_duration(c, "idle-timeout", o->idle)))
-		set_str(timeout, "idle", o->idle);
-	for (int i = 0; !rc && i < o->env.n; i++)
-		rc = args_keyval(c, "--env", o->env.v[i], env);
-	if (!rc && o->port && !(rc = args_uint(c, "port", o->port, 65535, &port)) && port < 1024)
-		rc = args_bad(c, "--port %ld: give a port from 1024 to 65535", port);
-	if (!rc && o->metadata) {
-		meta = json_loads(o->metadata, 0, NULL);
-		if (!json_is_object(meta))
-			rc = args_bad(c, "--metadata must be a JSON object, e.g. '{\"team\":\"ml\"}'");
-		else
-			json_object_set(body, "metadata", meta);
-		json_decref(meta);
-	}
-	if (!rc)
-		rc = o->files.n ? add_files(c, &o->files, body) : 0;
-	if (!rc) {
-		set_str(body, "runtime", o->runtime);
-		set_str(body, "runtimeId", o->runtime_id);
-		set_str(body, "snapshot", o->snapshot);
-		set_str(body, "name", o->name);
-		set_str(body, "description", o->description);
-		set_str(body, "projectId", o->project);
-		if (json_object_size(res))
-			json_object_set(body, "resources", res);
-		if (json_object_size(timeout))
-			json_object_set(body, "timeout", timeout);
-		if (json_object_size(env))
-			json_object_set(body, "env", env);
-		if (o->network || port)
-			json_object_set_new(body, "network", port ? json_pack("{sbsI}", "enabled", 1,
-			                                                      "port", (json_int_t)port)
-			                                          : json_pack("{sb}", "enabled", 1));
-		if (o->deps.n)
-			json_object_set_new(body, "dependencies", str_array(&o->deps));
-		if (o->scopes.n)
-			json_object_set_new(body, "scopes", str_array(&o->scopes));
-	}
-	json_decref(res);
-	json_decref(timeout);
-	json_decref(env);
-	return rc;
-}
 
 /* One output stream: where its bytes go (an fd, or a buffer for --json). */
 struct stream {
@@ -221,7 +89,8 @@ static int streams_pump(struct stream *st, int n)
 
 		for (int i = 0; i < n; i++)
 			if (st[i].conn)
-				pf[k++] = (struct pollfd){.fd = cli_http_fd(st[i].conn), .events = POLLIN};
+				pf[k++] = (struct pollfd){.fd = cli_http_fd(st[i].conn),
+				                          .events = POLLIN};
 		if (!k)
 			return 0;
 		rc = poll(pf, (nfds_t)k, -1);
@@ -232,8 +101,8 @@ static int streams_pump(struct stream *st, int n)
 				continue;
 			if (pf[j++].revents && (rc = cli_http_step(st[i].conn)) != 0) {
 				if (rc < 0 && rc != -ECANCELED)
-					fprintf(stderr, "husk: the %s stream broke: %s\n", st[i].name,
-					        st[i].resp.err);
+					fprintf(stderr, "husk: the %s stream broke: %s\n",
+					        st[i].name, st[i].resp.err);
 				else if (st[i].resp.status != 200)
 					fprintf(stderr, "husk: the %s stream answered HTTP %d\n",
 					        st[i].name, st[i].resp.status);
@@ -274,7 +143,8 @@ static int follow(struct cli *c, const char *sandbox, json_t *data, bool kill_on
 	if (streams_pump(st, 2) == -EINTR)
 		goto interrupted;
 	if (!eid) {
-		fprintf(stderr, "husk: huskd gave no execution id; the command did not start in %s\n",
+		fprintf(stderr,
+		        "husk: huskd gave no execution id; the command did not start in %s\n",
 		        sandbox);
 		rc = 1;
 		goto out;
@@ -328,8 +198,10 @@ interrupted:
 		fprintf(stderr, "\nhusk: interrupted; destroying sandbox %s\n", sandbox);
 		(void)cli_call(c, "DELETE", t.s, NULL, NULL);
 	} else {
-		fprintf(stderr, "\nhusk: interrupted; the command goes on in sandbox %s (execution "
-		                "%s)\n", sandbox, eid ? eid : "?");
+		fprintf(stderr,
+		        "\nhusk: interrupted; the command goes on in sandbox %s (execution "
+		        "%s)\n",
+		        sandbox, eid ? eid : "?");
 	}
 	rc = 130;
 out:
@@ -364,8 +236,8 @@ json_t *run_command_of(struct cli *c, const struct args *a, int rc_pos)
 	json_t *cmd;
 
 	if (!a->cmd && a->npos > rc_pos) {
-		args_bad(c, "put the command after '--': %s%s%s -- %s ...", c->cmd, rc_pos ? " " : "",
-		         rc_pos ? a->pos[0] : "", a->pos[rc_pos]);
+		args_bad(c, "put the command after '--': %s%s%s -- %s ...", c->cmd,
+		         rc_pos ? " " : "", rc_pos ? a->pos[0] : "", a->pos[rc_pos]);
 		return NULL;
 	}
 	if (!a->cmd || !a->ncmd) {
@@ -381,29 +253,32 @@ json_t *run_command_of(struct cli *c, const struct args *a, int rc_pos)
 int run_run(struct cli *c, int argc, char **argv)
 {
 	struct sbx_opts o = {0};
-	const struct opt opts[] = {SBX_OPTS(o), {"quiet", 'q', OPT_FLAG, &o.quiet}, {NULL, 0, 0, NULL}};
+	const struct opt opts[] = {
+		SBX_OPTS(o), {"quiet", 'q', OPT_FLAG, &o.quiet}, {NULL, 0, 0, NULL}};
 	json_t *body = json_object(), *cmd = NULL, *env = NULL;
 	struct args a;
 	int rc;
 
 	c->usage = "husk run [--runtime R] [--runtime-id ID] [--memory 512Mi] [--cpu 500m] "
-	           "[--disk 1Gi]\n"
-	           "         [--network] [--timeout 30s] [--env K=V]... [--file SBXPATH:LOCAL]...\n"
-	           "         [--snapshot X] [--dependency PKG]... [--quiet] [--json] -- CMD [ARGS...]\n"
-	           "Runs CMD in a new sandbox that is destroyed when it ends; its output is\n"
-	           "streamed as it comes and husk exits with its exit code. --json prints the\n"
-	           "execution record with the output in it instead.\n";
+		   "[--disk 1Gi]\n"
+		   "         [--network] [--timeout 30s] [--env K=V]... [--file SBXPATH:LOCAL]...\n"
+		   "         [--snapshot X] [--dependency PKG]... [--quiet] [--json] -- CMD "
+		   "[ARGS...]\n"
+		   "Runs CMD in a new sandbox that is destroyed when it ends; its output is\n"
+		   "streamed as it comes and husk exits with its exit code. --json prints the\n"
+		   "execution record with the output in it instead.\n";
 	rc = args_parse(c, argc, argv, opts, "[CMD...]", &a);
 	if (!rc && !(cmd = run_command_of(c, &a, 0)))
 		rc = EXIT_USAGE;
 	if (!rc)
-		rc = sbx_body(c, &o, body);
+		rc = create_body(c, &o, body);
 	if (!rc) {
 		json_object_set_new(body, "command",
 		                    json_pack("{sOss}", "exec", cmd, "mode", "oneshot"));
-		json_object_set_new(body, "stream",
-		                    o.quiet ? json_pack("{ssss}", "stdout", "ignore", "stderr", "ignore")
-		                            : json_object());
+		json_object_set_new(
+			body, "stream",
+			o.quiet ? json_pack("{ssss}", "stdout", "ignore", "stderr", "ignore")
+				: json_object());
 		rc = cli_call(c, "POST", "/sandbox", body, &env);
 	}
 	if (!rc) {
@@ -417,51 +292,7 @@ int run_run(struct cli *c, int argc, char **argv)
 	json_decref(cmd);
 	json_decref(body);
 	json_decref(env);
-	sbx_opts_free(&o);
-	return rc < 0 ? 0 : rc;
-}
-
-int run_create(struct cli *c, int argc, char **argv)
-{
-	struct sbx_opts o = {0};
-	const struct opt opts[] = {SBX_OPTS(o),
-	                           {"name", 0, OPT_STR, &o.name},
-	                           {"description", 0, OPT_STR, &o.description},
-	                           {"idle-timeout", 0, OPT_STR, &o.idle},
-	                           {"metadata", 0, OPT_STR, &o.metadata},
-	                           {"port", 0, OPT_STR, &o.port},
-	                           {NULL, 0, 0, NULL}};
-	json_t *body = json_object(), *env = NULL, *data;
-	char id[256];
-	struct args a;
-	int rc;
-
-	c->usage = "husk create [--runtime R] [--runtime-id ID] [--memory 512Mi] [--cpu 500m] "
-	           "[--disk 1Gi] [--network]\n"
-	           "            [--timeout 30s] [--idle-timeout 10m] [--env K=V]... "
-	           "[--file SBXPATH:LOCAL]...\n"
-	           "            [--snapshot X] [--dependency PKG]... [--name N] [--description D]\n"
-	           "            [--metadata JSON] [--port 1024-65535] [--json]\n"
-	           "Creates an interactive sandbox and prints its id (--json: huskd's answer).\n"
-	           "--timeout is each command's limit; --idle-timeout 0s keeps it forever.\n";
-	rc = args_parse(c, argc, argv, opts, "", &a);
-	if (!rc && a.cmd)
-		rc = args_bad(c, "create takes no command; use husk exec ID -- CMD afterwards");
-	if (!rc)
-		rc = sbx_body(c, &o, body);
-	if (!rc)
-		rc = cli_call(c, "POST", "/sandbox", body, &env);
-	if (!rc && c->json) {
-		out_data(env);
-	} else if (!rc) {
-		data = json_object_get(env, "data");
-		printf("%s\n", out_cell(data, "sandboxId", id, sizeof(id)));
-		if (*out_cell(data, "url", id, sizeof(id)))
-			fprintf(stderr, "url: %s\n", id);
-	}
-	json_decref(body);
-	json_decref(env);
-	sbx_opts_free(&o);
+	create_opts_free(&o);
 	return rc < 0 ? 0 : rc;
 }
 
@@ -478,8 +309,8 @@ int run_exec(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk exec ID [--timeout 5m] [--quiet] [--json] -- CMD [ARGS...]\n"
-	           "Runs CMD in sandbox ID (one command at a time per sandbox), streams its\n"
-	           "output as it comes and exits with its exit code.\n";
+		   "Runs CMD in sandbox ID (one command at a time per sandbox), streams its\n"
+		   "output as it comes and exits with its exit code.\n";
 	rc = args_parse(c, argc, argv, opts, "ID [CMD...]", &a);
 	if (!rc && !(cmd = run_command_of(c, &a, 1)))
 		rc = EXIT_USAGE;
@@ -490,8 +321,9 @@ int run_exec(struct cli *c, int argc, char **argv)
 		if (timeout)
 			json_object_set_new(body, "timeout", json_string(timeout));
 		if (quiet)
-			json_object_set_new(body, "stream",
-			                    json_pack("{ssss}", "stdout", "ignore", "stderr", "ignore"));
+			json_object_set_new(
+				body, "stream",
+				json_pack("{ssss}", "stdout", "ignore", "stderr", "ignore"));
 		sb_printf(&t, "/sandbox");
 		sb_seg(&t, a.pos[0]);
 		sb_printf(&t, "/execute");

@@ -36,33 +36,36 @@ static int paging(struct cli *c, struct sbuf *t, const char *limit, const char *
 
 int sandbox_list(struct cli *c, int argc, char **argv)
 {
-	static const char *const statuses[] = {"creating", "idle",       "running", "paused",
-	                                       "stopping", "suspended",  "terminated", "failed",
+	static const char *const statuses[] = {"creating", "idle",      "running",    "paused",
+	                                       "stopping", "suspended", "terminated", "failed",
 	                                       "deleted",  NULL};
 	static const char *const modes[] = {"oneshot", "interactive", NULL};
-	static const char *const sorts[] = {"name",   "created", "updated", "status",
-	                                    "mode",   "execution_count", NULL};
-	static const struct col cols[] = {
-		{"ID", "sandboxId"}, {"NAME", "name"},      {"STATUS", "status"},
-		{"MODE", "mode"},    {"RUNTIME", "runtime.name"}, {"EXECS", "executions"},
-		{"CREATED", "createdAt"}, {NULL, NULL}};
+	static const char *const sorts[] = {"name", "created",         "updated", "status",
+	                                    "mode", "execution_count", NULL};
+	static const struct col cols[] = {{"ID", "sandboxId"},         {"NAME", "name"},
+	                                  {"STATUS", "status"},        {"MODE", "mode"},
+	                                  {"RUNTIME", "runtime.name"}, {"EXECS", "executions"},
+	                                  {"CREATED", "createdAt"},    {NULL, NULL}};
 	const char *status = NULL, *name = NULL, *mode = NULL, *limit = NULL, *offset = NULL,
 		   *sort = NULL, *dir = NULL, *project = NULL;
-	const struct opt opts[] = {
-		{"status", 0, OPT_STR, &status}, {"name", 0, OPT_STR, &name},
-		{"mode", 0, OPT_STR, &mode},     {"limit", 0, OPT_STR, &limit},
-		{"offset", 0, OPT_STR, &offset}, {"sort", 0, OPT_STR, &sort},
-		{"direction", 0, OPT_STR, &dir}, {"project-id", 0, OPT_STR, &project},
-		{NULL, 0, 0, NULL}};
+	const struct opt opts[] = {{"status", 0, OPT_STR, &status},
+	                           {"name", 0, OPT_STR, &name},
+	                           {"mode", 0, OPT_STR, &mode},
+	                           {"limit", 0, OPT_STR, &limit},
+	                           {"offset", 0, OPT_STR, &offset},
+	                           {"sort", 0, OPT_STR, &sort},
+	                           {"direction", 0, OPT_STR, &dir},
+	                           {"project-id", 0, OPT_STR, &project},
+	                           {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	json_t *env = NULL, *data;
 	struct args a;
 	int rc;
 
 	c->usage = "husk list [--status S] [--name N] [--mode oneshot|interactive] [--limit N]\n"
-	           "          [--offset N] [--sort name|created|updated|status|mode|"
-	           "execution_count]\n"
-	           "          [--direction asc|desc] [--json]\n";
+		   "          [--offset N] [--sort name|created|updated|status|mode|"
+		   "execution_count]\n"
+		   "          [--direction asc|desc] [--json]\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
 	sb_printf(&t, "/sandbox");
 	rc = status ? args_enum(c, "status", status, statuses) : 0;
@@ -98,21 +101,31 @@ int sandbox_list(struct cli *c, int argc, char **argv)
 
 int sandbox_get(struct cli *c, int argc, char **argv)
 {
-	static const struct col fields[] = {
-		{"id", "sandboxId"},           {"name", "name"},
-		{"description", "description"}, {"status", "status"},
-		{"mode", "mode"},              {"runtime", "runtime.name"},
-		{"created", "createdAt"},      {"executions", "executions"},
-		{"exit code", "exitCode"},     {"memory", "resources.memory"},
-		{"cpu", "resources.cpu"},      {"disk", "resources.disk"},
-		{"network", "networkEnabled"}, {"port", "networkPort"},
-		{"url", "url"},                {"idle timeout", "timeout.idle"},
-		{"exec timeout", "timeout.execution"}, {"command", "command.exec"},
-		{"dependencies", "dependencies"}, {"metadata", "metadata"},
-		{"cpu time ms", "cpuTimeMs"},  {"region", "region"},
-		{NULL, NULL}};
+	static const struct col fields[] = {{"id", "sandboxId"},
+	                                    {"name", "name"},
+	                                    {"description", "description"},
+	                                    {"status", "status"},
+	                                    {"mode", "mode"},
+	                                    {"runtime", "runtime.name"},
+	                                    {"created", "createdAt"},
+	                                    {"executions", "executions"},
+	                                    {"exit code", "exitCode"},
+	                                    {"memory", "resources.memory"},
+	                                    {"cpu", "resources.cpu"},
+	                                    {"disk", "resources.disk"},
+	                                    {"network", "networkEnabled"},
+	                                    {"port", "networkPort"},
+	                                    {"url", "url"},
+	                                    {"idle timeout", "timeout.idle"},
+	                                    {"exec timeout", "timeout.execution"},
+	                                    {"command", "command.exec"},
+	                                    {"dependencies", "dependencies"},
+	                                    {"metadata", "metadata"},
+	                                    {"cpu time ms", "cpuTimeMs"},
+	                                    {"region", "region"},
+	                                    {NULL, NULL}};
 	c->usage = "husk get ID [--json]\nShows a sandbox: status, runtime, resources, "
-	           "executions.\n";
+		   "executions.\n";
 	return cli_show_id(c, argc, argv, "ID", "/sandbox", NULL, NULL, fields);
 }
 
@@ -141,7 +154,7 @@ int sandbox_delete(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk delete ID [--confirm] [--json]\nDestroys the sandbox (asks first on a "
-	           "terminal unless --confirm).\n";
+		   "terminal unless --confirm).\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID", &a));
 	snprintf(what, sizeof(what), "Destroy sandbox %s", a.pos[0]);
 	snprintf(done, sizeof(done), "deleted %s", a.pos[0]);
@@ -193,7 +206,7 @@ int sandbox_events(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk events ID [--limit N] [--reverse] [--json]\n"
-	           "Lifecycle events, oldest first (--reverse: newest first); at most 100.\n";
+		   "Lifecycle events, oldest first (--reverse: newest first); at most 100.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID", &a));
 	sandbox_path(&t, "/sandbox/sandboxes", a.pos[0], "/events");
 	rc = paging(c, &t, limit, NULL, 100);
@@ -215,7 +228,7 @@ int sandbox_env(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk env ID [KEY=VALUE...] [--delete|-d KEY]... [--json]\n"
-	           "Sets and deletes environment variables of later commands; prints them all.\n";
+		   "Sets and deletes environment variables of later commands; prints them all.\n";
 	rc = args_parse(c, argc, argv, opts, "ID [KEY=VALUE...]", &a);
 	for (int i = 1; !rc && i < a.npos; i++)
 		rc = args_keyval(c, "env", a.pos[i], vars);
@@ -244,22 +257,25 @@ int sandbox_env(struct cli *c, int argc, char **argv)
 
 int sandbox_stats(struct cli *c, int argc, char **argv)
 {
-	static const struct col fields[] = {
-		{"active", "totalActive"},         {"running", "running"},
-		{"idle", "idle"},                  {"creating", "creating"},
-		{"executions", "totalExecutions"}, {"cpu time ms", "totalCpuTimeMs"},
-		{"memory byte-sec", "totalMemoryByteSec"},
-		{"network egress bytes", "totalNetworkEgressBytes"}, {NULL, NULL}};
+	static const struct col fields[] = {{"active", "totalActive"},
+	                                    {"running", "running"},
+	                                    {"idle", "idle"},
+	                                    {"creating", "creating"},
+	                                    {"executions", "totalExecutions"},
+	                                    {"cpu time ms", "totalCpuTimeMs"},
+	                                    {"memory byte-sec", "totalMemoryByteSec"},
+	                                    {"network egress bytes", "totalNetworkEgressBytes"},
+	                                    {NULL, NULL}};
 	const char *start = NULL, *end = NULL;
-	const struct opt opts[] = {{"start", 0, OPT_STR, &start}, {"end", 0, OPT_STR, &end},
-	                           {NULL, 0, 0, NULL}};
+	const struct opt opts[] = {
+		{"start", 0, OPT_STR, &start}, {"end", 0, OPT_STR, &end}, {NULL, 0, 0, NULL}};
 	json_t *env = NULL, *sb;
 	struct sbuf t = {0};
 	struct args a;
 	int rc;
 
 	c->usage = "husk stats [--start ISO8601] [--end ISO8601] [--json]\n"
-	           "Usage statistics of the sandboxes (GET /services/stats, API.md §5.12).\n";
+		   "Usage statistics of the sandboxes (GET /services/stats, API.md §5.12).\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
 	/* huskd is single-tenant: its one organisation is org_local. */
 	sb_printf(&t, "/services/stats/org_local");
@@ -280,8 +296,8 @@ int sandbox_stats(struct cli *c, int argc, char **argv)
 static int execution_list(struct cli *c, int argc, char **argv)
 {
 	static const struct col cols[] = {
-		{"ID", "executionId"},     {"STATUS", "status"},     {"EXIT", "exitCode"},
-		{"MS", "durationMs"},      {"STARTED", "startedAt"}, {"COMMAND", "command"},
+		{"ID", "executionId"}, {"STATUS", "status"},     {"EXIT", "exitCode"},
+		{"MS", "durationMs"},  {"STARTED", "startedAt"}, {"COMMAND", "command"},
 		{NULL, NULL}};
 	const char *limit = NULL;
 	const struct opt opts[] = {{"limit", 'n', OPT_STR, &limit}, {NULL, 0, 0, NULL}};
@@ -301,16 +317,21 @@ static int execution_list(struct cli *c, int argc, char **argv)
 
 static int execution_get(struct cli *c, int argc, char **argv)
 {
-	static const struct col fields[] = {
-		{"id", "executionId"},         {"sandbox", "sandboxId"},
-		{"status", "status"},          {"command", "command"},
-		{"exit code", "exitCode"},     {"duration ms", "durationMs"},
-		{"started", "startedAt"},      {"completed", "completedAt"},
-		{"error", "error"},            {"stdout", "stdoutStreamUrl"},
-		{"stderr", "stderrStreamUrl"}, {"truncated", "outputTruncated"},
-		{NULL, NULL}};
+	static const struct col fields[] = {{"id", "executionId"},
+	                                    {"sandbox", "sandboxId"},
+	                                    {"status", "status"},
+	                                    {"command", "command"},
+	                                    {"exit code", "exitCode"},
+	                                    {"duration ms", "durationMs"},
+	                                    {"started", "startedAt"},
+	                                    {"completed", "completedAt"},
+	                                    {"error", "error"},
+	                                    {"stdout", "stdoutStreamUrl"},
+	                                    {"stderr", "stderrStreamUrl"},
+	                                    {"truncated", "outputTruncated"},
+	                                    {NULL, NULL}};
 	c->usage = "husk execution get EXEC_ID [--json]\nCommand, exit code, duration and "
-	           "stream URLs.\n";
+		   "stream URLs.\n";
 	return cli_show_id(c, argc, argv, "EXEC_ID", "/sandbox/execution", NULL, NULL, fields);
 }
 
@@ -333,15 +354,17 @@ static int runtime_list(struct cli *c, int argc, char **argv)
 	                                  {"TAGS", "tags"},
 	                                  {NULL, NULL}};
 	const char *limit = NULL, *offset = NULL, *sort = NULL, *dir = NULL;
-	const struct opt opts[] = {{"limit", 'n', OPT_STR, &limit}, {"offset", 0, OPT_STR, &offset},
-	                           {"sort", 0, OPT_STR, &sort},     {"direction", 0, OPT_STR, &dir},
+	const struct opt opts[] = {{"limit", 'n', OPT_STR, &limit},
+	                           {"offset", 0, OPT_STR, &offset},
+	                           {"sort", 0, OPT_STR, &sort},
+	                           {"direction", 0, OPT_STR, &dir},
 	                           {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	struct args a;
 	int rc;
 
 	c->usage = "husk runtime list [--limit N] [--offset N] [--sort name|created] "
-	           "[--direction asc|desc] [--json]\n";
+		   "[--direction asc|desc] [--json]\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
 	sb_printf(&t, "/sandbox/runtimes");
 	rc = paging(c, &t, limit, offset, 100);

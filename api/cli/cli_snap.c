@@ -12,13 +12,18 @@
 #include "cli.h"
 
 static const struct col snap_fields[] = {
-	{"id", "snapshotId"},      {"name", "name"},           {"full name", "fullName"},
-	{"tag", "tag"},            {"description", "description"}, {"size bytes", "sizeBytes"},
-	{"files", "fileCount"},    {"runtime", "runtimeId"},   {"parent", "parentSnapshotId"},
-	{"public", "public"},      {"created", "createdAt"},   {NULL, NULL}};
+	{"id", "snapshotId"},           {"name", "name"},
+	{"full name", "fullName"},      {"tag", "tag"},
+	{"description", "description"}, {"size bytes", "sizeBytes"},
+	{"files", "fileCount"},         {"runtime", "runtimeId"},
+	{"parent", "parentSnapshotId"}, {"public", "public"},
+	{"created", "createdAt"},       {NULL, NULL}};
 
-static const struct col ckpt_cols[] = {
-	{"ID", "id"}, {"NAME", "name"}, {"PARENT", "parent"}, {"CREATED", "createdAt"}, {NULL, NULL}};
+static const struct col ckpt_cols[] = {{"ID", "id"},
+                                       {"NAME", "name"},
+                                       {"PARENT", "parent"},
+                                       {"CREATED", "createdAt"},
+                                       {NULL, NULL}};
 
 static int snap_create(struct cli *c, int argc, char **argv)
 {
@@ -35,7 +40,7 @@ static int snap_create(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk snapshot create ID [--name N] [--description D] [--tag T] [--public] "
-	           "[--json]\n";
+		   "[--json]\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID", &a));
 	body = json_pack("{s:s?,s:s?,s:s?}", "name", name, "description", desc, "tag", tag);
 	if (!body)
@@ -53,22 +58,23 @@ static int snap_list(struct cli *c, int argc, char **argv)
 {
 	static const char *const sorts[] = {"name", "created", "size", "files", NULL};
 	static const char *const dirs[] = {"asc", "desc", NULL};
-	static const struct col cols[] = {{"ID", "snapshotId"}, {"NAME", "name"},
-	                                  {"TAG", "tag"},       {"SIZE", "sizeBytes"},
-	                                  {"FILES", "fileCount"}, {"CREATED", "createdAt"},
-	                                  {NULL, NULL}};
+	static const struct col cols[] = {
+		{"ID", "snapshotId"},  {"NAME", "name"},       {"TAG", "tag"},
+		{"SIZE", "sizeBytes"}, {"FILES", "fileCount"}, {"CREATED", "createdAt"},
+		{NULL, NULL}};
 	const char *sandbox = NULL, *limit = NULL, *offset = NULL, *sort = NULL, *dir = NULL;
-	const struct opt opts[] = {{"sandbox", 0, OPT_STR, &sandbox}, {"limit", 'n', OPT_STR, &limit},
-	                           {"offset", 0, OPT_STR, &offset},   {"sort", 0, OPT_STR, &sort},
-	                           {"direction", 0, OPT_STR, &dir},   {NULL, 0, 0, NULL}};
+	const struct opt opts[] = {
+		{"sandbox", 0, OPT_STR, &sandbox}, {"limit", 'n', OPT_STR, &limit},
+		{"offset", 0, OPT_STR, &offset},   {"sort", 0, OPT_STR, &sort},
+		{"direction", 0, OPT_STR, &dir},   {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	struct args a;
 	long n;
 	int rc;
 
 	c->usage = "husk snapshot list [--sandbox ID] [--limit N] [--offset N]\n"
-	           "                   [--sort name|created|size|files] [--direction asc|desc] "
-	           "[--json]\n";
+		   "                   [--sort name|created|size|files] [--direction asc|desc] "
+		   "[--json]\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
 	rc = limit ? args_uint(c, "limit", limit, 100, &n) : 0;
 	if (!rc && offset)
@@ -171,8 +177,8 @@ static int snap_generate(struct cli *c, int argc, char **argv)
 	struct args a;
 
 	c->usage = "husk snapshot generate [--format yaml|json]\n"
-	           "Prints a template build file for husk snapshot build (made here, no "
-	           "request).\n";
+		   "Prints a template build file for husk snapshot build (made here, no "
+		   "request).\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
 	if (args_enum(c, "format", format, formats))
 		return EXIT_USAGE;

@@ -67,7 +67,8 @@ static json_t *yaml_parse(char *text, char *err, size_t errlen)
 		yaml_trim(line);
 		if (!line[indent])
 			continue;
-		if (indent && key && line[indent] == '-' && (line[indent + 1] == ' ' || !line[indent + 1])) {
+		if (indent && key && line[indent] == '-' &&
+		    (line[indent + 1] == ' ' || !line[indent + 1])) {
 			if (!cur)
 				json_object_set_new(root, key, cur = json_array());
 			v = line + indent + 1 + strspn(line + indent + 1, " ");
@@ -86,7 +87,8 @@ static json_t *yaml_parse(char *text, char *err, size_t errlen)
 			if (!cur)
 				json_object_set_new(root, key, cur = json_object());
 			val = yaml_scalar(v);
-			if (!json_is_object(cur) || !val || json_object_set_new(cur, line + indent, val))
+			if (!json_is_object(cur) || !val ||
+			    json_object_set_new(cur, line + indent, val))
 				goto bad;
 			continue;
 		}
@@ -99,8 +101,10 @@ static json_t *yaml_parse(char *text, char *err, size_t errlen)
 	}
 	return root;
 bad:
-	snprintf(err, errlen, "line %d is not KEY: VALUE, an indented '- ITEM' or 'KEY: VALUE' "
-	         "under a KEY:", lineno);
+	snprintf(err, errlen,
+	         "line %d is not KEY: VALUE, an indented '- ITEM' or 'KEY: VALUE' "
+	         "under a KEY:",
+	         lineno);
 	json_decref(root);
 	return NULL;
 }
@@ -133,7 +137,8 @@ static char *substitute(struct cli *c, const char *text, json_t *vars, int *rc)
 		snprintf(name, sizeof(name), "%.*s", (int)(end - d - 2), d + 2);
 		v = json_object_get(vars, name);
 		if (!v) {
-			*rc = args_bad(c, "the build file uses ${%s}: give --env %s=VALUE", name, name);
+			*rc = args_bad(c, "the build file uses ${%s}: give --env %s=VALUE", name,
+			               name);
 			sb_free(&out);
 			return NULL;
 		}
@@ -157,13 +162,15 @@ static json_t *load_build_file(struct cli *c, const char *dir, const char *file,
 	for (int i = 0; r && (file ? i == 0 : names[i] != NULL); i++) {
 		const char *f = file ? file : names[i];
 
-		snprintf(path, sizeof(path), "%s%s%s", f[0] == '/' ? "" : dir, f[0] == '/' ? "" : "/",
-		         f);
+		snprintf(path, sizeof(path), "%s%s%s", f[0] == '/' ? "" : dir,
+		         f[0] == '/' ? "" : "/", f);
 		r = cli_read_file(path, &text, &len);
 	}
 	if (r) {
-		*rc = args_bad(c, "cannot read the build file %s: %s (husk snapshot generate makes "
-		               "one)", file ? path : "agentuity-snapshot.yaml|json", strerror(-r));
+		*rc = args_bad(c,
+		               "cannot read the build file %s: %s (husk snapshot generate makes "
+		               "one)",
+		               file ? path : "agentuity-snapshot.yaml|json", strerror(-r));
 		return NULL;
 	}
 	text[len] = '\0'; /* cli_read_file leaves room for it */
@@ -189,10 +196,10 @@ int snap_build(struct cli *c, int argc, char **argv)
 	struct strlist envs = {0}, metas = {0};
 	bool force = false, pub = false, confirm = false;
 	const struct opt opts[] = {
-		{"file", 0, OPT_STR, &file},       {"tag", 0, OPT_STR, &tag},
-		{"name", 0, OPT_STR, &name},       {"description", 0, OPT_STR, &desc},
-		{"env", 'e', OPT_LIST, &envs},     {"metadata", 0, OPT_LIST, &metas},
-		{"force", 0, OPT_FLAG, &force},    {"public", 0, OPT_FLAG, &pub},
+		{"file", 0, OPT_STR, &file},          {"tag", 0, OPT_STR, &tag},
+		{"name", 0, OPT_STR, &name},          {"description", 0, OPT_STR, &desc},
+		{"env", 'e', OPT_LIST, &envs},        {"metadata", 0, OPT_LIST, &metas},
+		{"force", 0, OPT_FLAG, &force},       {"public", 0, OPT_FLAG, &pub},
 		{"confirm", 'y', OPT_FLAG, &confirm}, {NULL, 0, 0, NULL}};
 	json_t *vars = json_object(), *meta = json_object(), *spec = NULL, *body = NULL,
 	       *env = NULL, *data;
@@ -201,9 +208,9 @@ int snap_build(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk snapshot build DIR [--file F] [--tag T] [--name N] [--description D]\n"
-	           "                    [--env K=V]... [--metadata K=V]... [--force] [--public "
-	           "--confirm]\n"
-	           "Builds a snapshot from DIR/agentuity-snapshot.yaml (or .json, or --file).\n";
+		   "                    [--env K=V]... [--metadata K=V]... [--force] [--public "
+		   "--confirm]\n"
+		   "Builds a snapshot from DIR/agentuity-snapshot.yaml (or .json, or --file).\n";
 	rc = args_parse(c, argc, argv, opts, "DIR", &a);
 	for (int i = 0; !rc && i < envs.n; i++)
 		rc = args_keyval(c, "--env", envs.v[i], vars);
@@ -220,7 +227,8 @@ int snap_build(struct cli *c, int argc, char **argv)
 	if (!rc) {
 		body = json_pack("{sO}", "runtime", json_object_get(spec, "runtime"));
 		json_t *n = name ? json_string(name) : json_incref(json_object_get(spec, "name"));
-		json_t *d = desc ? json_string(desc) : json_incref(json_object_get(spec, "description"));
+		json_t *d = desc ? json_string(desc)
+		                 : json_incref(json_object_get(spec, "description"));
 
 		if (n)
 			json_object_set_new(body, "name", n);
@@ -239,11 +247,14 @@ int snap_build(struct cli *c, int argc, char **argv)
 		if (c->json)
 			out_data(env);
 		else
-			printf("unchanged: snapshot %s\n", out_cell(data, "existingId", id, sizeof(id)));
+			printf("unchanged: snapshot %s\n",
+			       out_cell(data, "existingId", id, sizeof(id)));
 	} else if (!rc) {
 		/* The upload (§5.8 (39)) and finalize (40) steps are not written yet. */
-		fprintf(stderr, "husk: huskd started build %s, but this husk cannot upload a build "
-		                "context yet\n", out_cell(data, "snapshotId", id, sizeof(id)));
+		fprintf(stderr,
+		        "husk: huskd started build %s, but this husk cannot upload a build "
+		        "context yet\n",
+		        out_cell(data, "snapshotId", id, sizeof(id)));
 		rc = 1;
 	}
 	json_decref(vars);

@@ -51,6 +51,11 @@ h run --json -- sh -c 'echo json-out'
 check run_json "want .exitCode 0 and .stdout json-out" \
 	test "$(j '[d.exitCode, d.stdout]')" = '[0,"json-out\n"]'
 
+printf 'twelve bytes' >"$T/twelve"
+h sb run --env GREETING=hi --file data.txt:"$T/twelve" -- sh -c 'echo "$GREETING"; wc -c <data.txt'
+check run_env_and_file "want hi and 12, got '$(tr '\n' ' ' <"$T/o")'" \
+	test "$(tr '\n' ' ' <"$T/o")" = "hi 12 "
+
 h run --memory 3Gx -- true
 check run_bad_memory "want status 2 naming --memory, got $cli_s" \
 	test "$cli_s" = 2 -a "$(grep -c -- --memory "$T/e")" -ge 1
@@ -87,6 +92,10 @@ check exec_busy_message "want status 1 and SANDBOX_BUSY, got $cli_s" \
 	test "$cli_s" = 1 -a "$(grep -c SANDBOX_BUSY "$T/e")" = 1
 wait $live
 check exec_live_completes "want first and second" test "$(tr '\n' ' ' <"$T/live")" = "first second "
+
+h exec "$id" --timeout 2s -- sleep 60
+check exec_timeout "want a non-zero status and 'timeout' on stderr, got $cli_s" \
+	test "$cli_s" != 0 -a "$(grep -c 'status timeout' "$T/e")" = 1
 
 h exec "$id" echo hi there
 check exec_missing_dashes "want status 2 and a hint about --" \
