@@ -26,7 +26,7 @@ HTTP_SRCS := api/http.c $(HTTP_CORE_SRCS) api/router.c api/json_resp.c
 HTTP_LIBS := -luv -lhttp_parser -ljansson
 # huskd: the API server and its sandbox manager.
 HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/h_stats.c api/h_fs.c api/h_archive.c api/h_jobs.c api/agentop.c api/sbx.c api/sbx_create.c api/sbx_exec.c \
-	api/waiters.c api/outbuf.c api/task.c api/vmm_proc.c api/util.c api/agent_client.c \
+	api/waiters.c api/outbuf.c api/task.c api/vmm_proc.c api/vmm_ctl.c api/util.c api/agent_client.c \
 	guest-agent/proto.c $(HTTP_SRCS) $(STORE_SRCS) $(IMG_SRCS)
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(sort $(wildcard api/cli/*.c))
@@ -116,7 +116,7 @@ $(RAWFRAMES): $(call obj,san,tests/agent/rawframes.c api/agent_client.c guest-ag
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -ljansson
 
-$(AGENTCTL): $(call obj,rel,api/husk-agentctl.c api/agent_client.c guest-agent/proto.c)
+$(AGENTCTL): $(call obj,rel,api/husk-agentctl.c api/agent_client.c api/vmm_ctl.c guest-agent/proto.c)
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) -o $@ $^ -ljansson

@@ -14,26 +14,30 @@
 #include <unistd.h>
 
 #include "agent_client.h"
+#include "vmm_ctl.h"
 
 static void usage(FILE *f)
 {
 	fprintf(f,
-		"usage: husk-agentctl (--unix PATH | --vsock PATH [--port N]) COMMAND [ARGS]\n"
-		"\n"
-		"  --unix PATH    the agent's own Unix socket (husk-agent --listen unix:PATH)\n"
-		"  --vsock PATH   a VMM's vsock socket (husk-vmm --vsock PATH); agent port %d\n"
-		"\n"
-		"commands:\n"
-		"  exec [--stdin] [--pty] [--timeout MS] [--cwd DIR] [--env K=V]... -- ARGV...\n"
-		"                 runs ARGV, streams its output, exits with its exit code\n"
-		"  put LOCAL REMOTE [MODE]   write a file (atomically)\n"
-		"  get REMOTE LOCAL          read a file ('-' for stdout)\n"
-		"  tar-put LOCALDIR REMOTEDIR, tar-get REMOTEDIR LOCALDIR\n"
-		"  ls|stat|mkdir|rm PATH, rmdir [-r] PATH\n"
-		"  job-start -- ARGV..., job-list, job-get ID, job-output ID [stderr], job-stop ID [force]\n"
-		"  env-set K=V|K=..., env-get, info\n"
-		"  call JSON      any request; prints its result\n",
-		AGENT_VSOCK_PORT);
+	        "usage: husk-agentctl (--unix PATH | --vsock PATH [--port N]) COMMAND [ARGS]\n"
+	        "       husk-agentctl --control PATH status|pause|resume\n"
+	        "\n"
+	        "  --control PATH a VMM's control socket (husk-vmm --control PATH)\n"
+	        "  --unix PATH    the agent's own Unix socket (husk-agent --listen unix:PATH)\n"
+	        "  --vsock PATH   a VMM's vsock socket (husk-vmm --vsock PATH); agent port %d\n"
+	        "\n"
+	        "commands:\n"
+	        "  exec [--stdin] [--pty] [--timeout MS] [--cwd DIR] [--env K=V]... -- ARGV...\n"
+	        "                 runs ARGV, streams its output, exits with its exit code\n"
+	        "  put LOCAL REMOTE [MODE]   write a file (atomically)\n"
+	        "  get REMOTE LOCAL          read a file ('-' for stdout)\n"
+	        "  tar-put LOCALDIR REMOTEDIR, tar-get REMOTEDIR LOCALDIR\n"
+	        "  ls|stat|mkdir|rm PATH, rmdir [-r] PATH\n"
+	        "  job-start -- ARGV..., job-list, job-get ID, job-output ID [stderr], job-stop ID "
+	        "[force]\n"
+	        "  env-set K=V|K=..., env-get, info\n"
+	        "  call JSON      any request; prints its result\n",
+	        AGENT_VSOCK_PORT);
 }
 
 static int print_result(int ret, json_t *res)
@@ -44,8 +48,8 @@ static int print_result(int ret, json_t *res)
 	}
 	if (ret == 1) {
 		fprintf(stderr, "husk-agentctl: %s: %s\n",
-			json_string_value(json_object_get(res, "code")),
-			json_string_value(json_object_get(res, "message")));
+		        json_string_value(json_object_get(res, "code")),
+		        json_string_value(json_object_get(res, "message")));
 		json_decref(res);
 		return 1;
 	}
@@ -137,8 +141,8 @@ static int streamed(struct agent_client *c, json_t *req, const char *local, int 
 {
 	json_t *res = NULL;
 	int fd = !strcmp(local, "-") ? (out ? STDOUT_FILENO : STDIN_FILENO)
-		 : out ? open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
-		       : open(local, O_RDONLY | O_CLOEXEC);
+	         : out               ? open(local, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644)
+	                             : open(local, O_RDONLY | O_CLOEXEC);
 	int ret;
 
 	if (fd < 0) {
@@ -150,7 +154,8 @@ static int streamed(struct agent_client *c, json_t *req, const char *local, int 
 	json_decref(req);
 	if (fd > STDERR_FILENO)
 		close(fd);
-	return out && ret == 0 && fd == STDOUT_FILENO ? (json_decref(res), 0) : print_result(ret, res);
+	return out && ret == 0 && fd == STDOUT_FILENO ? (json_decref(res), 0)
+	                                              : print_result(ret, res);
 }
 
 /* tar-put/tar-get pipe through the local tar. */
@@ -190,10 +195,11 @@ static int tar_pipe(struct agent_client *c, const char *op, const char *local, c
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"unix", required_argument, NULL, 'u'}, {"vsock", required_argument, NULL, 'v'},
-		{"port", required_argument, NULL, 'p'}, {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"unix", required_argument, NULL, 'u'},    {"vsock", required_argument, NULL, 'v'},
+		{"port", required_argument, NULL, 'p'},    {"help", no_argument, NULL, 'h'},
+		{"control", required_argument, NULL, 'c'}, {NULL, 0, NULL, 0},
 	};
+	char reply[512];
 	const char *unix_path = NULL, *vsock_path = NULL, *cmd;
 	unsigned port = AGENT_VSOCK_PORT;
 	struct agent_client *c;
@@ -207,7 +213,11 @@ int main(int argc, char **argv)
 			vsock_path = optarg;
 		else if (opt == 'p')
 			port = (unsigned)strtoul(optarg, NULL, 10);
-		else if (opt == 'h') {
+		else if (opt == 'c' && optind < argc) {
+			ret = vmm_ctl(optarg, argv[optind], reply, sizeof(reply), 10000);
+			printf("%s\n", ret == 0 || ret == -EPROTO ? reply : strerror(-ret));
+			return ret ? 1 : 0;
+		} else if (opt == 'h') {
 			usage(stdout);
 			return 0;
 		} else {
@@ -220,10 +230,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	ret = unix_path ? agent_client_connect_unix(unix_path, &c)
-			: agent_client_connect_vsock(vsock_path, port, &c);
+	                : agent_client_connect_vsock(vsock_path, port, &c);
 	if (ret) {
 		fprintf(stderr, "husk-agentctl: cannot reach the agent at %s: %s\n",
-			unix_path ? unix_path : vsock_path, strerror(-ret));
+		        unix_path ? unix_path : vsock_path, strerror(-ret));
 		return 2;
 	}
 	cmd = argv[optind];
@@ -255,16 +265,19 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "rmdir") && n >= 1) {
 		int rec = n == 2 && !strcmp(a[0], "-r");
 
-		ret = simple(c, json_pack("{s:s, s:s, s:b}", "op", "file.rmdir", "path", a[rec], "recursive", rec));
+		ret = simple(c, json_pack("{s:s, s:s, s:b}", "op", "file.rmdir", "path", a[rec],
+		                          "recursive", rec));
 	} else if (!strcmp(cmd, "job-start") && n >= 2 && !strcmp(a[0], "--"))
-		ret = simple(c, json_pack("{s:s, s:o}", "op", "job.start", "argv", argv_json(n - 1, a + 1)));
+		ret = simple(c, json_pack("{s:s, s:o}", "op", "job.start", "argv",
+		                          argv_json(n - 1, a + 1)));
 	else if (!strcmp(cmd, "job-list"))
 		ret = simple(c, json_pack("{s:s}", "op", "job.list"));
 	else if (!strcmp(cmd, "job-get") && n == 1)
 		ret = simple(c, REQ1("job.get", "id"));
 	else if (!strcmp(cmd, "job-output") && n >= 1) {
 		json_t *req = json_pack("{s:s, s:s, s:s}", "op", "job.output", "id", a[0], "stream",
-					n > 1 ? a[1] : "stdout"), *res = NULL;
+		                        n > 1 ? a[1] : "stdout"),
+		       *res = NULL;
 
 		ret = agent_stream_out(c, req, STDOUT_FILENO, &res);
 		json_decref(req);
@@ -274,7 +287,7 @@ int main(int argc, char **argv)
 			ret = print_result(ret, res);
 	} else if (!strcmp(cmd, "job-stop") && n >= 1)
 		ret = simple(c, json_pack("{s:s, s:s, s:b}", "op", "job.stop", "id", a[0], "force",
-					  n > 1 && !strcmp(a[1], "force")));
+		                          n > 1 && !strcmp(a[1], "force")));
 	else if (!strcmp(cmd, "env-set") && n >= 1) {
 		json_t *vars = json_object();
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "control.h"
 #include "devices/power.h"
 #include "devices/serial.h"
 #include "kvm.h"
@@ -44,6 +45,7 @@ struct options {
 	const char *cmdline;
 	const char *console;
 	const char *vsock_uds;
+	const char *control;
 	uint64_t cid;
 	uint64_t mem;
 	unsigned vcpus;
@@ -56,7 +58,7 @@ static void usage(FILE *f)
 	fprintf(f,
 	        "usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
-	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [-v]\n"
+	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--control PATH] [-v]\n"
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
 	        "\n"
@@ -77,6 +79,7 @@ static void usage(FILE *f)
 	        "                     SPEC is PATH[,ro][,format=raw|qcow2][,serial=ID]: a qcow2\n"
 	        "                     image (with its backing chain, never written) unless\n"
 	        "                     format=raw says otherwise\n"
+	        "  --control PATH     a control socket: one-line commands status, pause, resume\n"
 	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -148,6 +151,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"vsock", required_argument, NULL, 's'},
 		{"cid", required_argument, NULL, 'C'},
 		{"disk", required_argument, NULL, 'd'},
+		{"control", required_argument, NULL, 'x'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -208,6 +212,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return usage_error("%s", err);
 			o->nr_disks++;
 			break;
+		case 'x':
+			o->control = optarg;
+			break;
 		case 'v':
 			if (log_max_level < LOG_DEBUG)
 				log_max_level++;
@@ -249,6 +256,7 @@ int main(int argc, char **argv)
 	struct virtio_rng *rng = NULL;
 	struct vsock_dev *vsock = NULL;
 	struct virtio_blk *disks[MAX_DISKS] = {NULL};
+	struct control *control = NULL;
 	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
@@ -307,6 +315,8 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	if (o.control && !(control = control_create(&vm, o.control)))
+		goto out;
 	/* Device announcements go before the user's part, which may override. */
 	if (asprintf(&cmdline, "%s %s %s", base_cmdline, vm.device_cmdline ? vm.device_cmdline : "",
 	             o.cmdline) < 0) {
@@ -324,6 +334,7 @@ int main(int argc, char **argv)
 		log_err("%s", vm.exit_reason);
 out:
 	boot_close(&boot); /* first: it waits for a loader still writing guest RAM */
+	control_destroy(control);
 	vsock_destroy(vsock);
 	for (unsigned i = 0; i < MAX_DISKS; i++)
 		virtio_blk_destroy(disks[i]);

@@ -234,6 +234,7 @@ static void *vcpu_thread(void *arg)
 	snprintf(name, sizeof(name), "vcpu%u", v->index);
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load(&v->vm->stopping)) {
+		vm_pause_point(v->vm, v->run);
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;

@@ -30,6 +30,10 @@ void vm_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
 	va_end(ap);
 	if (write(vm->stop_fd, &one, sizeof(one)) < 0)
 		log_err("cannot signal the VM to stop: %s", strerror(errno));
+	/* Parked vCPUs must see it too. */
+	pthread_mutex_lock(&vm->pause_lock);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
 }
 
 int vm_irq_line(struct vm *vm, unsigned gsi, int level)
@@ -131,6 +135,8 @@ int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned n
 	vm->pio.name = "port I/O";
 	vm->mmio.name = "MMIO";
 	vm->nr_vcpus = nr_vcpus;
+	pthread_mutex_init(&vm->pause_lock, NULL);
+	pthread_cond_init(&vm->pause_cond, NULL);
 	vm->stop_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (vm->stop_fd < 0) {
 		ret = -errno;

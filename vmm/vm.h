@@ -44,6 +44,11 @@ struct vm {
 	unsigned nr_device_slots;
 	char *device_cmdline; /* what devices add to the guest command line */
 	atomic_int stopping;
+	/* Pausing (pause.c): vCPU threads park while pause_req is set. */
+	pthread_mutex_t pause_lock;
+	pthread_cond_t pause_cond;
+	atomic_int pause_req;
+	unsigned parked;
 	int exit_status;
 	char exit_reason[256];
 };
@@ -83,6 +88,19 @@ int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *
 /* Appends a parameter to what the guest command line announces. 0 or -ENOMEM. */
 int vm_cmdline_add(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)))
 __attribute__((warn_unused_result));
+
+/*
+ * Stops every vCPU outside KVM_RUN, with its pending I/O completed, and
+ * returns once all are parked (0), or -ETIMEDOUT after timeout_ms (then
+ * nothing is paused), or -ESHUTDOWN when the VM is stopping. Guest memory
+ * and device state hold still for the vCPUs from then on; device threads
+ * may still deliver host input. Called on the device thread.
+ */
+int vm_pause(struct vm *vm, int timeout_ms) __attribute__((warn_unused_result));
+/* Lets parked vCPUs run again. */
+void vm_resume(struct vm *vm);
+/* A vCPU thread's side: parks while a pause is asked for (pause.c). */
+void vm_pause_point(struct vm *vm, struct kvm_run *run);
 
 /* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
 int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_CONTROL_H
+#define HUSK_CONTROL_H
+
+/*
+ * The VMM's control socket (--control PATH): a Unix stream socket that takes
+ * one-line commands and answers one line each, "OK ..." or "ERR reason":
+ *   status  → "OK running" or "OK paused"
+ *   pause   → "OK paused": every vCPU parked (see vm_pause)
+ *   resume  → "OK running"
+ * A connection may send several commands. huskd pauses sandboxes with it.
+ */
+struct vm;
+struct control;
+
+/* Listens on path (a stale socket file is replaced); NULL after logging why. */
+struct control *control_create(struct vm *vm, const char *path);
+void control_destroy(struct control *c);
+
+#endif

@@ -1,0 +1,75 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Pausing a VM: each vCPU thread is kicked out of KVM_RUN and parks on a
+ * condition variable until resumed. KVM finishes an exit's pending I/O
+ * (an MMIO read's result, say) on the KVM_RUN that the kick makes return
+ * at once, so a parked vCPU has no half-done instruction: its registers are
+ * what a snapshot saves.
+ */
+#include <errno.h>
+#include <time.h>
+
+#include "vcpu.h"
+#include "vm.h"
+
+static unsigned started_vcpus(struct vm *vm)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		n += vm->vcpus[i].started != 0;
+	return n;
+}
+
+int vm_pause(struct vm *vm, int timeout_ms)
+{
+	struct timespec until;
+	int ret = 0;
+
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += timeout_ms / 1000;
+	until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+	if (until.tv_nsec >= 1000000000L) {
+		until.tv_sec++;
+		until.tv_nsec -= 1000000000L;
+	}
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, 1);
+	pthread_mutex_unlock(&vm->pause_lock);
+	for (unsigned i = 0; i < vm->nr_vcpus; i++)
+		vcpu_kick(&vm->vcpus[i]);
+	pthread_mutex_lock(&vm->pause_lock);
+	while (ret == 0 && vm->parked < started_vcpus(vm) && !atomic_load(&vm->stopping))
+		ret = -pthread_cond_timedwait(&vm->pause_cond, &vm->pause_lock, &until);
+	if (ret == 0 && atomic_load(&vm->stopping))
+		ret = -ESHUTDOWN;
+	if (ret) {
+		atomic_store(&vm->pause_req, 0);
+		pthread_cond_broadcast(&vm->pause_cond);
+	}
+	pthread_mutex_unlock(&vm->pause_lock);
+	return ret;
+}
+
+void vm_resume(struct vm *vm)
+{
+	pthread_mutex_lock(&vm->pause_lock);
+	atomic_store(&vm->pause_req, 0);
+	pthread_cond_broadcast(&vm->pause_cond);
+	pthread_mutex_unlock(&vm->pause_lock);
+}
+
+void vm_pause_point(struct vm *vm, struct kvm_run *run)
+{
+	if (!atomic_load(&vm->pause_req))
+		return;
+	pthread_mutex_lock(&vm->pause_lock);
+	vm->parked++;
+	pthread_cond_broadcast(&vm->pause_cond);
+	while (atomic_load(&vm->pause_req) && !atomic_load(&vm->stopping))
+		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
+	vm->parked--;
+	/* The kick's immediate_exit would make every later KVM_RUN return at once. */
+	run->immediate_exit = 0;
+	pthread_mutex_unlock(&vm->pause_lock);
+}
