@@ -133,14 +133,21 @@ h fs ls sbx_nope
 expect fs_unknown_sandbox 1 "sbx_nope"
 h execution get exec_nope
 expect unknown_execution 1 "(EXECUTION_NOT_FOUND)"
-h pause sbx_nope
-expect pause_not_yet 1 "not implemented yet"
-h resume sbx_nope
-expect resume_not_yet 1 "(NOT_IMPLEMENTED)"
-h snapshot list
-expect snapshot_list_not_yet 1 "(NOT_IMPLEMENTED)"
+# Pause and resume: huskd's 501 while it has none, its 404 once it has.
+for verb in pause resume; do
+	h $verb sbx_nope
+	check "${verb}_unknown" "want status 1 and huskd's NOT_IMPLEMENTED or SANDBOX_NOT_FOUND" \
+		test "$cli_s" = 1 -a "$(grep -c '(NOT_IMPLEMENTED)$\|(SANDBOX_NOT_FOUND)$' "$T/e")" = 1
+done
+h snapshot list --json
+if [ "$cli_s" = 0 ]; then
+	check snapshot_list "want a snapshots array" test "$(jq '.snapshots | type' "$T/o")" = '"array"'
+else
+	expect snapshot_list 1 "(NOT_IMPLEMENTED)"
+fi
 h checkpoint create sbx_nope first
-expect checkpoint_create_not_yet 1 "(NOT_IMPLEMENTED)"
+check checkpoint_create_unknown "want status 1 and NOT_IMPLEMENTED or SANDBOX_NOT_FOUND" \
+	test "$cli_s" = 1 -a "$(grep -c '(NOT_IMPLEMENTED)$\|(SANDBOX_NOT_FOUND)$' "$T/e")" = 1
 h stats --start nonsense
 expect stats_bad_start 1 "husk: "
 # Whether or not this huskd serves stats: JSON with the counts, or its message.
