@@ -172,6 +172,7 @@ void h_execute(struct http_req *r, const char *const *p, void *ctx)
 	const char *t;
 	char err[512], base[512];
 	uint64_t ms = 0;
+	bool resumed;
 	int status;
 
 	if (!sb) {
@@ -199,13 +200,26 @@ void h_execute(struct http_req *r, const char *const *p, void *ctx)
 		json_decref(body);
 		return;
 	}
+	resumed = sbx_paused(sb);
 	status = exec_start(d, sb, json_object_get(body, "command"), json_object_get(body, "files"),
 	                    ms, json_object_get(body, "stream"), base, &exec, err, sizeof(err));
 	json_decref(body);
 	if (status)
 		answer_error(r, status, err);
+	else if (resumed)
+		api_ok_fields(r, 200, json_pack("{so sb}", "data", exec, "autoResumed", 1));
 	else
 		api_ok(r, 200, exec);
+}
+
+void h_pause(struct http_req *r, const char *const *p, void *ctx)
+{
+	sbx_pause(ctx, r, p[0]);
+}
+
+void h_resume(struct http_req *r, const char *const *p, void *ctx)
+{
+	sbx_resume(ctx, r, p[0]);
 }
 
 void h_execution(struct http_req *r, const char *const *p, void *ctx)

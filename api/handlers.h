@@ -33,6 +33,8 @@ HANDLER(h_job_list);
 HANDLER(h_job_get);
 HANDLER(h_job_stop);
 HANDLER(h_stats);
+HANDLER(h_pause);
+HANDLER(h_resume);
 HANDLER(h_service_stats);
 
 /* The request body as a JSON object, or NULL after answering 400. */

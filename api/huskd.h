@@ -64,6 +64,11 @@ int sbx_transition(struct huskd *d, const char *id, const char *status, const ch
 void sbx_forget(struct sandbox *sb);
 /* After a restart: adopts the VMMs still running, fails the rest. */
 void sbx_adopt_all(struct huskd *d);
+/* POST /sandbox/{id}/pause and /resume: answer r themselves (sbx_pause.c). */
+void sbx_pause(struct huskd *d, struct http_req *r, const char *id);
+void sbx_resume(struct huskd *d, struct http_req *r, const char *id);
+/* Paused (or pausing): a request that needs the guest resumes it first. */
+bool sbx_paused(const struct sandbox *sb);
 /* Runs fn(sb, arg) once the sandbox is ready (now if it is), or with ready=false if it failed. */
 void sbx_when_ready(struct sandbox *sb, void (*fn)(struct sandbox *sb, bool ready, void *arg),
                     void *arg);

@@ -78,9 +78,9 @@ static void idle_fired(uv_timer_t *t)
 	sbx_end(sb, "terminated", why, NULL);
 }
 
-void sbx_idle_arm(struct sandbox *sb)
+void sbx_timer_start(struct sandbox *sb, uv_timer_cb fn, uint64_t ms)
 {
-	if (!sb->idle_ms || sb->ending)
+	if (sb->ending)
 		return;
 	if (!sb->idle) {
 		sb->idle = malloc(sizeof(*sb->idle));
@@ -89,7 +89,19 @@ void sbx_idle_arm(struct sandbox *sb)
 		uv_timer_init(sb->d->loop, sb->idle);
 		sb->idle->data = sb;
 	}
-	uv_timer_start(sb->idle, idle_fired, sb->idle_ms, 0);
+	uv_timer_start(sb->idle, fn, ms, 0);
+}
+
+void sbx_timer_stop(struct sandbox *sb)
+{
+	if (sb->idle)
+		uv_timer_stop(sb->idle);
+}
+
+void sbx_idle_arm(struct sandbox *sb)
+{
+	if (sb->idle_ms)
+		sbx_timer_start(sb, idle_fired, sb->idle_ms);
 }
 
 static void idle_closed(uv_handle_t *h)
@@ -127,7 +139,8 @@ void sbx_free(struct sandbox *sb)
 /* Removes the sandbox's folder: its layer, sockets and console log. */
 void sbx_remove_dir(const char *dir)
 {
-	static const char *const files[] = {"layer.qcow2", "vsock.sock", "console.log", "vmm.log"};
+	static const char *const files[] = {"layer.qcow2", "vsock.sock", "control.sock",
+	                                    "console.log", "vmm.log"};
 	char path[4096];
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -212,7 +225,7 @@ static void on_vmm_exit(struct vmm_proc *p, int status, void *arg)
 
 void sbx_maybe_free(struct sandbox *sb)
 {
-	if (sb->vmm_gone && !sb->current && !sb->setup_running) {
+	if (sb->vmm_gone && !sb->current && !sb->setup_running && !sb->pausing && !sb->resuming) {
 		sbx_remove_dir(sb->dir);
 		sbx_free(sb);
 	}
@@ -315,6 +328,7 @@ static void adopt_one(struct huskd *d, json_t *row)
 	sb->oneshot = json_is_true(json_object_get(priv, "oneshot"));
 	sb->exec_timeout_ms = (uint64_t)json_integer_value(json_object_get(priv, "execTimeoutMs"));
 	sb->idle_ms = (uint64_t)json_integer_value(json_object_get(priv, "idleMs"));
+	sb->paused_ms = (uint64_t)json_integer_value(json_object_get(priv, "pausedMs"));
 	json_decref(sb->env);
 	sb->env = json_deep_copy(json_object_get(priv, "env"));
 	if (!sb->env)
@@ -323,7 +337,8 @@ static void adopt_one(struct huskd *d, json_t *row)
 		huskd_log(id, "%d unfinished command(s) marked failed: huskd restarted", n);
 	if (vmm_proc_adopt(d->loop, pid, start, on_vmm_exit, sb, &sb->vmm) == 0 &&
 	    strcmp(status, "creating")) {
-		sb->ready = true;
+		/* A paused VMM stays paused; the first request resumes it. */
+		sb->ready = strcmp(status, "paused") != 0;
 		huskd_log(id, "adopted its running VMM (pid %d)", (int)pid);
 		if (!strcmp(status, "idle"))
 			sbx_idle_arm(sb);

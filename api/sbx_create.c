@@ -129,7 +129,6 @@ static void setup_done(void *arg)
 {
 	struct setup *s = arg;
 	struct sandbox *sb = s->sb;
-	struct ready_cb *w;
 
 	sb->setup_running = false;
 	json_decref(s->env);
@@ -153,7 +152,13 @@ static void setup_done(void *arg)
 	 */
 	if (!sb->oneshot || !sb->current)
 		sbx_transition(sb->d, sb->id, "idle", NULL, NULL);
-	w = sb->waiting;
+	sbx_ready_run(sb);
+}
+
+void sbx_ready_run(struct sandbox *sb)
+{
+	struct ready_cb *w = sb->waiting;
+
 	sb->waiting = NULL;
 	while (w) {
 		struct ready_cb *next = w->next;
@@ -182,6 +187,8 @@ void sbx_when_ready(struct sandbox *sb, void (*fn)(struct sandbox *sb, bool read
 	for (pp = &sb->waiting; *pp; pp = &(*pp)->next)
 		;
 	*pp = w;
+	if (!strcmp(sb->status, "paused"))
+		sbx_wake(sb);
 }
 
 /* Reads resources into what the VMM gets; 400 with a message for nonsense. */
@@ -286,7 +293,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	json_t *pub = NULL, *priv = NULL, *files;
 	const char *base, *dur, *mode;
 	int64_t mem, millis, disk;
-	uint64_t exec_ms = 0, vsize = 0, idle_ms = DEFAULT_IDLE_MS;
+	uint64_t exec_ms = 0, vsize = 0, idle_ms = DEFAULT_IDLE_MS, paused_ms = 0;
 	char id[STORE_ID_LEN], layer[4096], *cgroup = NULL;
 	struct vmm_spec spec;
 	struct sandbox *sb;
@@ -315,6 +322,13 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	    parse_duration_ms(dur, &idle_ms)) {
 		snprintf(err, errlen,
 		         "timeout.idle '%s' is not a duration such as 10m or 1h (0s: never)", dur);
+		return 400;
+	}
+	if (timeout && (dur = json_string_value(json_object_get(timeout, "paused"))) &&
+	    strcmp(dur, "0") && parse_duration_ms(dur, &paused_ms)) {
+		snprintf(err, errlen,
+		         "timeout.paused '%s' is not a duration such as 30m or 24h (0s: never)",
+		         dur);
 		return 400;
 	}
 	if (store_runtime_get(d->store,
@@ -356,6 +370,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	sb->oneshot = mode && !strcmp(mode, "oneshot");
 	sb->exec_timeout_ms = exec_ms;
 	sb->idle_ms = idle_ms;
+	sb->paused_ms = paused_ms;
 	if (env)
 		json_object_update(sb->env, env);
 	files = json_array();
@@ -391,9 +406,9 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		json_object_set_new(pub, "command",
 		                    json_pack("{sOss}", "exec", json_object_get(cmd, "exec"),
 		                              "mode", sb->oneshot ? "oneshot" : "interactive"));
-	priv = json_pack("{sssssbsIsIsO}", "dir", sb->dir, "layer", layer, "oneshot", sb->oneshot,
-	                 "execTimeoutMs", (json_int_t)exec_ms, "idleMs", (json_int_t)idle_ms, "env",
-	                 sb->env);
+	priv = json_pack("{sssssbsIsIsIsO}", "dir", sb->dir, "layer", layer, "oneshot", sb->oneshot,
+	                 "execTimeoutMs", (json_int_t)exec_ms, "idleMs", (json_int_t)idle_ms,
+	                 "pausedMs", (json_int_t)paused_ms, "env", sb->env);
 	status = store_sandbox_insert(d->store, pub, priv, info) ? 500 : 0;
 	if (status) {
 		snprintf(err, errlen, "cannot record the sandbox");

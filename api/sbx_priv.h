@@ -28,6 +28,7 @@ struct sandbox {
 	json_t *files;             /* files to write during setup (create) */
 	uint64_t exec_timeout_ms;  /* timeout.execution; 0 none */
 	uint64_t idle_ms;          /* timeout.idle: reaped after this long idle; 0 never */
+	uint64_t paused_ms;        /* timeout.paused: terminated after this long paused; 0 never */
 	uv_timer_t *idle;          /* its timer (closed and freed apart from the sandbox) */
 	struct ready_cb *waiting;  /* to run once setup ends */
 	bool oneshot;
@@ -35,6 +36,7 @@ struct sandbox {
 	bool setup_running; /* the setup task has not come back yet */
 	bool ending;        /* destroy/terminate under way: the VMM's exit is expected */
 	bool vmm_gone;
+	bool pausing, resuming; /* a pause or resume task is under way (sbx_pause.c) */
 	struct sandbox *next;
 };
 
@@ -54,5 +56,12 @@ void sbx_remove_dir(const char *dir);
 int sbx_write_files(struct agent_client *c, json_t *files, char *err, size_t errlen);
 /* Setup failed or the sandbox ended before it was ready: tell who waited. */
 void sbx_ready_fail(struct sandbox *sb);
+/* The sandbox is ready (again): run who waited. */
+void sbx_ready_run(struct sandbox *sb);
+/* (Re)starts the sandbox's one timer (idle or paused countdown) with fn after ms. */
+void sbx_timer_start(struct sandbox *sb, uv_timer_cb fn, uint64_t ms);
+void sbx_timer_stop(struct sandbox *sb);
+/* A paused sandbox is asked for: resume it (sbx_pause.c); waiters run once it is. */
+void sbx_wake(struct sandbox *sb);
 
 #endif

@@ -137,7 +137,8 @@ fail:
 int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exit, void *arg,
                    struct vmm_proc **out, char *err, size_t errlen)
 {
-	char mem[32], vcpus[16], disk[4096], vsock[4096], console[4096], cmdline[4096];
+	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
+		cmdline[4096];
 	char *argv[] = {(char *)s->vmm,
 	                "--kernel",
 	                (char *)s->kernel,
@@ -151,6 +152,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	                disk,
 	                "--vsock",
 	                vsock,
+	                "--control",
+	                control,
 	                "--console",
 	                console,
 	                "--cmdline",
@@ -165,6 +168,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	snprintf(vcpus, sizeof(vcpus), "%u", s->vcpus);
 	snprintf(disk, sizeof(disk), "%s,serial=%s", s->disk, s->serial);
 	snprintf(vsock, sizeof(vsock), "%s/vsock.sock", s->dir);
+	snprintf(control, sizeof(control), "%s/control.sock", s->dir);
 	snprintf(console, sizeof(console), "%s/console.log", s->dir);
 	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
 	         s->cmdline ? s->cmdline : "");

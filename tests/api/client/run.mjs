@@ -8,6 +8,8 @@ const client = new SandboxClient({ url: process.env.HUSK_URL, apiKey: process.en
 let failed = 0;
 
 async function check(name, fn) {
+	// HUSK_TEST_ONLY=word runs only the checks whose name has it (for debugging).
+	if (process.env.HUSK_TEST_ONLY && !name.includes(process.env.HUSK_TEST_ONLY)) return;
 	try {
 		const why = await fn();
 		if (why) {
@@ -227,6 +229,58 @@ await check('usage_stats', async () => {
 	if (!(st.data.live.totalActive >= 1)) return `live ${JSON.stringify(st.data.live)}`;
 	if (!(org.data?.services?.sandbox?.totalExecutions >= 2)) return `service stats ${JSON.stringify(org)}`;
 	if (bad.status !== 400) return `a bad start gave ${bad.status}`;
+});
+
+// Pause parks the guest's vCPUs: a counting job stops counting and goes on
+// after the resume; an execute on a paused sandbox resumes it (autoResumed).
+await check('pause_resume', async () => {
+	const sb = await client.create({ runtime: 'base:latest', timeout: { paused: '1h' } });
+	const count = async () => Number(await text(await sb.readFile('/tmp/count')));
+	await client.createJob(sb.id, {
+		command: ['sh', '-c', 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done'],
+	});
+	await new Promise((ok) => setTimeout(ok, 2000));
+	const before = await count();
+	const p = await sb.pause();
+	const st = (await client.get(sb.id)).status;
+	let again = '';
+	try {
+		await sb.pause();
+	} catch (e) {
+		again = e?.name ?? String(e);
+	}
+	await new Promise((ok) => setTimeout(ok, 2000));
+	await sb.resume();
+	const justAfter = await count();
+	await new Promise((ok) => setTimeout(ok, 2000));
+	const later = await count();
+	await sb.pause();
+	const auth = { authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'content-type': 'application/json' };
+	const ex = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}/execute`, {
+		method: 'POST', headers: auth, body: JSON.stringify({ command: ['cat', '/tmp/count'] }),
+	})).json();
+	const info = await client.getExecution(ex.data.executionId, '1m');
+	const ev = await client.listEvents(sb.id);
+	await sb.destroy();
+	if (p.status !== 'paused' || !p.terminatesAt) return `pause answered ${JSON.stringify(p)}`;
+	if (st !== 'paused') return `get said ${st} while paused`;
+	if (!/InvalidState|409|Conflict|Error/.test(again)) return `a second pause gave ${again || 'no error'}`;
+	if (!(before > 0)) return `the job did not count before the pause (${before})`;
+	if (!(later > justAfter)) return `the job did not go on counting after the resume (${justAfter}, then ${later})`;
+	if (ex.autoResumed !== true) return `execute on a paused sandbox: ${JSON.stringify(ex)}`;
+	if (info.exitCode !== 0) return `the auto-resumed command: ${JSON.stringify(info)}`;
+	const types = (ev.events ?? []).map((e) => e.type).join(' ');
+	if (!/\bpause\b/.test(types) || !/\bresume\b/.test(types)) return `events: ${types}`;
+});
+
+await check('paused_timeout', async () => {
+	const sb = await client.create({ runtime: 'base:latest', timeout: { paused: '2s' } });
+	await sb.execute({ command: ['true'] });
+	const p = await sb.pause();
+	await new Promise((ok) => setTimeout(ok, 6000));
+	const info = await client.get(sb.id);
+	if (!p.terminatesAt) return 'no terminatesAt for a 2s paused timeout';
+	if (info.status !== 'terminated') return `status ${info.status} 6 s after a 2s paused timeout`;
 });
 
 process.exit(failed ? 1 : 0);
