@@ -54,7 +54,10 @@ await expect('download_zip_format', req('GET', '/fs/download/sbx_x?format=zip'),
 await expect('unknown_route', req('GET', '/nope'), 404);
 await expect('wrong_method', req('PUT', '/sandbox'), 405);
 await expect('oversized_body', req('POST', '/sandbox', { body: 'x'.repeat(65 << 20) }), 413);
-await expect('not_yet_pause', req('POST', '/sandbox/sbx_x/pause'), 501, 'NOT_IMPLEMENTED');
+await expect('unknown_sandbox_pause', req('POST', '/sandbox/sbx_x/pause'), 404, 'SANDBOX_NOT_FOUND');
+await expect('unknown_sandbox_resume', req('POST', '/sandbox/sbx_x/resume'), 404, 'SANDBOX_NOT_FOUND');
+await expect('not_yet_snapshots', req('GET', '/sandbox/snapshots'), 501, 'NOT_IMPLEMENTED');
+await expect('stats_bad_window', req('GET', '/sandbox/stats?start=2026-02-01T00:00:00Z&end=2026-01-01T00:00:00Z'), 400);
 
 // Still serving after all of that.
 const ok = await req('GET', '/sandbox/runtimes');
