@@ -9,7 +9,9 @@ BASE_CFLAGS := -std=gnu11 -g -D_GNU_SOURCE -MMD -MP $(WARN)
 REL_CFLAGS := -O2 -fstack-protector-strong -D_FORTIFY_SOURCE=2
 SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 
-VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c))
+VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c vmm/snap/*.c))
+# Snapshots (vmm/snap/) compress with liblz4's frame API.
+VMM_LIBS := -lpthread -llz4
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_SRCS))
 # The agent shares the VMM's event loop; it links jansson statically (it is
 # the guest's init, before any library exists there).
@@ -92,12 +94,12 @@ $(BUILD)/obj/san/%.o: %.c
 $(VMM): $(call obj,rel,$(VMM_SRCS) $(IMG_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^ -lpthread
+	$(Q)$(CC) $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now -o $@ $^ $(VMM_LIBS)
 
 $(VMM_SAN): $(call obj,san,$(VMM_SRCS) $(IMG_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ $(VMM_LIBS)
 
 # The agent runs as the guest's init before any library exists there.
 $(AGENT): $(call obj,rel,$(AGENT_SRCS))
@@ -177,7 +179,7 @@ $(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS))
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(IMG_SRCS) $(HTTP_SRCS) $(STORE_SRCS))
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  LD      $@")
-	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ -lpthread $(HTTP_LIBS) -lsqlite3
+	$(Q)$(CC) $(SAN_CFLAGS) -o $@ $^ $(VMM_LIBS) $(HTTP_LIBS) -lsqlite3
 
 # The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c $(HTTP_SRCS))
@@ -248,7 +250,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all -Ivmm -Iguest-agent -Iapi -Iimages/img
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
-	$(BUILD)/fuzz/fuzz_http
+	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -256,6 +258,8 @@ $(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_img: tests/fuzz/fuzz_img.c $(IMG_SRCS)
 $(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c tests/unit/test_http_fake.c $(HTTP_CORE_SRCS)
 $(BUILD)/fuzz/fuzz_http: FUZZ_LIBS := -lhttp_parser
+$(BUILD)/fuzz/fuzz_snapfile: tests/fuzz/fuzz_snapfile.c $(wildcard vmm/snap/*.c) vmm/guest_mem.c
+$(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lpthread
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")

@@ -37,7 +37,7 @@ suite img tests/img/run.sh
 suite http tests/api/run.sh
 suite badinput tests/api/badinput.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile
 suite integration tools/husk-kvm-run --timeout 2400 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 suite api tools/husk-kvm-run --timeout 1500 --bring "$(command -v node)" -- tests/api/e2e.sh

@@ -1,0 +1,693 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The snapshot file (vmm/snap): blobs and guest RAM round-trip, the file
+ * does not depend on the thread count, damage of any kind is refused (or,
+ * where the damage cannot change what is read, reads the same bytes), and a
+ * writer that does not commit leaves the previous file in place.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <lz4frame.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "guest_mem.h"
+#include "snap/snapfile.h"
+#include "unit.h"
+
+#define MiB (1ULL << 20)
+#define GiB (1ULL << 30)
+#define PAGE 4096
+
+static const char *tdir(void)
+{
+	static char dir[64];
+
+	if (!dir[0]) {
+		snprintf(dir, sizeof(dir), "/tmp/husk-snap-unit-XXXXXX");
+		if (!mkdtemp(dir))
+			dir[0] = '\0';
+	}
+	return dir;
+}
+
+static char *tpath(const char *name)
+{
+	static char path[4][128];
+	static int n;
+	char *p = path[n++ % 4];
+
+	snprintf(p, sizeof(path[0]), "%s/%s", tdir(), name);
+	return p;
+}
+
+static uint64_t xs(uint64_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 7;
+	*x ^= *x << 17;
+	return *x;
+}
+
+static void fill_random(uint8_t *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+
+	for (size_t i = 0; i < len; i += 8) {
+		uint64_t v = xs(&x);
+
+		memcpy(p + i, &v, len - i < 8 ? len - i : 8);
+	}
+}
+
+enum fill { FILL_ZERO, FILL_RANDOM, FILL_MIXED };
+
+/* Fills guest RAM page by page: random, zero, or a mix with edge cases. */
+static void fill_mem(const struct guest_mem *mem, enum fill how, uint64_t seed)
+{
+	uint64_t x = seed + 7;
+
+	if (how == FILL_ZERO)
+		return;
+	for (int r = 0; r < mem->nr_regions; r++) {
+		for (uint64_t off = 0; off < mem->regions[r].size; off += PAGE) {
+			uint8_t *p = gpa_ptr(mem, mem->regions[r].gpa + off, PAGE);
+			uint64_t kind = how == FILL_RANDOM ? 0 : xs(&x) % 8;
+
+			if (kind == 0 || kind == 1)
+				fill_random(p, PAGE, seed ^ off ^ (uint64_t)r << 40);
+			else if (kind == 2)
+				p[PAGE - 1] = 1; /* zero but for the last byte */
+			else if (kind == 3)
+				memset(p, 0x5a, PAGE); /* compresses well */
+		}
+	}
+}
+
+static int mem_equal(const struct guest_mem *a, const struct guest_mem *b)
+{
+	if (a->nr_regions != b->nr_regions)
+		return 0;
+	for (int r = 0; r < a->nr_regions; r++) {
+		uint64_t gpa = a->regions[r].gpa, size = a->regions[r].size;
+
+		if (size != b->regions[r].size ||
+		    memcmp(gpa_ptr(a, gpa, size), gpa_ptr(b, gpa, size), size))
+			return 0;
+	}
+	return 1;
+}
+
+static uint8_t *slurp(const char *path, size_t *len)
+{
+	struct stat st;
+	uint8_t *buf = NULL;
+	int fd = open(path, O_RDONLY);
+
+	if (fd >= 0 && !fstat(fd, &st) && (buf = malloc((size_t)st.st_size + 1)) &&
+	    read(fd, buf, (size_t)st.st_size) == st.st_size)
+		*len = (size_t)st.st_size;
+	else if (buf) {
+		free(buf);
+		buf = NULL;
+	}
+	if (fd >= 0)
+		close(fd);
+	return buf;
+}
+
+static int spit(const char *path, const void *buf, size_t len)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	int ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
+
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
+/* A snapshot with a few blobs and, when mem is given, its RAM. */
+static int write_snap(const char *path, const struct guest_mem *mem, int threads)
+{
+	static uint8_t big[300000];
+	struct snap_writer *w;
+	int ret;
+
+	fill_random(big, sizeof(big), 99);
+	memset(big + 100000, 0, 100000);
+	ret = snap_writer_open(path, &w);
+	if (ret)
+		return ret;
+	if (snap_writer_add(w, SNAP_VM, 0, NULL, "vm state", 8) ||
+	    snap_writer_add(w, SNAP_VCPU, 0, NULL, "vcpu0", 5) ||
+	    snap_writer_add(w, SNAP_VCPU, 1, NULL, big, sizeof(big)) ||
+	    snap_writer_add(w, SNAP_DEVICE, 0, "serial", "", 0) ||
+	    snap_writer_add(w, SNAP_DEVICE, 1, "virtio-blk", big, 1000) ||
+	    (mem && snap_writer_add_memory(w, mem, threads)))
+		ret = -EIO;
+	return ret ? (snap_writer_abort(w), ret) : snap_writer_commit(w);
+}
+
+static int get_equals(struct snap_reader *r, uint32_t type, uint32_t id, const char *name,
+                      const void *want, size_t want_len)
+{
+	char err[256];
+	void *data;
+	size_t len;
+	int ret = snap_reader_get(r, type, id, name, &data, &len, err, sizeof(err));
+
+	if (ret)
+		return ret;
+	ret = len == want_len && (!len || !memcmp(data, want, len)) ? 0 : 1;
+	free(data);
+	return ret;
+}
+
+UNIT_TEST(snap_blobs_round_trip)
+{
+	uint8_t big[300000];
+	struct snap_reader *r;
+	struct snap_section_info info;
+	char err[256];
+	void *data;
+	size_t len;
+
+	CHECK(write_snap(tpath("blobs"), NULL, 1) == 0);
+	CHECK(snap_reader_open(tpath("blobs"), &r, err, sizeof(err)) == 0);
+	fill_random(big, sizeof(big), 99);
+	memset(big + 100000, 0, 100000);
+	CHECK(get_equals(r, SNAP_VM, 0, NULL, "vm state", 8) == 0);
+	CHECK(get_equals(r, SNAP_VCPU, 0, "", "vcpu0", 5) == 0);
+	CHECK(get_equals(r, SNAP_VCPU, 1, NULL, big, sizeof(big)) == 0);
+	CHECK(get_equals(r, SNAP_DEVICE, 0, "serial", "", 0) == 0);
+	CHECK(get_equals(r, SNAP_DEVICE, 1, "virtio-blk", big, 1000) == 0);
+	CHECK(snap_reader_get(r, SNAP_DEVICE, 0, "virtio-blk", &data, &len, err, sizeof(err)) ==
+	      -ENOENT);
+	CHECK(snap_reader_get(r, SNAP_VCPU, 2, NULL, &data, &len, err, sizeof(err)) == -ENOENT);
+	CHECK(snap_reader_nr_sections(r) == 5);
+	CHECK(snap_reader_section(r, 4, &info) == 0);
+	CHECK(info.type == SNAP_DEVICE && info.id == 1 && !strcmp(info.name, "virtio-blk"));
+	CHECK(info.size == 1000 && info.stored > 0);
+	CHECK(snap_reader_section(r, 5, &info) == -ERANGE);
+	CHECK(snap_reader_load_memory(r, NULL, 1, err, sizeof(err)) == -ENOENT);
+	snap_reader_close(r);
+}
+
+UNIT_TEST(snap_writer_refuses_bad_sections)
+{
+	char name[64];
+	struct snap_writer *w;
+	struct snap_reader *r;
+	char err[256];
+
+	memset(name, 'n', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	CHECK(write_snap(tpath("refuse"), NULL, 1) == 0);
+	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_add(w, 0, 0, NULL, "x", 1) == -EINVAL);
+	snap_writer_abort(w);
+	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_add(w, SNAP_MEMORY, 0, NULL, "x", 1) == -EINVAL);
+	snap_writer_abort(w);
+	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_add(w, SNAP_DEVICE, 0, name, "x", 1) == -ENAMETOOLONG);
+	snap_writer_abort(w);
+	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_add(w, SNAP_DEVICE, 0, "rng", "x", 1) == 0);
+	CHECK(snap_writer_add(w, SNAP_DEVICE, 0, "rng", "y", 1) == -EEXIST);
+	/* An error sticks: the commit fails and the old file stays. */
+	CHECK(snap_writer_commit(w) == -EEXIST);
+	CHECK(access(tpath("refuse.tmp"), F_OK) != 0);
+	CHECK(snap_reader_open(tpath("refuse"), &r, err, sizeof(err)) == 0);
+	CHECK(snap_reader_nr_sections(r) == 5);
+	snap_reader_close(r);
+}
+
+/* Writes mem, loads it into a fresh guest_mem of the same size; 1 when equal. */
+static int mem_round_trip(const struct guest_mem *mem, int wthreads, int rthreads)
+{
+	struct guest_mem back;
+	struct snap_reader *r;
+	char err[256];
+	int ok;
+
+	if (write_snap(tpath("mem"), mem, wthreads) ||
+	    snap_reader_open(tpath("mem"), &r, err, sizeof(err)))
+		return 0;
+	if (guest_mem_init(&back, mem->ram_size)) {
+		snap_reader_close(r);
+		return 0;
+	}
+	ok = snap_reader_load_memory(r, &back, rthreads, err, sizeof(err)) == 0 &&
+	     mem_equal(mem, &back);
+	guest_mem_free(&back);
+	snap_reader_close(r);
+	return ok;
+}
+
+UNIT_TEST(snap_memory_round_trip)
+{
+	static const uint64_t sizes[] = {2 * MiB, 6 * MiB, 34 * MiB};
+	struct guest_mem m;
+
+	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+		for (int how = FILL_ZERO; how <= FILL_MIXED; how++) {
+			CHECK(guest_mem_init(&m, sizes[s]) == 0);
+			fill_mem(&m, how, s * 3 + (uint64_t)how);
+			CHECK(mem_round_trip(&m, 1, 1));
+			CHECK(mem_round_trip(&m, 3, 2));
+			guest_mem_free(&m);
+		}
+	}
+}
+
+UNIT_TEST(snap_memory_threads_make_the_same_file)
+{
+	struct guest_mem m;
+	uint8_t *one, *four;
+	size_t n1 = 0, n4 = 0;
+
+	CHECK(guest_mem_init(&m, 40 * MiB) == 0);
+	fill_mem(&m, FILL_MIXED, 5);
+	CHECK(write_snap(tpath("t1"), &m, 1) == 0);
+	CHECK(write_snap(tpath("t4"), &m, 4) == 0);
+	guest_mem_free(&m);
+	one = slurp(tpath("t1"), &n1);
+	four = slurp(tpath("t4"), &n4);
+	CHECK(one && four && n1 == n4 && !memcmp(one, four, n1));
+	free(one);
+	free(four);
+}
+
+/* RAM on both sides of the MMIO gap: the low region ends at 3 GiB. */
+UNIT_TEST(snap_memory_across_the_mmio_gap)
+{
+	struct guest_mem m, back;
+	struct snap_reader *r;
+	char err[256];
+	uint64_t gpas[] = {0, GUEST_MMIO_GAP_START - PAGE, GUEST_MMIO_GAP_END,
+	                   GUEST_MMIO_GAP_END + 4 * MiB - PAGE};
+
+	CHECK(guest_mem_init(&m, GUEST_MMIO_GAP_START + 4 * MiB) == 0);
+	CHECK(m.nr_regions == 2);
+	for (size_t i = 0; i < 4; i++)
+		fill_random(gpa_ptr(&m, gpas[i], PAGE), PAGE, i);
+	CHECK(write_snap(tpath("gap"), &m, 2) == 0);
+	CHECK(snap_reader_open(tpath("gap"), &r, err, sizeof(err)) == 0);
+	CHECK(guest_mem_init(&back, m.ram_size) == 0);
+	CHECK(snap_reader_load_memory(r, &back, 2, err, sizeof(err)) == 0);
+	for (size_t i = 0; i < 4; i++)
+		CHECK(!memcmp(gpa_ptr(&m, gpas[i], PAGE), gpa_ptr(&back, gpas[i], PAGE), PAGE));
+	CHECK(*(uint8_t *)gpa_ptr(&back, GUEST_MMIO_GAP_START - 2 * PAGE, 1) == 0);
+	snap_reader_close(r);
+	guest_mem_free(&back);
+	guest_mem_free(&m);
+}
+
+UNIT_TEST(snap_memory_size_mismatch_refused)
+{
+	struct guest_mem m, other;
+	struct snap_reader *r;
+	char err[256];
+
+	CHECK(guest_mem_init(&m, 8 * MiB) == 0);
+	fill_mem(&m, FILL_MIXED, 1);
+	CHECK(write_snap(tpath("size"), &m, 1) == 0);
+	guest_mem_free(&m);
+	CHECK(snap_reader_open(tpath("size"), &r, err, sizeof(err)) == 0);
+	CHECK(guest_mem_init(&other, 16 * MiB) == 0);
+	CHECK(snap_reader_load_memory(r, &other, 1, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "8 MiB in the snapshot but 16 MiB here") != NULL);
+	guest_mem_free(&other);
+	snap_reader_close(r);
+}
+
+UNIT_TEST(snap_memory_chunks_on_demand)
+{
+	struct guest_mem m;
+	struct snap_reader *r;
+	struct snap_mem_info mi;
+	uint8_t *buf = malloc(2 * MiB);
+	unsigned present;
+	uint64_t gpa;
+	char err[256];
+
+	CHECK(buf && guest_mem_init(&m, 10 * MiB) == 0);
+	fill_mem(&m, FILL_MIXED, 11);
+	memset(gpa_ptr(&m, 4 * MiB, 2 * MiB), 0, 2 * MiB); /* chunk 2: all zero */
+	CHECK(write_snap(tpath("lazy"), &m, 2) == 0);
+	CHECK(snap_reader_open(tpath("lazy"), &r, err, sizeof(err)) == 0);
+	CHECK(snap_reader_memory_info(r, &mi) == 0);
+	CHECK(mi.ram_size == 10 * MiB && mi.chunk_size == 2 * MiB && mi.nr_chunks == 5);
+	for (uint32_t i = 0; i < mi.nr_chunks; i++) {
+		memset(buf, 0xee, 2 * MiB);
+		CHECK(snap_reader_memory_chunk(r, i, buf, 2 * MiB, &gpa, &present, err,
+		                               sizeof(err)) == 0);
+		CHECK(gpa == i * 2 * MiB);
+		CHECK(!memcmp(buf, gpa_ptr(&m, gpa, 2 * MiB), 2 * MiB));
+		CHECK((present == 0) == (i == 2));
+	}
+	CHECK(snap_reader_memory_chunk(r, 5, buf, 2 * MiB, &gpa, &present, err, sizeof(err)) ==
+	      -ERANGE);
+	CHECK(snap_reader_memory_chunk(r, 0, buf, MiB, &gpa, &present, err, sizeof(err)) ==
+	      -EINVAL);
+	snap_reader_close(r);
+	guest_mem_free(&m);
+	free(buf);
+}
+
+/* Opens path and reads every section and RAM: 0 only when all of it succeeds. */
+static int read_all(const char *path, const struct guest_mem *into, char *err, size_t errlen)
+{
+	struct snap_section_info info;
+	struct snap_reader *r;
+	int ret = snap_reader_open(path, &r, err, errlen);
+
+	if (ret)
+		return ret;
+	for (unsigned i = 0; !ret && i < snap_reader_nr_sections(r); i++) {
+		void *data;
+		size_t len;
+
+		if (snap_reader_section(r, i, &info) || info.type == SNAP_MEMORY)
+			continue;
+		ret = snap_reader_get(r, info.type, info.id, info.name, &data, &len, err, errlen);
+		if (!ret)
+			free(data);
+	}
+	if (!ret && into)
+		ret = snap_reader_load_memory(r, into, 2, err, errlen);
+	snap_reader_close(r);
+	return ret;
+}
+
+UNIT_TEST(snap_truncated_files_refused)
+{
+	struct snap_section_info info;
+	struct snap_reader *r;
+	struct guest_mem m;
+	uint8_t *file;
+	size_t len = 0, cuts[64];
+	unsigned nr = 0;
+	uint64_t x = 3;
+	char err[256];
+
+	CHECK(guest_mem_init(&m, 6 * MiB) == 0);
+	fill_mem(&m, FILL_MIXED, 2);
+	CHECK(write_snap(tpath("whole"), &m, 1) == 0);
+	guest_mem_free(&m);
+	file = slurp(tpath("whole"), &len);
+	CHECK(file != NULL);
+	/* Every section boundary (as the sections lie back to back), and random points. */
+	CHECK(snap_reader_open(tpath("whole"), &r, err, sizeof(err)) == 0);
+	cuts[nr++] = 0;
+	cuts[nr++] = 64;
+	for (unsigned i = 0, off = 64; i < snap_reader_nr_sections(r) && nr < 40; i++) {
+		CHECK(snap_reader_section(r, i, &info) == 0);
+		off += (unsigned)info.stored;
+		cuts[nr++] = off;
+		cuts[nr++] = off - 1;
+	}
+	snap_reader_close(r);
+	while (nr < 64)
+		cuts[nr++] = xs(&x) % len;
+	for (unsigned i = 0; i < nr; i++) {
+		int ret;
+
+		CHECK(spit(tpath("cut"), file, cuts[i]) == 0);
+		ret = snap_reader_open(tpath("cut"), &r, err, sizeof(err));
+		CHECK(ret == -EINVAL);
+		CHECK(strstr(err, "truncated?") || strstr(err, "too short"));
+		CHECK(strstr(err, tpath("cut")) != NULL);
+	}
+	free(file);
+}
+
+/* Flips one byte; reading must fail, or (where the byte cannot matter) give the same data. */
+static int flip_is_caught(const uint8_t *file, size_t len, size_t at, uint8_t mask,
+                          const struct guest_mem *orig)
+{
+	struct guest_mem back;
+	uint8_t *copy = malloc(len);
+	char err[256];
+	int ret, ok;
+
+	if (!copy || guest_mem_init(&back, orig->ram_size))
+		return 0;
+	memcpy(copy, file, len);
+	copy[at] ^= mask;
+	ret = spit(tpath("flip"), copy, len) ? 0 : read_all(tpath("flip"), &back, err, sizeof(err));
+	ok = ret ? (ret == -EINVAL || ret == -EIO) && strstr(err, "snapshot ") == err
+	         : mem_equal(orig, &back);
+	guest_mem_free(&back);
+	free(copy);
+	return ok;
+}
+
+UNIT_TEST(snap_flipped_bytes_refused)
+{
+	struct snap_section_info info;
+	struct snap_reader *r;
+	struct guest_mem m;
+	uint8_t *file;
+	size_t len = 0, off = 64;
+	uint64_t x = 77;
+	char err[256];
+
+	CHECK(guest_mem_init(&m, 4 * MiB) == 0);
+	fill_mem(&m, FILL_MIXED, 3);
+	CHECK(write_snap(tpath("good"), &m, 1) == 0);
+	file = slurp(tpath("good"), &len);
+	CHECK(file != NULL);
+	CHECK(read_all(tpath("good"), &m, err, sizeof(err)) == 0);
+	/* Every byte of the header: each one is checked, none may pass. */
+	for (size_t i = 0; i < 64; i++) {
+		file[i] ^= 0x10;
+		CHECK(spit(tpath("flip"), file, len) == 0);
+		CHECK(snap_reader_open(tpath("flip"), &r, err, sizeof(err)) < 0);
+		file[i] ^= 0x10;
+	}
+	/* The start, middle and end of each section's frame, and of the table. */
+	CHECK(snap_reader_open(tpath("good"), &r, err, sizeof(err)) == 0);
+	for (unsigned i = 0; i <= snap_reader_nr_sections(r); i++) {
+		size_t n = len - off;
+
+		if (i < snap_reader_nr_sections(r)) {
+			CHECK(snap_reader_section(r, i, &info) == 0);
+			n = info.stored;
+		}
+		for (size_t k = 0; k < 12; k++) {
+			size_t at = off + (k < 8 ? k : k < 10 ? n / (k - 6) : n - 1 - (k - 10) * 4);
+
+			CHECK(flip_is_caught(file, len, at, 0x01, &m));
+		}
+		for (size_t k = 0; k < 6; k++)
+			CHECK(flip_is_caught(file, len, off + xs(&x) % n, (uint8_t)(1 << (k % 8)),
+			                     &m));
+		off += n;
+	}
+	snap_reader_close(r);
+	free(file);
+	guest_mem_free(&m);
+}
+
+UNIT_TEST(snap_future_version_refused)
+{
+	struct snap_reader *r;
+	uint8_t *file;
+	size_t len = 0;
+	char err[256];
+
+	CHECK(write_snap(tpath("future"), NULL, 1) == 0);
+	file = slurp(tpath("future"), &len);
+	CHECK(file != NULL);
+	file[8] = 2;
+	CHECK(spit(tpath("future"), file, len) == 0);
+	CHECK(snap_reader_open(tpath("future"), &r, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "format version 2, newer than this husk reads (1)") != NULL);
+	file[8] = 1;
+	file[16] = 4; /* an incompatible feature flag */
+	CHECK(spit(tpath("future"), file, len) == 0);
+	CHECK(snap_reader_open(tpath("future"), &r, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "features") != NULL);
+	memcpy(file, "HUSKSNAQ", 8);
+	CHECK(spit(tpath("future"), file, len) == 0);
+	CHECK(snap_reader_open(tpath("future"), &r, err, sizeof(err)) == -EINVAL);
+	CHECK(strstr(err, "not a husk snapshot") != NULL);
+	free(file);
+}
+
+/*
+ * Rewrites the section table of path through fn, with valid checksums, so
+ * that the checks behind the checksum are reached.
+ */
+static int forge_table(const char *path, void (*fn)(uint8_t *table, size_t n))
+{
+	LZ4F_preferences_t prefs = {
+		.frameInfo = {.contentChecksumFlag = LZ4F_contentChecksumEnabled,
+	                      .blockChecksumFlag = LZ4F_blockChecksumEnabled}};
+	LZ4F_dctx *d = NULL;
+	size_t len = 0, in, out, stored;
+	uint8_t *file = slurp(path, &len), *table = NULL, *frame = NULL;
+	uint64_t toff, tlen;
+	uint32_t count;
+	int ret = -1;
+
+	if (!file || LZ4F_isError(LZ4F_createDecompressionContext(&d, LZ4F_VERSION)))
+		goto out;
+	memcpy(&toff, file + 32, 8);
+	memcpy(&tlen, file + 40, 8);
+	memcpy(&count, file + 48, 4);
+	out = 64 + (size_t)count * 80;
+	in = tlen;
+	table = malloc(out);
+	if (!table || LZ4F_decompress(d, table, &out, file + toff, &in, NULL) != 0)
+		goto out;
+	fn(table, count);
+	prefs.frameInfo.contentSize = out;
+	frame = malloc(LZ4F_compressFrameBound(out, &prefs));
+	stored =
+		LZ4F_compressFrame(frame, LZ4F_compressFrameBound(out, &prefs), table, out, &prefs);
+	if (LZ4F_isError(stored))
+		goto out;
+	tlen = stored;
+	toff += tlen;
+	memcpy(file + 24, &toff, 8); /* file length */
+	memcpy(file + 40, &tlen, 8);
+	memcpy(file + 52, frame + stored - 4, 4);
+	toff -= tlen;
+	/* Header and sections as they were, then the new table. */
+	ret = spit(path, file, toff);
+	if (!ret) {
+		int fd = open(path, O_WRONLY | O_APPEND);
+
+		ret = fd >= 0 && write(fd, frame, stored) == (ssize_t)stored ? 0 : -1;
+		if (fd >= 0)
+			close(fd);
+	}
+out:
+	LZ4F_freeDecompressionContext(d);
+	free(file);
+	free(table);
+	free(frame);
+	return ret;
+}
+
+static void sec_past_end(uint8_t *t, size_t n)
+{
+	uint64_t stored;
+
+	/* The last section's stored length (host and file are little-endian). */
+	memcpy(&stored, t + 64 + (n - 1) * 80 + 16, 8);
+	stored += 200;
+	memcpy(t + 64 + (n - 1) * 80 + 16, &stored, 8);
+}
+
+static void sec_overlap(uint8_t *t, size_t n)
+{
+	(void)n;
+	memcpy(t + 64 + 80 + 8, t + 64 + 8, 8); /* section 1 starts where section 0 does */
+}
+
+static void sec_same_name(uint8_t *t, size_t n)
+{
+	(void)n;
+	t[64 + 80 * 2 + 4] = 0; /* vcpu 1 becomes a second vcpu 0 */
+}
+
+static void sec_bad_name(uint8_t *t, size_t n)
+{
+	(void)n;
+	t[64 + 80 * 3 + 40 + 30] = 'x'; /* a byte after the name's NUL */
+}
+
+static void ram_oversized(uint8_t *t, size_t n)
+{
+	/* The memory chunks claim to be far bigger than a chunk. */
+	for (size_t i = 0; i < n; i++)
+		if (t[64 + i * 80] == SNAP_MEMORY)
+			t[64 + i * 80 + 24 + 3] = 0x40;
+}
+
+UNIT_TEST(snap_forged_tables_refused)
+{
+	static const struct {
+		void (*fn)(uint8_t *, size_t);
+		const char *msg;
+	} cases[] = {
+		{sec_past_end, "(memory chunk 1) runs past the end of the file (truncated?)"},
+		{sec_overlap, "overlaps"},
+		{sec_same_name, "have the same name"},
+		{sec_bad_name, "malformed name"},
+		{ram_oversized, "stored bytes cannot hold"},
+	};
+	struct snap_reader *r;
+	struct guest_mem m;
+	char err[256];
+
+	CHECK(guest_mem_init(&m, 4 * MiB) == 0);
+	fill_mem(&m, FILL_RANDOM, 9);
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		CHECK(write_snap(tpath("forged"), &m, 1) == 0);
+		CHECK(forge_table(tpath("forged"), cases[i].fn) == 0);
+		CHECK(snap_reader_open(tpath("forged"), &r, err, sizeof(err)) == -EINVAL);
+		CHECK(strstr(err, cases[i].msg) != NULL);
+	}
+	guest_mem_free(&m);
+}
+
+UNIT_TEST(snap_uncommitted_writer_keeps_old_file)
+{
+	struct snap_writer *w;
+	struct guest_mem m;
+	uint8_t *before, *after;
+	size_t n1 = 0, n2 = 0;
+	char err[256];
+	pid_t pid;
+	int status;
+
+	CHECK(write_snap(tpath("keep"), NULL, 1) == 0);
+	before = slurp(tpath("keep"), &n1);
+	CHECK(before != NULL);
+	/* Aborted. */
+	CHECK(snap_writer_open(tpath("keep"), &w) == 0);
+	CHECK(snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0);
+	snap_writer_abort(w);
+	CHECK(access(tpath("keep.tmp"), F_OK) != 0);
+	/* Killed before the commit, with RAM half written. */
+	CHECK(guest_mem_init(&m, 4 * MiB) == 0);
+	fill_mem(&m, FILL_RANDOM, 4);
+	pid = fork();
+	if (pid == 0) {
+		if (snap_writer_open(tpath("keep"), &w) == 0 &&
+		    snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0 &&
+		    snap_writer_add_memory(w, &m, 2) == 0)
+			raise(SIGKILL);
+		_exit(1);
+	}
+	guest_mem_free(&m);
+	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+	after = slurp(tpath("keep"), &n2);
+	CHECK(after && n1 == n2 && !memcmp(before, after, n1));
+	CHECK(read_all(tpath("keep"), NULL, err, sizeof(err)) == 0);
+	/* Its leftover is not taken over by the next writer. */
+	CHECK(snap_writer_open(tpath("keep"), &w) == -EEXIST);
+	CHECK(unlink(tpath("keep.tmp")) == 0);
+	/* A commit does replace the file. */
+	CHECK(snap_writer_open(tpath("keep"), &w) == 0);
+	CHECK(snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0);
+	CHECK(snap_writer_commit(w) == 0);
+	CHECK(read_all(tpath("keep"), NULL, err, sizeof(err)) == 0);
+	free(after);
+	after = slurp(tpath("keep"), &n2);
+	CHECK(after && (n1 != n2 || memcmp(before, after, n1)));
+	free(before);
+	free(after);
+}

@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_SNAP_PRIV_H
+#define HUSK_SNAP_PRIV_H
+
+/* What snapfile.c (header, table, blobs) and snapmem.c (guest RAM) share. */
+
+#include <lz4frame.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "snapfile.h"
+
+#define SNAP_MAGIC "HUSKSNAP"
+#define SNAP_VERSION 1
+#define SNAP_HDR_SIZE 64
+#define SNAP_ENTRY_SIZE 80
+#define SNAP_PAGE 4096U
+#define SNAP_CHUNK (2U << 20)
+/* 1 TiB of RAM in 2 MiB chunks, plus room for every blob a VM has. */
+#define SNAP_MAX_SECTIONS (1U << 20)
+#define SNAP_MAX_REGIONS 8
+#define SNAP_MAX_RAM (1ULL << 40)
+/* Chunks a reader accepts: a bitmap of whole bytes, at most 16 MiB. */
+#define SNAP_MIN_CHUNK (8 * SNAP_PAGE)
+#define SNAP_MAX_CHUNK (16U << 20)
+/* An LZ4 frame with a content checksum: 7-byte header, end mark, checksum. */
+#define SNAP_FRAME_MIN 15
+/* LZ4 cannot expand more than 255 to 1: a bound for what a frame may claim. */
+#define SNAP_MAX_RATIO 256
+
+/* Header field offsets (FORMAT.md). */
+enum {
+	H_VERSION = 8,
+	H_HDR_SIZE = 12,
+	H_FLAGS = 16,
+	H_ENTRY_SIZE = 20,
+	H_FILE_LEN = 24,
+	H_TABLE_OFF = 32,
+	H_TABLE_LEN = 40,
+	H_TABLE_COUNT = 48,
+	H_TABLE_CSUM = 52,
+	H_RESERVED = 56,
+};
+
+/* One row of the section table, in host order (on disk: FORMAT.md). */
+struct snap_entry {
+	uint32_t type;
+	uint32_t id;
+	uint64_t off;    /* of the LZ4 frame in the file */
+	uint64_t stored; /* bytes of the frame */
+	uint64_t raw;    /* bytes of its content */
+	uint32_t csum;   /* the frame's content checksum (its last 4 bytes) */
+	uint32_t flags;  /* 0 in version 1 */
+	char name[SNAP_NAME_MAX + 1];
+};
+
+struct snap_writer {
+	int fd;
+	int err; /* first error; commit returns it */
+	int has_memory;
+	char *path;
+	char *tmp;
+	uint64_t off; /* where the next section goes */
+	struct snap_entry *ents;
+	uint32_t nr, cap;
+};
+
+struct snap_ram {
+	uint64_t ram_size;
+	uint32_t chunk_size;
+	uint32_t nr_chunks;
+	uint32_t nr_regions;
+	struct {
+		uint64_t gpa, size;
+	} regions[SNAP_MAX_REGIONS];
+};
+
+struct snap_reader {
+	int fd;
+	char *path;
+	struct snap_entry *ents;
+	uint32_t nr;
+	int has_ram;
+	struct snap_ram ram;
+	uint32_t *mem_secs; /* table indices of the memory chunks, by chunk index */
+	uint32_t nr_mem;
+	uint64_t mem_max_stored; /* of any chunk: the size of a read buffer */
+};
+
+/* The RAM layout section: a fixed part, then nr_regions (gpa, size) pairs. */
+#define SNAP_RAM_FIXED 24
+#define SNAP_RAM_REGION 16
+
+static inline void snap_put32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void snap_put64(uint8_t *p, uint64_t v)
+{
+	snap_put32(p, (uint32_t)v);
+	snap_put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static inline uint32_t snap_get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static inline uint64_t snap_get64(const uint8_t *p)
+{
+	return snap_get32(p) | (uint64_t)snap_get32(p + 4) << 32;
+}
+
+/* "snapshot PATH: " followed by the message, into err. */
+void snap_fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* "section 3 (memory chunk 17)" for messages. */
+void snap_describe(const struct snap_reader *r, uint32_t i, char *buf, size_t len);
+
+/* The largest frame snap_frame_compress() can make of len bytes. */
+size_t snap_frame_bound(size_t len);
+
+/*
+ * Compresses src into one LZ4 frame (content size, block and content
+ * checksums) in dst; cctx may be NULL for a one-off. 0 or -ENOMEM/-EIO.
+ */
+int snap_frame_compress(LZ4F_cctx *cctx, void *dst, size_t cap, const void *src, size_t len,
+                        size_t *stored, uint32_t *csum);
+
+/*
+ * Reads section i of the table and decompresses it into dst (ents[i].raw
+ * bytes), verifying every checksum; dctx may be NULL for a one-off, src is
+ * a buffer of ents[i].stored bytes or NULL to allocate one. 0, -EIO, -ENOMEM.
+ */
+int snap_section_read(struct snap_reader *r, uint32_t i, LZ4F_dctx *dctx, void *src, void *dst,
+                      char *err, size_t errlen);
+
+/* Writes a finished frame as the next section. 0 or -errno (also kept in w->err). */
+int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
+                    const void *frame, size_t stored, size_t raw, uint32_t csum);
+
+/* Reads (write 0) or writes all len bytes at off: 0, -errno, or -EIO at the end of the file. */
+int snap_pio_all(int fd, void *buf, size_t len, uint64_t off, int write);
+
+static inline int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t off)
+{
+	return snap_pio_all(fd, (void *)buf, len, off, 1);
+}
+
+/* Called by snap_reader_open() once the table is sound: checks the RAM layout and chunks. */
+int snap_mem_check(struct snap_reader *r, char *err, size_t errlen);
+
+#endif
