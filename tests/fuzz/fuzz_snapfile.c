@@ -103,12 +103,16 @@ static size_t build(const uint8_t *in, size_t n)
 			 len = in[4] | in[5] << 8 | (uint32_t)in[6] << 16;
 		size_t plen = n > 7 ? in[7] : 0;
 		struct snap_entry *e = &ents[nr];
+		/* What a memory chunk of 32 KiB holds: easier to hit than any size. */
+		uint32_t chunk_len = 1 + in[4] % 9 * SNAP_PAGE;
 
 		tweak[nr][0] = in[2];
 		tweak[nr][1] = in[3];
 		in += 8;
 		n = n > 8 ? n - 8 : 0;
 		plen = plen < n ? plen : n;
+		if (kind == 4 && !(in[-3] & 0x80)) /* whole pages behind a 1-byte bitmap */
+			len = chunk_len;
 		len = len < sizeof(content) ? len : sizeof(content);
 		len = len > plen ? len : (uint32_t)plen;
 		memset(content, 0, len);
@@ -119,15 +123,18 @@ static size_t build(const uint8_t *in, size_t n)
 		                                 : kind == 6 ? SNAP_RAM
 		                                             : kind + 1,
 		                         .id = kind == 6 ? 0 : id};
-		if (kind == 6) { /* the RAM layout of this guest_mem, to reach the loads */
+		if (kind ==
+		    6) { /* the RAM layout of this guest_mem (or half), to reach the loads */
+			uint32_t ram = id & 1 ? MEM_SIZE / 2 : MEM_SIZE;
+
 			len = SNAP_RAM_FIXED + SNAP_RAM_REGION;
 			memset(content, 0, len);
-			snap_put64(content, MEM_SIZE);
+			snap_put64(content, ram);
 			/* Small chunks: a whole one is within the fuzzer's reach. */
 			snap_put32(content + 8, SNAP_MIN_CHUNK);
 			snap_put32(content + 12, SNAP_PAGE);
 			snap_put32(content + 16, 1);
-			snap_put64(content + SNAP_RAM_FIXED + 8, MEM_SIZE);
+			snap_put64(content + SNAP_RAM_FIXED + 8, ram);
 		}
 		if (kind == 2)
 			strcpy(e->name, names[id % 4]);
@@ -147,7 +154,7 @@ static size_t build(const uint8_t *in, size_t n)
 	for (size_t i = 0; i < nr; i++) {
 		int8_t v = (int8_t)tweak[i][1];
 
-		switch (tweak[i][0] % 10) {
+		switch (tweak[i][0] % 12) {
 		case 1:
 			ents[i].off += (uint64_t)(int64_t)v;
 			break;
@@ -168,6 +175,12 @@ static size_t build(const uint8_t *in, size_t n)
 			break;
 		case 7:
 			ents[i].raw = UINT64_MAX - (uint8_t)v;
+			break;
+		case 8:
+			ents[i].name[SNAP_NAME_MAX - (uint8_t)v % 8] = 'x';
+			break;
+		case 9:
+			ents[i].flags = (uint8_t)v;
 			break;
 		default:
 			break;
@@ -193,6 +206,7 @@ static size_t build(const uint8_t *in, size_t n)
 		snap_put64(p + 16, ents[i].stored);
 		snap_put64(p + 24, ents[i].raw);
 		snap_put32(p + 32, ents[i].csum);
+		snap_put32(p + 36, ents[i].flags);
 		memcpy(p + 40, ents[i].name, sizeof(ents[i].name));
 	}
 	if (snap_frame_compress(NULL, file + off, MAX_FILE - off, table,

@@ -607,6 +607,12 @@ static void sec_bad_name(uint8_t *t, size_t n)
 	t[64 + 80 * 3 + 40 + 30] = 'x'; /* a byte after the name's NUL */
 }
 
+static void sec_unterminated_name(uint8_t *t, size_t n)
+{
+	(void)n;
+	memset(t + 64 + 80 * 3 + 40, 'x', 40); /* no NUL at all */
+}
+
 static void ram_oversized(uint8_t *t, size_t n)
 {
 	/* The memory chunks claim to be far bigger than a chunk. */
@@ -625,6 +631,7 @@ UNIT_TEST(snap_forged_tables_refused)
 		{sec_overlap, "overlaps"},
 		{sec_same_name, "have the same name"},
 		{sec_bad_name, "malformed name"},
+		{sec_unterminated_name, "malformed name"},
 		{ram_oversized, "stored bytes cannot hold"},
 	};
 	struct snap_reader *r;

@@ -77,6 +77,19 @@ size_t snap_frame_bound(size_t len)
 	return LZ4F_compressFrameBound(len, &snap_prefs);
 }
 
+/*
+ * The largest frame of len bytes that any writer could make: LZ4's
+ * smallest blocks carry the most per-block overhead. Callers check len
+ * against the stored size first, so that nothing here can wrap.
+ */
+static size_t frame_limit(size_t len)
+{
+	LZ4F_preferences_t prefs = snap_prefs;
+
+	prefs.frameInfo.blockSizeID = LZ4F_max64KB;
+	return LZ4F_compressFrameBound(len, &prefs);
+}
+
 int snap_frame_compress(LZ4F_cctx *cctx, void *dst, size_t cap, const void *src, size_t len,
                         size_t *stored, uint32_t *csum)
 {
@@ -268,7 +281,7 @@ static int header_check(struct snap_reader *r, const uint8_t *h, uint64_t size, 
 		return -EINVAL;
 	}
 	raw = SNAP_HDR_SIZE + (uint64_t)count * SNAP_ENTRY_SIZE;
-	if (tlen < SNAP_FRAME_MIN || tlen > snap_frame_bound(raw) || raw > tlen * SNAP_MAX_RATIO) {
+	if (tlen < SNAP_FRAME_MIN || raw / SNAP_MAX_RATIO > tlen || tlen > frame_limit(raw)) {
 		snap_fail(err, errlen, p, "section table of %llu bytes cannot hold %u sections",
 		          (unsigned long long)tlen, count);
 		return -EINVAL;
@@ -290,12 +303,14 @@ static int entry_decode(struct snap_reader *r, uint32_t i, const uint8_t *p, cha
 	e->raw = snap_get64(p + 24);
 	e->csum = snap_get32(p + 32);
 	e->flags = snap_get32(p + 36);
-	/* A name is NUL-padded, so that equal names are equal bytes. */
+	/* A name is NUL-terminated and NUL-padded, so that equal names are equal bytes. */
 	for (size_t j = n; j < SNAP_NAME_MAX + 1; j++)
-		if (name[j]) {
-			snap_fail(err, errlen, r->path, "section %u has a malformed name", i);
-			return -EINVAL;
-		}
+		if (name[j])
+			n = SNAP_NAME_MAX + 1;
+	if (n > SNAP_NAME_MAX) {
+		snap_fail(err, errlen, r->path, "section %u has a malformed name", i);
+		return -EINVAL;
+	}
 	memcpy(e->name, name, n);
 	e->name[n] = '\0';
 	if (!e->type || e->flags) {
@@ -318,8 +333,8 @@ static int entry_check(struct snap_reader *r, uint32_t i, uint64_t data_end, cha
 		          what);
 		return -EINVAL;
 	}
-	if (e->stored < SNAP_FRAME_MIN || e->stored > snap_frame_bound(e->raw) ||
-	    e->raw / SNAP_MAX_RATIO > e->stored) {
+	if (e->stored < SNAP_FRAME_MIN || e->raw / SNAP_MAX_RATIO > e->stored ||
+	    e->stored > frame_limit(e->raw)) {
 		snap_fail(err, errlen, r->path, "%s: %llu stored bytes cannot hold %llu bytes",
 		          what, (unsigned long long)e->stored, (unsigned long long)e->raw);
 		return -EINVAL;

@@ -182,6 +182,10 @@ int snap_writer_add_memory(struct snap_writer *w, const struct guest_mem *mem, i
 		return w->err;
 	if (w->has_memory)
 		return -EEXIST;
+	/* Only what guest_mem_init() makes: a reader refuses anything else. */
+	if (!mem->ram_size || mem->ram_size % SNAP_CHUNK || mem->nr_regions < 1 ||
+	    mem->nr_regions > SNAP_MAX_REGIONS)
+		return -EINVAL;
 	w->has_memory = 1;
 	mw.ram.ram_size = mem->ram_size;
 	mw.ram.chunk_size = SNAP_CHUNK;
@@ -438,6 +442,8 @@ int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, 
 		          (unsigned long long)(mem->ram_size >> 20));
 		return -EINVAL;
 	}
+	if (!r->nr_mem)
+		return 0; /* all zero: fresh guest RAM is that already */
 	run_threads(mem_read_worker, &mr, threads_clamp(threads, r->nr_mem));
 	return mr.err;
 }
