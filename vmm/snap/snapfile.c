@@ -467,7 +467,8 @@ int snap_reader_open(const char *path, struct snap_reader **rp, char *err, size_
 		snap_fail(err, errlen, path, "out of memory");
 		goto err;
 	}
-	r->fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given by mistake is refused below, not waited on. */
+	r->fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (r->fd < 0 || fstat(r->fd, &st)) {
 		ret = -errno;
 		snap_fail(err, errlen, path, "cannot be opened: %s", strerror(-ret));
