@@ -5,6 +5,7 @@
  * where the damage cannot change what is read, reads the same bytes), and a
  * writer that does not commit leaves the previous file in place.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <lz4frame.h>
@@ -25,16 +26,31 @@
 #define GiB (1ULL << 30)
 #define PAGE 4096
 
+static char dir[64];
+
 static const char *tdir(void)
 {
-	static char dir[64];
-
 	if (!dir[0]) {
 		snprintf(dir, sizeof(dir), "/tmp/husk-snap-unit-XXXXXX");
 		if (!mkdtemp(dir))
 			dir[0] = '\0';
 	}
 	return dir;
+}
+
+/* The tests' files go when the runner exits. */
+__attribute__((destructor)) static void tdir_remove(void)
+{
+	struct dirent *d;
+	DIR *dp = dir[0] ? opendir(dir) : NULL;
+
+	while (dp && (d = readdir(dp)))
+		if (d->d_name[0] != '.')
+			unlinkat(dirfd(dp), d->d_name, 0);
+	if (dp)
+		closedir(dp);
+	if (dir[0])
+		rmdir(dir);
 }
 
 static char *tpath(const char *name)
