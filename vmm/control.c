@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "evloop.h"
@@ -18,6 +19,8 @@
 #define MAX_CLIENTS 4
 #define LINE_MAX_LEN 512
 #define PAUSE_TIMEOUT_MS 5000
+/* Compression threads for a snapshot's memory; the guest is paused meanwhile. */
+#define SNAPSHOT_THREADS 2
 
 struct client {
 	struct control *c;
@@ -54,6 +57,33 @@ static void reply(struct client *cl, const char *fmt, const char *arg)
 		client_close(cl);
 }
 
+/* Saves the paused VM; the reply says how long it took. */
+static void snapshot(struct client *cl, const char *path)
+{
+	char err[400], msg[64];
+	struct timespec t0, t1;
+
+	if (!cl->c->paused) {
+		reply(cl, "ERR %s\n", "pause the VM before taking a snapshot");
+		return;
+	}
+	if (!*path) {
+		reply(cl, "ERR %s\n", "snapshot needs a file name");
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	if (vm_snapshot_save(cl->c->vm, path, SNAPSHOT_THREADS, err, sizeof(err))) {
+		log_err("snapshot: %s", err);
+		reply(cl, "ERR %s\n", err);
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	snprintf(msg, sizeof(msg), "%lld",
+	         (long long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
+	log_info("snapshot %s written in %s ms", path, msg);
+	reply(cl, "OK saved in %s ms\n", msg);
+}
+
 static void run_command(struct client *cl, const char *cmd)
 {
 	struct control *c = cl->c;
@@ -78,8 +108,16 @@ static void run_command(struct client *cl, const char *cmd)
 		}
 		c->paused = 0;
 		reply(cl, "OK %s\n", "running");
+	} else if (strcmp(cmd, "quit") == 0) {
+		/* After a snapshot: the saved guest lives on in the file, not here. */
+		reply(cl, "OK %s\n", "quitting");
+		vm_stop(c->vm, VM_EXIT_OK, "stopped by the control socket");
+	} else if (strncmp(cmd, "snapshot ", 9) == 0) {
+		snapshot(cl, cmd + 9);
 	} else {
-		reply(cl, "ERR unknown command '%.64s' (status, pause, resume)\n", cmd);
+		reply(cl,
+		      "ERR unknown command '%.64s' (status, pause, resume, snapshot FILE, quit)\n",
+		      cmd);
 	}
 }
 

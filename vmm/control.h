@@ -8,6 +8,9 @@
  *   status  → "OK running" or "OK paused"
  *   pause   → "OK paused": every vCPU parked (see vm_pause)
  *   resume  → "OK running"
+ *   snapshot FILE → "OK saved in N ms": the paused VM written to FILE
+ *             (vm_snapshot_save; disks flushed first)
+ *   quit    → "OK quitting": the VMM ends, exit status 0
  * A connection may send several commands. huskd pauses sandboxes with it.
  */
 struct vm;

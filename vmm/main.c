@@ -46,6 +46,7 @@ struct options {
 	const char *console;
 	const char *vsock_uds;
 	const char *control;
+	const char *restore;
 	uint64_t cid;
 	uint64_t mem;
 	unsigned vcpus;
@@ -56,7 +57,8 @@ struct options {
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: husk-vmm --kernel BZIMAGE [--initrd FILE] [--cmdline TEXT]\n"
+	        "usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore "
+	        "FILE)\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
 	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--control PATH] [-v]\n"
 	        "\n"
@@ -79,7 +81,11 @@ static void usage(FILE *f)
 	        "                     SPEC is PATH[,ro][,format=raw|qcow2][,serial=ID]: a qcow2\n"
 	        "                     image (with its backing chain, never written) unless\n"
 	        "                     format=raw says otherwise\n"
-	        "  --control PATH     a control socket: one-line commands status, pause, resume\n"
+	        "  --control PATH     a control socket: one-line commands status, pause, resume,\n"
+	        "                     snapshot FILE (of the paused VM)\n"
+	        "  --restore FILE     start from a snapshot instead of booting; --mem, --vcpus\n"
+	        "                     and the devices (--disk, --vsock) must be as when it was\n"
+	        "                     saved\n"
 	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -152,6 +158,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"cid", required_argument, NULL, 'C'},
 		{"disk", required_argument, NULL, 'd'},
 		{"control", required_argument, NULL, 'x'},
+		{"restore", required_argument, NULL, 'r'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -215,6 +222,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'x':
 			o->control = optarg;
 			break;
+		case 'r':
+			o->restore = optarg;
+			break;
 		case 'v':
 			if (log_max_level < LOG_DEBUG)
 				log_max_level++;
@@ -230,8 +240,10 @@ static int parse_args(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		return usage_error("unexpected argument '%s'", argv[optind]);
-	if (!o->kernel)
-		return usage_error("%s", "--kernel is required");
+	if (!o->kernel && !o->restore)
+		return usage_error("%s", "--kernel (or --restore) is required");
+	if (o->kernel && o->restore)
+		return usage_error("%s", "--kernel boots a guest, --restore resumes one: give one");
 	return 0;
 }
 
@@ -267,7 +279,7 @@ int main(int argc, char **argv)
 	if (status)
 		return status;
 	status = VM_EXIT_USAGE;
-	if (boot_open(&boot, o.kernel, o.initrd, o.mem))
+	if (!o.restore && boot_open(&boot, o.kernel, o.initrd, o.mem))
 		goto out;
 	kvm_fd = kvm_open(kvm_path ? kvm_path : "/dev/kvm");
 	if (kvm_fd < 0)
@@ -288,13 +300,13 @@ int main(int argc, char **argv)
 		        (unsigned long long)(o.mem >> 20));
 		goto out;
 	}
-	if (boot_load_images_start(&boot, &mem)) {
+	if (!o.restore && boot_load_images_start(&boot, &mem)) {
 		guest_mem_free(&mem);
 		goto out;
 	}
 	/* The VM owns guest RAM from here; vm_destroy() frees it, after the loader. */
 	ret = vm_create(&vm, kvm_fd, &mem, o.vcpus);
-	if (boot_load_images_wait(&boot) || ret)
+	if ((!o.restore && boot_load_images_wait(&boot)) || ret)
 		goto out;
 	log_debug("VM created and images loaded");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
@@ -323,8 +335,18 @@ int main(int argc, char **argv)
 		cmdline = NULL;
 		goto out;
 	}
-	if (boot_setup(&boot, &vm, cmdline))
+	if (o.restore) {
+		char err[512];
+
+		if (vm_snapshot_restore(&vm, o.restore, 2, err, sizeof(err))) {
+			log_err("cannot restore %s: %s", o.restore, err);
+			status = VM_EXIT_USAGE;
+			goto out;
+		}
+		log_info("restored %s", o.restore);
+	} else if (boot_setup(&boot, &vm, cmdline)) {
 		goto out;
+	}
 	log_debug("guest loaded: %u vCPUs, %llu MiB; starting", o.vcpus,
 	          (unsigned long long)(o.mem >> 20));
 	status = vm_run(&vm);

@@ -50,7 +50,7 @@ static int vcpu_ioctl(struct vcpu *v, unsigned long req, void *arg, const char *
 	return 0;
 }
 
-static int vcpu_setup_cpuid(struct vcpu *v)
+int vcpu_setup_cpuid(struct vcpu *v)
 {
 	const struct kvm_cpuid2 *sup = v->vm->supported_cpuid;
 	size_t size = sizeof(*sup) + sup->nent * sizeof(sup->entries[0]);

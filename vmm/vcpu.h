@@ -22,6 +22,9 @@ int vcpu_create(struct vm *vm, unsigned index, struct vcpu *vcpu)
 int vcpu_setup_boot(struct vcpu *vcpu, uint64_t entry, uint64_t boot_params)
 	__attribute__((warn_unused_result));
 
+/* Loads CPUID only: what a vCPU restored from a snapshot needs before its state. */
+int vcpu_setup_cpuid(struct vcpu *vcpu) __attribute__((warn_unused_result));
+
 /* Starts the vCPU's thread, which runs the guest until the VM stops. */
 int vcpu_start(struct vcpu *vcpu) __attribute__((warn_unused_result));
 

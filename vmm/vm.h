@@ -28,6 +28,15 @@ struct vcpu {
 	int started;
 };
 
+/* A device's part of a snapshot (vmm/snapshot.c): state in and out as blobs. */
+struct vm_snap_dev {
+	char name[32];
+	int (*save)(void *dev, void **blob, size_t *len);
+	int (*restore)(void *dev, const void *blob, size_t len);
+	void *dev;
+};
+#define VM_MAX_SNAP_DEVS 16
+
 struct vm {
 	int kvm_fd;
 	int vm_fd;
@@ -49,6 +58,8 @@ struct vm {
 	pthread_cond_t pause_cond;
 	atomic_int pause_req;
 	unsigned parked;
+	struct vm_snap_dev snap_devs[VM_MAX_SNAP_DEVS];
+	unsigned nr_snap_devs;
 	int exit_status;
 	char exit_reason[256];
 };
@@ -101,6 +112,33 @@ int vm_pause(struct vm *vm, int timeout_ms) __attribute__((warn_unused_result));
 void vm_resume(struct vm *vm);
 /* A vCPU thread's side: parks while a pause is asked for (pause.c). */
 void vm_pause_point(struct vm *vm, struct kvm_run *run);
+
+/*
+ * Registers a device for snapshots under a name unique in the VM (devices
+ * made in the same order from the same flags get the same names on restore).
+ * 0, -ENOSPC or -EEXIST.
+ */
+int vm_snap_register(struct vm *vm, const char *name,
+                     int (*save)(void *dev, void **blob, size_t *len),
+                     int (*restore)(void *dev, const void *blob, size_t len), void *dev)
+	__attribute__((warn_unused_result));
+
+/*
+ * Writes a snapshot of the paused VM to path (through path.tmp and a rename:
+ * a crash leaves any older file there intact): VM and vCPU state, every
+ * registered device, guest RAM compressed on threads threads. 0 or -errno,
+ * with a sentence in err.
+ */
+int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/*
+ * Loads a snapshot into a VM made (vm_create) with the same memory size and
+ * vCPU count and the same devices, before vm_run(). Everything is validated
+ * before the VM is touched where it can be. 0 or -errno with err.
+ */
+int vm_snapshot_restore(struct vm *vm, const char *path, int threads, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
 
 /* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
 int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));

@@ -12,7 +12,7 @@ passed=0
 failed=0
 
 pass() {
-	echo "PASS $1"
+	echo "PASS $1${2:+ $2}"
 	passed=$((passed + 1))
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "devices/power.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +127,31 @@ static void i8042_write(void *dev, uint64_t off, const uint8_t *data, unsigned l
 
 static const struct bus_ops i8042_ops = {.read = i8042_read, .write = i8042_write};
 
+static int power_save(void *dev, void **blob, size_t *len)
+{
+	struct power *p = dev;
+	uint16_t *en = malloc(sizeof(*en));
+
+	if (!en)
+		return -ENOMEM;
+	*en = atomic_load(&p->pm1_enable);
+	*blob = en;
+	*len = sizeof(*en);
+	return 0;
+}
+
+static int power_restore(void *dev, const void *blob, size_t len)
+{
+	struct power *p = dev;
+	uint16_t en;
+
+	if (len != sizeof(en))
+		return -EINVAL;
+	memcpy(&en, blob, sizeof(en));
+	atomic_store(&p->pm1_enable, en);
+	return 0;
+}
+
 struct power *power_create(struct vm *vm)
 {
 	struct power *p = calloc(1, sizeof(*p));
@@ -142,6 +168,8 @@ struct power *power_create(struct vm *vm)
 		ret = bus_register(&vm->pio, PORT_ACPI_RESET, 1, &acpi_reset_ops, p);
 	if (!ret)
 		ret = bus_register(&vm->pio, PORT_I8042_CMD, 1, &i8042_ops, p);
+	if (!ret)
+		ret = vm_snap_register(vm, "power", power_save, power_restore, p);
 	if (ret) {
 		/* Setup failed: the VM is destroyed before any vCPU runs. */
 		log_err("power: cannot claim its I/O ports: %s", strerror(-ret));

@@ -207,6 +207,69 @@ static const struct bus_ops serial_ops = {
 	.write = serial_write,
 };
 
+/* Snapshot: the registers and what the guest has not read yet. */
+struct serial_state {
+	uint32_t magic, rx_len;
+	uint8_t ier, fcr, lcr, mcr, scr, dll, dlm, thr_pending, irq_level, pad[7];
+	uint8_t rx[RX_FIFO_SIZE];
+};
+#define SERIAL_STATE_MAGIC 0x52414548u /* "HEAR" */
+
+static int serial_save(void *dev, void **blob, size_t *len)
+{
+	struct serial *s = dev;
+	struct serial_state *st = calloc(1, sizeof(*st));
+
+	if (!st)
+		return -ENOMEM;
+	pthread_mutex_lock(&s->lock);
+	*st = (struct serial_state){.magic = SERIAL_STATE_MAGIC,
+	                            .rx_len = (uint32_t)s->rx_len,
+	                            .ier = s->ier,
+	                            .fcr = s->fcr,
+	                            .lcr = s->lcr,
+	                            .mcr = s->mcr,
+	                            .scr = s->scr,
+	                            .dll = s->dll,
+	                            .dlm = s->dlm,
+	                            .thr_pending = (uint8_t)s->thr_pending,
+	                            .irq_level = (uint8_t)s->irq_level};
+	for (size_t i = 0; i < s->rx_len; i++)
+		st->rx[i] = s->rx[(s->rx_head + i) % RX_FIFO_SIZE];
+	pthread_mutex_unlock(&s->lock);
+	*blob = st;
+	*len = sizeof(*st);
+	return 0;
+}
+
+static int serial_restore(void *dev, const void *blob, size_t len)
+{
+	struct serial *s = dev;
+	struct serial_state st;
+
+	if (len != sizeof(st))
+		return -EINVAL;
+	memcpy(&st, blob, sizeof(st));
+	if (st.magic != SERIAL_STATE_MAGIC || st.rx_len > RX_FIFO_SIZE)
+		return -EINVAL;
+	pthread_mutex_lock(&s->lock);
+	s->ier = st.ier;
+	s->fcr = st.fcr;
+	s->lcr = st.lcr;
+	s->mcr = st.mcr;
+	s->scr = st.scr;
+	s->dll = st.dll;
+	s->dlm = st.dlm;
+	s->thr_pending = st.thr_pending;
+	/* The line's level came back with the interrupt controllers' state. */
+	s->irq_level = st.irq_level;
+	memcpy(s->rx, st.rx, st.rx_len);
+	s->rx_head = 0;
+	s->rx_len = st.rx_len;
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
 struct serial *serial_create(struct vm *vm, uint16_t base, unsigned irq, int out_fd)
 {
 	struct serial *s = calloc(1, sizeof(*s));
@@ -220,6 +283,10 @@ struct serial *serial_create(struct vm *vm, uint16_t base, unsigned irq, int out
 	s->thr_pending = 0;
 	if (bus_register(&vm->pio, base, 8, &serial_ops, s)) {
 		log_err("serial: port %#x is already taken", base);
+		serial_destroy(s);
+		return NULL;
+	}
+	if (vm_snap_register(vm, "serial", serial_save, serial_restore, s)) {
 		serial_destroy(s);
 		return NULL;
 	}

@@ -31,6 +31,14 @@ struct virtio_dev_ops {
 	void (*notify)(void *dev, unsigned q);
 	/* The driver reset the device: drop all state tied to the queues. */
 	void (*reset)(void *dev);
+	/*
+	 * Snapshots (optional): the device's own state beyond the transport's
+	 * (queues, features, status), as a malloc'd blob; restore runs after the
+	 * transport is back, queues live, in a VMM that has no host-side
+	 * connections of the old one.
+	 */
+	int (*save)(void *dev, void **blob, size_t *len);
+	int (*restore)(void *dev, const void *blob, size_t len);
 };
 
 /*

@@ -265,6 +265,32 @@ static void vsock_reset(void *dev)
 	d->active = false;
 }
 
+/*
+ * After a restore the guest's connections lead to a VMM that is gone (and
+ * its host peers with it): the transport-reset event (virtio 5.10.6.6) makes
+ * the guest drop every connection; listening sockets stay, so the agent
+ * takes new ones at once.
+ */
+static int vsock_restore(void *dev, const void *blob, size_t len)
+{
+	struct vsock_dev *d = dev;
+	struct virtq *vq = virtio_queue(d->t, VSOCK_QUEUE_EVENT);
+	struct virtio_vsock_event ev = {.id = htole32(VIRTIO_VSOCK_EVENT_TRANSPORT_RESET)};
+
+	(void)blob;
+	(void)len;
+	if (!vq || !vq->ready)
+		return 0;
+	if (virtq_pop(vq, virtio_mem(d->t), &d->chain) <= 0) {
+		log_guest(LOG_WARN, "vsock: no event buffer for the transport reset after restore");
+		return 0;
+	}
+	virtq_chain_write(&d->chain, 0, &ev, sizeof(ev));
+	virtq_push(vq, d->chain.head, sizeof(ev));
+	virtio_signal(d->t, VSOCK_QUEUE_EVENT);
+	return 0;
+}
+
 static const struct virtio_dev_ops vsock_ops = {
 	.name = "virtio-vsock",
 	.device_id = VIRTIO_ID_VSOCK,
@@ -275,6 +301,7 @@ static const struct virtio_dev_ops vsock_ops = {
 	.activate = vsock_activate,
 	.notify = vsock_notify,
 	.reset = vsock_reset,
+	.restore = vsock_restore,
 };
 
 static void listener_event(void *ctx, uint32_t events)

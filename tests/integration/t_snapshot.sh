@@ -1,0 +1,138 @@
+# Snapshots: a paused guest saved to a file and the VMM killed; a new VMM
+# restored from the file carries on where the first one stopped.
+
+snap_ticks() {
+	{ tr -d '\r' <"$1"; } 2>/dev/null | grep '^tick ' | sed 's/^tick //'
+}
+
+# snap_boot_counting CTL CONSOLE [VSOCK]: a guest that counts to 59 on its console.
+snap_boot_counting() {
+	timeout -s KILL 300 "$VMM" --kernel "$KERNEL" --initrd "$INITRD" --mem 256M --vcpus 2 \
+		--control "$1" --console "$2" ${3:+--vsock "$3"} \
+		--cmdline 'quiet husk.cmd="i=0; while [ $i -lt 60 ]; do echo tick $i; i=$((i+1)); sleep 0.2; done"' \
+		2>>"$T/stderr" &
+	pid=$!
+	i=0
+	while [ "$(snap_ticks "$2" | wc -l)" -lt 5 ] && [ $i -lt 1200 ] && kill -0 $pid 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+}
+
+t_snapshot_restore() {
+	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/snap"
+	snap_boot_counting "$T/ctl" "$T/a.con" "$T/vsock"
+	why=""
+	if [ "$(snap_ticks "$T/a.con" | wc -l)" -lt 5 ]; then
+		why="the guest never started counting"
+	elif [ "$(ctl pause)" != paused ]; then
+		why="pause failed"
+	elif ! reply=$(ctl "snapshot $T/snap"); then
+		why="snapshot failed: $reply"
+	fi
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	last=$(snap_ticks "$T/a.con" | tail -n 1)
+	if [ -z "$why" ]; then
+		timeout -s KILL 300 "$VMM" --restore "$T/snap" --mem 256M --vcpus 2 \
+			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>>"$T/stderr"
+		status=$?
+		first=$(snap_ticks "$T/b.con" | head -n 1)
+		if [ "$status" != 0 ]; then
+			why="the restored VMM exited with $status"
+		elif ! snap_ticks "$T/b.con" | grep -qx 59; then
+			why="the restored guest did not count to the end"
+		elif [ -z "$first" ] || [ "$first" -le "$last" ] || [ "$first" -gt $((last + 2)) ]; then
+			why="the restored guest started at tick '$first', the saved one stopped at $last"
+		fi
+	fi
+	cp "$T/b.con" "$T/console" 2>/dev/null
+	if [ -n "$why" ]; then
+		fail snapshot_restore "$why"
+	else
+		pass snapshot_restore "(saved at tick $last: $reply; went on from $first)"
+	fi
+}
+
+t_snapshot_bad_files() {
+	why=""
+	printf 'not a snapshot at all' >"$T/junk"
+	for f in "$T/junk" "$T/missing"; do
+		timeout -s KILL 60 "$VMM" --restore "$f" --mem 256M --console "$T/c.con" 2>"$T/stderr"
+		status=$?
+		[ "$status" = 2 ] || why="$why; $f: exit $status, want 2"
+		grep -q "cannot restore" "$T/stderr" || why="$why; $f: no clear message"
+	done
+	if [ -n "$why" ]; then
+		fail snapshot_bad_files "${why#; }"
+	else
+		pass snapshot_bad_files
+	fi
+}
+
+agentctl() {
+	timeout 120 "$top/build/bin/husk-agentctl" --vsock "$T/vsock" "$@"
+}
+
+# A runtime guest on its disk with the agent: a background job and a file
+# written before the snapshot; after the restore (same disk, a new VMM) the
+# agent answers on a new connection, the file is there, the job counts on.
+t_snapshot_agent_disk() {
+	if [ ! -f "$(rt_base base:latest)" ]; then
+		fail snapshot_agent_disk "runtime base:latest is not built (make images)"
+		return
+	fi
+	rm -f "$T/stderr" "$T/snap" "$T/a.con" "$T/b.con"
+	rt_layer base:latest "$T/layer.qcow2"
+	timeout -s KILL 300 "$VMM" --kernel "$KERNEL" --initrd "$INITRD" --mem 512M --vcpus 2 \
+		--disk "$T/layer.qcow2" --vsock "$T/vsock" --control "$T/ctl" --console "$T/a.con" \
+		--cmdline "quiet husk.root=/dev/vda" 2>>"$T/stderr" &
+	pid=$!
+	why=""
+	i=0
+	until agentctl exec -- true >/dev/null 2>&1 || [ $i -ge 120 ]; do sleep 1; i=$((i + 1)); done
+	agentctl exec -- sh -c 'echo written-before > /root/before' >/dev/null 2>&1 ||
+		why="the agent did not answer before the snapshot"
+	[ -n "$why" ] || agentctl job-start -- sh -c 'i=0; while true; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.2; done' >/dev/null ||
+		why="cannot start the counting job"
+	sleep 2
+	c0=$(agentctl exec -- cat /tmp/c 2>/dev/null)
+	[ -n "$why" ] || [ "$(ctl pause)" = paused ] || why="pause failed"
+	[ -n "$why" ] || reply=$(ctl "snapshot $T/snap") || why="snapshot failed: $reply"
+	[ -n "$why" ] || ctl quit >/dev/null || why="quit failed"
+	wait $pid
+	status=$?
+	[ -n "$why" ] || [ "$status" = 0 ] || why="the saved VMM exited with $status after quit"
+	if [ -z "$why" ]; then
+		timeout -s KILL 300 "$VMM" --restore "$T/snap" --mem 512M --vcpus 2 \
+			--disk "$T/layer.qcow2" --vsock "$T/vsock" --control "$T/ctl" --console "$T/b.con" \
+			2>>"$T/stderr" &
+		pid=$!
+		# The guest drops the old VMM's connections when it runs again (the
+		# transport reset): a connection made before that is reset too.
+		i=0
+		until a=$(agentctl exec -- cat /tmp/c 2>/dev/null) || [ $i -ge 60 ]; do
+			sleep 1
+			i=$((i + 1))
+		done
+		sleep 2
+		b=$(agentctl exec -- cat /tmp/c 2>/dev/null)
+		f=$(agentctl exec -- cat /root/before 2>/dev/null)
+		if [ "$f" != written-before ]; then
+			why="after the restore the agent gave '$f' for the file written before"
+		elif [ -z "$a" ] || [ -z "$b" ] || [ "$b" -le "$a" ]; then
+			why="the job did not count on after the restore ('$c0' before the snapshot; '$a', then '$b')"
+		fi
+		ctl quit >/dev/null
+		wait $pid
+		status=$?
+		[ -n "$why" ] || [ "$status" = 0 ] || why="the restored VMM exited with $status after quit"
+	fi
+	kill -9 $pid 2>/dev/null
+	if [ -n "$why" ]; then
+		fail snapshot_agent_disk "$why"
+	else
+		qcheck snapshot_agent_disk "$T/layer.qcow2" && pass snapshot_agent_disk "($reply; counter $c0 before, $a and $b after)"
+	fi
+	rm -f "$T/layer.qcow2"
+}

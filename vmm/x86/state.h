@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_X86_STATE_H
+#define HUSK_X86_STATE_H
+
+/*
+ * KVM state of a paused VM as byte blobs for a snapshot (vmm/snapshot.c):
+ * each function fills a malloc'd blob or loads one. The blobs are this
+ * build's structs behind a small header (magic, version, sizes) that the
+ * loaders check before use; the snapshot file checksums them.
+ */
+#include <stddef.h>
+
+struct vm;
+struct vcpu;
+
+/* One vCPU: registers, special registers, XSAVE, XCRs, LAPIC, MP state,
+ * pending events, debug registers and every MSR KVM lists for saving. */
+int vcpu_state_save(struct vcpu *v, void **blob, size_t *len) __attribute__((warn_unused_result));
+/* Loads a blob into a vCPU whose CPUID is already set (vcpu_setup_cpuid). */
+int vcpu_state_restore(struct vcpu *v, const void *blob, size_t len)
+	__attribute__((warn_unused_result));
+
+/* VM-wide: PIC master and slave, IOAPIC, PIT and the KVM clock. */
+int vm_state_save(struct vm *vm, void **blob, size_t *len) __attribute__((warn_unused_result));
+int vm_state_restore(struct vm *vm, const void *blob, size_t len)
+	__attribute__((warn_unused_result));
+
+#endif

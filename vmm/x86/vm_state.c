@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: MIT
+#include <errno.h>
+#include <linux/kvm.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+
+#include "log.h"
+#include "vm.h"
+#include "x86/state.h"
+
+#define VM_STATE_MAGIC 0x4d565348u /* "HSVM" */
+#define VM_STATE_VERSION 1
+
+struct vm_state {
+	uint32_t magic, version, size, pad;
+	struct kvm_irqchip chips[3]; /* PIC master, PIC slave, IOAPIC */
+	struct kvm_pit_state2 pit;
+	struct kvm_clock_data clock;
+};
+
+static int vm_ioctl(struct vm *vm, unsigned long req, void *arg, const char *what)
+{
+	if (ioctl(vm->vm_fd, req, arg) < 0) {
+		int e = errno;
+
+		log_err("snapshot: %s failed: %s", what, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int vm_state_save(struct vm *vm, void **blob, size_t *len)
+{
+	struct vm_state *s = calloc(1, sizeof(*s));
+	int ret = 0;
+
+	if (!s)
+		return -ENOMEM;
+	*s = (struct vm_state){
+		.magic = VM_STATE_MAGIC, .version = VM_STATE_VERSION, .size = sizeof(*s)};
+	for (unsigned i = 0; i < 3 && !ret; i++) {
+		s->chips[i].chip_id = i;
+		ret = vm_ioctl(vm, KVM_GET_IRQCHIP, &s->chips[i], "KVM_GET_IRQCHIP");
+	}
+	if (!ret)
+		ret = vm_ioctl(vm, KVM_GET_PIT2, &s->pit, "KVM_GET_PIT2");
+	if (!ret)
+		ret = vm_ioctl(vm, KVM_GET_CLOCK, &s->clock, "KVM_GET_CLOCK");
+	if (ret) {
+		free(s);
+		return ret;
+	}
+	*blob = s;
+	*len = sizeof(*s);
+	return 0;
+}
+
+int vm_state_restore(struct vm *vm, const void *blob, size_t len)
+{
+	struct vm_state s;
+	int ret = 0;
+
+	if (len != sizeof(s))
+		return -EINVAL;
+	memcpy(&s, blob, sizeof(s));
+	if (s.magic != VM_STATE_MAGIC || s.version != VM_STATE_VERSION || s.size != sizeof(s))
+		return -EINVAL;
+	for (unsigned i = 0; i < 3 && !ret; i++) {
+		if (s.chips[i].chip_id != i)
+			return -EINVAL;
+		ret = vm_ioctl(vm, KVM_SET_IRQCHIP, &s.chips[i], "KVM_SET_IRQCHIP");
+	}
+	if (!ret)
+		ret = vm_ioctl(vm, KVM_SET_PIT2, &s.pit, "KVM_SET_PIT2");
+	/* Only the clock value is ours to set; the flags describe the host it came from. */
+	s.clock.flags = 0;
+	if (!ret)
+		ret = vm_ioctl(vm, KVM_SET_CLOCK, &s.clock, "KVM_SET_CLOCK");
+	return ret;
+}
