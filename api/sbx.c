@@ -133,14 +133,17 @@ void sbx_free(struct sandbox *sb)
 	json_decref(sb->files);
 	free(sb->dir);
 	free(sb->vsock);
+	free(sb->layer);
+	free(sb->cgroup);
 	free(sb);
 }
 
 /* Removes the sandbox's folder: its layer, sockets and console log. */
 void sbx_remove_dir(const char *dir)
 {
-	static const char *const files[] = {"layer.qcow2", "vsock.sock", "control.sock",
-	                                    "console.log", "vmm.log"};
+	static const char *const files[] = {"layer.qcow2",    "vsock.sock", "control.sock",
+	                                    "console.log",    "vmm.log",    "memory.snap",
+	                                    "memory.snap.tmp"};
 	char path[4096];
 
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
@@ -193,8 +196,13 @@ static void on_vmm_exit(struct vmm_proc *p, int status, void *arg)
 	struct huskd *d = sb->d;
 	char reason[256];
 
-	(void)p;
 	sb->vmm_gone = true;
+	/* Quit after its snapshot: the sandbox lives on in the file (sbx_pause.c). */
+	if ((sb->pausing || sb->on_disk) && !sb->ending && status == 0) {
+		vmm_proc_release(p);
+		sb->vmm = NULL;
+		return;
+	}
 	if (!sb->ending) {
 		char last[160];
 
@@ -217,8 +225,8 @@ static void on_vmm_exit(struct vmm_proc *p, int status, void *arg)
 		sbx_transition(d, sb->id, "failed", reason, NULL);
 		sbx_ready_fail(sb);
 	}
-	if (sb->current)
-		return; /* the execution's end frees the sandbox (sbx_maybe_free) */
+	if (sb->current || sb->pausing || sb->resuming)
+		return; /* the execution's or the task's end frees the sandbox (sbx_maybe_free) */
 	sbx_remove_dir(sb->dir);
 	sbx_free(sb);
 }
@@ -329,12 +337,25 @@ static void adopt_one(struct huskd *d, json_t *row)
 	sb->exec_timeout_ms = (uint64_t)json_integer_value(json_object_get(priv, "execTimeoutMs"));
 	sb->idle_ms = (uint64_t)json_integer_value(json_object_get(priv, "idleMs"));
 	sb->paused_ms = (uint64_t)json_integer_value(json_object_get(priv, "pausedMs"));
+	sb->mem_mib = (uint64_t)json_integer_value(json_object_get(priv, "memMib"));
+	sb->vcpus = (unsigned)json_integer_value(json_object_get(priv, "vcpus"));
+	sb->on_disk = json_is_true(json_object_get(priv, "onDisk"));
+	if (json_is_string(json_object_get(priv, "layer")))
+		sb->layer = strdup(json_string_value(json_object_get(priv, "layer")));
+	if (d->cgroups && asprintf(&sb->cgroup, "%s/%s", d->cgroup_root, id) < 0)
+		sb->cgroup = NULL;
 	json_decref(sb->env);
 	sb->env = json_deep_copy(json_object_get(priv, "env"));
 	if (!sb->env)
 		sb->env = json_object();
 	if (store_abandon_unfinished(d->store, id, "huskd restarted while it ran", &n) == 0 && n)
 		huskd_log(id, "%d unfinished command(s) marked failed: huskd restarted", n);
+	if (sb->on_disk && !strcmp(status, "paused")) {
+		/* Paused to its snapshot file: no VMM to adopt; the next request resumes it. */
+		sb->vmm_gone = true;
+		huskd_log(id, "paused on disk; resumes when asked for");
+		return;
+	}
 	if (vmm_proc_adopt(d->loop, pid, start, on_vmm_exit, sb, &sb->vmm) == 0 &&
 	    strcmp(status, "creating")) {
 		/* A paused VMM stays paused; the first request resumes it. */

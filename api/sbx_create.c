@@ -191,6 +191,22 @@ void sbx_when_ready(struct sandbox *sb, void (*fn)(struct sandbox *sb, bool read
 		sbx_wake(sb);
 }
 
+void sbx_vmm_spec(struct sandbox *sb, const char *restore, struct vmm_spec *spec)
+{
+	struct huskd *d = sb->d;
+
+	*spec = (struct vmm_spec){.vmm = d->vmm,
+	                          .kernel = d->kernel,
+	                          .initrd = d->initrd,
+	                          .dir = sb->dir,
+	                          .disk = sb->layer,
+	                          .serial = sb->id + strlen(sb->id) - 20,
+	                          .cgroup = sb->cgroup,
+	                          .mem_mib = sb->mem_mib,
+	                          .vcpus = sb->vcpus,
+	                          .restore = restore};
+}
+
 /* Reads resources into what the VMM gets; 400 with a message for nonsense. */
 static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *millis, int64_t *disk,
                           char *err, size_t errlen)
@@ -406,9 +422,11 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		json_object_set_new(pub, "command",
 		                    json_pack("{sOss}", "exec", json_object_get(cmd, "exec"),
 		                              "mode", sb->oneshot ? "oneshot" : "interactive"));
-	priv = json_pack("{sssssbsIsIsIsO}", "dir", sb->dir, "layer", layer, "oneshot", sb->oneshot,
-	                 "execTimeoutMs", (json_int_t)exec_ms, "idleMs", (json_int_t)idle_ms,
-	                 "pausedMs", (json_int_t)paused_ms, "env", sb->env);
+	priv = json_pack("{sssssbsIsIsIsOsIsI}", "dir", sb->dir, "layer", layer, "oneshot",
+	                 sb->oneshot, "execTimeoutMs", (json_int_t)exec_ms, "idleMs",
+	                 (json_int_t)idle_ms, "pausedMs", (json_int_t)paused_ms, "env", sb->env,
+	                 "memMib", (json_int_t)((uint64_t)mem >> 20), "vcpus",
+	                 (json_int_t)((millis + 999) / 1000));
 	status = store_sandbox_insert(d->store, pub, priv, info) ? 500 : 0;
 	if (status) {
 		snprintf(err, errlen, "cannot record the sandbox");
@@ -417,16 +435,12 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		goto out;
 	}
 	cgroup = make_cgroup(d, id, millis);
-	spec = (struct vmm_spec){.vmm = d->vmm,
-	                         .kernel = d->kernel,
-	                         .initrd = d->initrd,
-	                         .dir = sb->dir,
-	                         .disk = layer,
-	                         .serial = id + strlen(id) - 20,
-	                         .cgroup = cgroup,
-	                         .mem_mib = (uint64_t)mem >> 20,
-	                         .vcpus = (unsigned)((millis + 999) / 1000)};
-	if (sbx_start_vmm(sb, &spec, err, errlen)) {
+	sb->cgroup = cgroup ? strdup(cgroup) : NULL;
+	sb->layer = strdup(layer);
+	sb->mem_mib = (uint64_t)mem >> 20;
+	sb->vcpus = (unsigned)((millis + 999) / 1000);
+	sbx_vmm_spec(sb, NULL, &spec);
+	if (!sb->layer || sbx_start_vmm(sb, &spec, err, errlen)) {
 		huskd_log(id, "%s", err);
 		sb->vmm_gone = true;
 		sbx_end(sb, "failed", err, NULL);

@@ -1,41 +1,132 @@
 // SPDX-License-Identifier: MIT
 /*
- * Pause and resume (API.md §5.1 (6), (7)): the sandbox's VMM parks its vCPUs
- * through its control socket (husk-vmm --control), so every process in the
- * guest stops where it is and carries on after the resume. Guest memory
- * stays in the VMM while paused. A request that needs the guest (execute,
- * files, jobs) resumes a paused sandbox first; execute then says so
- * (autoResumed). timeout.paused ends a sandbox left paused that long.
+ * Pause and resume (API.md §5.1 (6), (7)). Pause: the sandbox's VMM parks
+ * its vCPUs (husk-vmm --control), writes a snapshot of the guest (memory
+ * lz4-compressed, disks flushed) to dir/memory.snap and quits, so a paused
+ * sandbox holds no memory and no CPU. Resume: a new VMM starts from the
+ * snapshot; every process in the guest carries on where it stopped. A
+ * request that needs the guest (execute, files, jobs) resumes a paused
+ * sandbox first; execute then says so (autoResumed). timeout.paused ends a
+ * sandbox left paused that long.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
 
+#include "agent_client.h"
 #include "json_resp.h"
 #include "sbx_priv.h"
 #include "task.h"
 #include "vmm_ctl.h"
+#include "vmm_proc.h"
 
 #define CTL_TIMEOUT_MS 15000
+/* Writing a snapshot takes about a second per GiB of touched memory on real KVM. */
+#define SNAPSHOT_TIMEOUT_MS 300000
+#define AGENT_WAIT_MS 120000
+#define SNAPSHOT_FILE "memory.snap"
 
 struct pause_task {
 	struct sandbox *sb;
 	struct http_req *r; /* to answer, or NULL (a resume asked for by a request's need) */
 	bool pause;
+	bool restored; /* resume: a new VMM started from the snapshot; wait for its agent */
 	int rc;
-	char path[4096];
-	char reply[256];
+	char path[4096], snap[4096], vsock[4096];
+	char reply[512];
+	long long ms;
 };
+
+static long long mono_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int ctl(struct pause_task *t, const char *cmd, int timeout_ms)
+{
+	int rc = vmm_ctl(t->path, cmd, t->reply, sizeof(t->reply), timeout_ms);
+
+	if (rc && rc != -EPROTO)
+		snprintf(t->reply, sizeof(t->reply), "%s: %s", cmd, strerror(-rc));
+	return rc;
+}
+
+/* Pause: park, save, quit; a failed save lets the guest run on. */
+static void pause_work(struct pause_task *t)
+{
+	char cmd[4200];
+
+	t->rc = ctl(t, "pause", CTL_TIMEOUT_MS);
+	if (t->rc)
+		return;
+	snprintf(cmd, sizeof(cmd), "snapshot %s", t->snap);
+	t->rc = ctl(t, cmd, SNAPSHOT_TIMEOUT_MS);
+	if (t->rc) {
+		char why[sizeof(t->reply)];
+
+		snprintf(why, sizeof(why), "%s", t->reply);
+		/* Keep the first reason; a failed resume only adds to it. */
+		if (ctl(t, "resume", CTL_TIMEOUT_MS))
+			huskd_log(NULL, "cannot resume after a failed snapshot: %s", t->reply);
+		memcpy(t->reply, why, sizeof(why));
+		return;
+	}
+	t->rc = ctl(t, "quit", CTL_TIMEOUT_MS);
+}
+
+/* Resume of a restored VMM: its agent answers once the guest runs again. */
+static void agent_wait(struct pause_task *t)
+{
+	long long until = mono_ms() + AGENT_WAIT_MS;
+
+	do {
+		struct agent_client *c = NULL;
+		json_t *req = json_pack("{ss}", "op", "info"), *out = NULL;
+
+		t->rc = agent_client_connect_vsock(t->vsock, AGENT_VSOCK_PORT, &c);
+		/* The guest resets the old VMM's connections as it wakes: try again after that. */
+		if (!t->rc)
+			t->rc = agent_call(c, req, &out) ? -EAGAIN : 0;
+		json_decref(req);
+		json_decref(out);
+		agent_client_close(c);
+		if (!t->rc)
+			return;
+		usleep(200 * 1000);
+	} while (mono_ms() < until);
+	snprintf(t->reply, sizeof(t->reply),
+	         "the restored guest's agent did not answer within %d s", AGENT_WAIT_MS / 1000);
+}
 
 static void ctl_work(void *arg)
 {
 	struct pause_task *t = arg;
+	long long t0 = mono_ms();
 
-	t->rc = vmm_ctl(t->path, t->pause ? "pause" : "resume", t->reply, sizeof(t->reply),
-	                CTL_TIMEOUT_MS);
-	if (t->rc && t->rc != -EPROTO)
-		snprintf(t->reply, sizeof(t->reply), "%s", strerror(-t->rc));
+	if (t->pause)
+		pause_work(t);
+	else if (t->restored)
+		agent_wait(t);
+	else
+		t->rc = ctl(t, "resume", CTL_TIMEOUT_MS);
+	t->ms = mono_ms() - t0;
+}
+
+/* Remembered across huskd restarts: an on-disk paused sandbox has no VMM to adopt. */
+static int mark_on_disk(struct sandbox *sb, bool on_disk)
+{
+	json_t *priv = json_pack("{sb}", "onDisk", on_disk);
+	int rc = priv ? store_sandbox_update(sb->d->store, sb->id, NULL, priv, NULL) : -ENOMEM;
+
+	json_decref(priv);
+	return rc;
 }
 
 static void paused_fired(uv_timer_t *timer)
@@ -75,6 +166,10 @@ static void pause_done(struct pause_task *t)
 			          t->reply);
 		return;
 	}
+	sb->on_disk = true;
+	if (mark_on_disk(sb, true))
+		huskd_log(sb->id, "cannot record that it is paused on disk");
+	huskd_log(sb->id, "paused in %lld ms: %s", t->ms, t->reply);
 	sbx_transition(sb->d, sb->id, "paused", "paused by request", NULL);
 	out = json_pack("{ssss}", "sandboxId", sb->id, "status", "paused");
 	if (sb->paused_ms) {
@@ -114,6 +209,13 @@ static void resume_done(struct pause_task *t)
 		return;
 	}
 	sbx_timer_stop(sb);
+	if (t->restored) {
+		sb->on_disk = false;
+		if (mark_on_disk(sb, false))
+			huskd_log(sb->id, "cannot record that it runs again");
+		unlink(t->snap);
+		huskd_log(sb->id, "resumed from its snapshot in %lld ms", t->ms);
+	}
 	sb->ready = true;
 	sbx_transition(sb->d, sb->id, "idle",
 	               t->r ? "resumed by request" : "resumed to serve a request", NULL);
@@ -143,6 +245,28 @@ static int ctl_start(struct sandbox *sb, struct http_req *r, bool pause)
 	t->r = r;
 	t->pause = pause;
 	snprintf(t->path, sizeof(t->path), "%s/control.sock", sb->dir);
+	snprintf(t->snap, sizeof(t->snap), "%s/" SNAPSHOT_FILE, sb->dir);
+	snprintf(t->vsock, sizeof(t->vsock), "%s", sb->vsock);
+	if (!pause && sb->on_disk) {
+		struct vmm_spec spec;
+		char err[512];
+
+		/* The old VMM must be gone before a new one takes its sockets. */
+		if (sb->vmm) {
+			free(t);
+			return -EAGAIN;
+		}
+		if (sb->cgroup)
+			mkdir(sb->cgroup, 0755);
+		sbx_vmm_spec(sb, t->snap, &spec);
+		if (sbx_start_vmm(sb, &spec, err, sizeof(err))) {
+			huskd_log(sb->id, "cannot restore: %s", err);
+			free(t);
+			return -EIO;
+		}
+		sb->vmm_gone = false;
+		t->restored = true;
+	}
 	if (task_run(sb->d->tasks, ctl_work, ctl_done, t)) {
 		free(t);
 		return -EAGAIN;

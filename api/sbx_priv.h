@@ -37,6 +37,11 @@ struct sandbox {
 	bool ending;        /* destroy/terminate under way: the VMM's exit is expected */
 	bool vmm_gone;
 	bool pausing, resuming; /* a pause or resume task is under way (sbx_pause.c) */
+	bool on_disk;           /* paused: its memory in dir/memory.snap, no VMM running */
+	/* What a VMM for it is started with (again, on resume). */
+	uint64_t mem_mib;
+	unsigned vcpus;
+	char *layer, *cgroup;
 	struct sandbox *next;
 };
 
@@ -61,6 +66,8 @@ void sbx_ready_run(struct sandbox *sb);
 /* (Re)starts the sandbox's one timer (idle or paused countdown) with fn after ms. */
 void sbx_timer_start(struct sandbox *sb, uv_timer_cb fn, uint64_t ms);
 void sbx_timer_stop(struct sandbox *sb);
+/* The VMM spec of the sandbox (with restore: start from that snapshot). */
+void sbx_vmm_spec(struct sandbox *sb, const char *restore, struct vmm_spec *spec);
 /* A paused sandbox is asked for: resume it (sbx_pause.c); waiters run once it is. */
 void sbx_wake(struct sandbox *sb);
 

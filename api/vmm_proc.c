@@ -139,26 +139,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
 		cmdline[4096];
-	char *argv[] = {(char *)s->vmm,
-	                "--kernel",
-	                (char *)s->kernel,
-	                "--initrd",
-	                (char *)s->initrd,
-	                "--mem",
-	                mem,
-	                "--vcpus",
-	                vcpus,
-	                "--disk",
-	                disk,
-	                "--vsock",
-	                vsock,
-	                "--control",
-	                control,
-	                "--console",
-	                console,
-	                "--cmdline",
-	                cmdline,
-	                NULL};
+	char *argv[24];
+	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
 	ssize_t n;
@@ -172,6 +154,32 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	snprintf(console, sizeof(console), "%s/console.log", s->dir);
 	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
 	         s->cmdline ? s->cmdline : "");
+	argv[a++] = (char *)s->vmm;
+	if (s->restore) {
+		/* A restored guest keeps the kernel and command line it booted with. */
+		argv[a++] = "--restore";
+		argv[a++] = (char *)s->restore;
+	} else {
+		argv[a++] = "--kernel";
+		argv[a++] = (char *)s->kernel;
+		argv[a++] = "--initrd";
+		argv[a++] = (char *)s->initrd;
+		argv[a++] = "--cmdline";
+		argv[a++] = cmdline;
+	}
+	argv[a++] = "--mem";
+	argv[a++] = mem;
+	argv[a++] = "--vcpus";
+	argv[a++] = vcpus;
+	argv[a++] = "--disk";
+	argv[a++] = disk;
+	argv[a++] = "--vsock";
+	argv[a++] = vsock;
+	argv[a++] = "--control";
+	argv[a++] = control;
+	argv[a++] = "--console";
+	argv[a++] = console;
+	argv[a] = NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p || pipe2(pipefd, O_CLOEXEC) < 0) {
 		free(p);

@@ -27,6 +27,7 @@ struct vmm_spec {
 	uint64_t mem_mib;
 	unsigned vcpus;
 	const char *cmdline; /* extra kernel command line, or NULL */
+	const char *restore; /* a snapshot to start from instead of booting, or NULL */
 };
 
 /* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */

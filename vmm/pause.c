@@ -59,17 +59,23 @@ void vm_resume(struct vm *vm)
 	pthread_mutex_unlock(&vm->pause_lock);
 }
 
-void vm_pause_point(struct vm *vm, struct kvm_run *run)
+bool vm_pause_point(struct vm *vm, struct kvm_run *run)
 {
 	if (!atomic_load(&vm->pause_req))
-		return;
+		return false;
 	pthread_mutex_lock(&vm->pause_lock);
 	vm->parked++;
 	pthread_cond_broadcast(&vm->pause_cond);
 	while (atomic_load(&vm->pause_req) && !atomic_load(&vm->stopping))
 		pthread_cond_wait(&vm->pause_cond, &vm->pause_lock);
 	vm->parked--;
-	/* The kick's immediate_exit would make every later KVM_RUN return at once. */
-	run->immediate_exit = 0;
+	/*
+	 * The kick's immediate_exit would make every later KVM_RUN return at
+	 * once; but a VM stopping keeps it, or a kick that came while we were
+	 * parked would be lost and KVM_RUN would never return.
+	 */
+	if (!atomic_load(&vm->stopping))
+		run->immediate_exit = 0;
 	pthread_mutex_unlock(&vm->pause_lock);
+	return true;
 }

@@ -234,7 +234,9 @@ static void *vcpu_thread(void *arg)
 	snprintf(name, sizeof(name), "vcpu%u", v->index);
 	pthread_setname_np(pthread_self(), name);
 	while (!atomic_load(&v->vm->stopping)) {
-		vm_pause_point(v->vm, v->run);
+		/* After a pause, look at stopping again: the VM may have ended meanwhile. */
+		if (vm_pause_point(v->vm, v->run))
+			continue;
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;

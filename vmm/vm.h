@@ -5,6 +5,7 @@
 #include <linux/kvm.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "bus.h"
@@ -110,8 +111,8 @@ __attribute__((warn_unused_result));
 int vm_pause(struct vm *vm, int timeout_ms) __attribute__((warn_unused_result));
 /* Lets parked vCPUs run again. */
 void vm_resume(struct vm *vm);
-/* A vCPU thread's side: parks while a pause is asked for (pause.c). */
-void vm_pause_point(struct vm *vm, struct kvm_run *run);
+/* A vCPU thread's side: parks while a pause is asked for; true if it did (pause.c). */
+bool vm_pause_point(struct vm *vm, struct kvm_run *run);
 
 /*
  * Registers a device for snapshots under a name unique in the VM (devices

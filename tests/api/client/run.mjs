@@ -1,6 +1,7 @@
 // End-to-end tests of huskd with the unmodified published client
 // (@agentuity/core): prints PASS/FAIL lines. HUSK_URL and HUSK_API_KEY say
 // where huskd is.
+import { readdirSync, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { SandboxClient } from '@agentuity/core';
 
@@ -231,7 +232,21 @@ await check('usage_stats', async () => {
 	if (bad.status !== 400) return `a bad start gave ${bad.status}`;
 });
 
-// Pause parks the guest's vCPUs: a counting job stops counting and goes on
+// husk-vmm processes of a sandbox (huskd runs here, on this machine).
+function vmmsOf(id) {
+	let n = 0;
+	for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
+		try {
+			const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
+			if (cmd.includes('husk-vmm') && cmd.includes(`/sandboxes/${id}/`)) n++;
+		} catch {
+			// gone meanwhile
+		}
+	}
+	return n;
+}
+
+// Pause writes the guest to disk and ends its VMM; resume starts a new one from the snapshot: a counting job stops counting and goes on
 // after the resume; an execute on a paused sandbox resumes it (autoResumed).
 await check('pause_resume', async () => {
 	const sb = await client.create({ runtime: 'base:latest', timeout: { paused: '1h' } });
@@ -243,6 +258,7 @@ await check('pause_resume', async () => {
 	const before = await count();
 	const p = await sb.pause();
 	const st = (await client.get(sb.id)).status;
+	const vmms = vmmsOf(sb.id);
 	let again = '';
 	try {
 		await sb.pause();
@@ -264,6 +280,7 @@ await check('pause_resume', async () => {
 	await sb.destroy();
 	if (p.status !== 'paused' || !p.terminatesAt) return `pause answered ${JSON.stringify(p)}`;
 	if (st !== 'paused') return `get said ${st} while paused`;
+	if (vmms) return `${vmms} husk-vmm process(es) still run for the paused sandbox (its memory should be on disk)`;
 	if (!/InvalidState|409|Conflict|Error/.test(again)) return `a second pause gave ${again || 'no error'}`;
 	if (!(before > 0)) return `the job did not count before the pause (${before})`;
 	if (!(later > justAfter)) return `the job did not go on counting after the resume (${justAfter}, then ${later})`;
