@@ -38,7 +38,7 @@ t_kernel_is_directory() {
 }
 
 t_usage_errors() {
-	expect_error usage_no_kernel "--kernel is required"
+	expect_error usage_no_kernel "--kernel (or --restore) is required"
 	expect_error usage_bad_vcpus "--vcpus '0' must be" --kernel "$KERNEL" --vcpus 0
 	expect_error usage_bad_mem "--mem '12X'" --kernel "$KERNEL" --mem 12X
 	expect_error usage_odd_mem "multiple of 2M" --kernel "$KERNEL" --mem 33M
@@ -48,7 +48,7 @@ t_usage_errors() {
 
 t_help() {
 	"$VMM" --help >"$T/help" 2>&1
-	if [ $? = 0 ] && grep -q "^usage: husk-vmm --kernel" "$T/help"; then
+	if [ $? = 0 ] && grep -q "^usage: husk-vmm (--kernel BZIMAGE" "$T/help" && grep -q -- "--restore FILE" "$T/help"; then
 		pass help
 	else
 		fail help "--help did not print usage with status 0"
