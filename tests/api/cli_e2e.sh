@@ -199,6 +199,20 @@ h get "$id"
 check get "want status idle and name cli-e2e" \
 	test "$(grep -c '^status *idle$' "$T/o")" = 1 -a "$(grep -c '^name *cli-e2e$' "$T/o")" = 1
 
+h exec "$id" -- sh -c 'echo kept-over-pause > /tmp/pause-mark'
+h pause "$id" --json
+check pause_json "want status paused" test "$cli_s" = 0 -a "$(j d.status)" = paused
+h get "$id" --json
+check get_paused "want status paused" test "$(j d.status)" = paused
+h resume "$id"
+check resume "status $cli_s" test "$cli_s" = 0
+h exec "$id" -- cat /tmp/pause-mark
+check file_kept_over_pause "want kept-over-pause, got status $cli_s" \
+	test "$cli_s" = 0 -a "$(cat "$T/o")" = kept-over-pause
+h resume "$id"
+check resume_not_paused "want status 1 and INVALID_STATE" \
+	test "$cli_s" = 1 -a "$(grep -c INVALID_STATE "$T/e")" = 1
+
 h delete "$id" --confirm
 check delete "status $cli_s" test "$cli_s" = 0 -a "$(cat "$T/o")" = "deleted $id"
 h exec "$id" -- true
