@@ -27,19 +27,32 @@ fi
 
 # Stopping the harness stops what it started (a stray emulator would eat the
 # machine's CPU for the rest of its timeout).
-qemus=$(pgrep -c qemu-system-x86 || true)
+# descendants PID: every process below PID.
+descendants() {
+	for c in $(pgrep -P "$1"); do
+		echo "$c"
+		descendants "$c"
+	done
+}
 tools/husk-kvm-run --timeout 900 -- sleep 1017 >/dev/null 2>&1 &
 pid=$!
 sleep 15
+# Only our own emulator counts: other jobs on this machine may run theirs.
+ours=$(for p in $(descendants $pid); do
+	grep -q qemu-system "/proc/$p/comm" 2>/dev/null && echo "$p"
+done)
 kill -TERM $pid
 wait $pid
 rc=$?
 sleep 3
-left=$(($(pgrep -c qemu-system-x86 || true) - qemus))
-if [ "$rc" -ge 128 ] && [ "$left" -le 0 ] && ! pgrep -f 'sleep 1017' >/dev/null; then
+left=0
+for p in $ours; do
+	kill -0 "$p" 2>/dev/null && left=$((left + 1))
+done
+if [ -n "$ours" ] && [ "$rc" -ge 128 ] && [ "$left" -le 0 ] && ! pgrep -f 'sleep 1017' >/dev/null; then
 	echo "PASS harness/term_stops_everything"
 else
-	echo "FAIL harness/term_stops_everything: status $rc, $left emulator(s) left running"
+	echo "FAIL harness/term_stops_everything: status $rc, $left of its emulator(s) (${ours:-none found}) left running"
 	failed=1
 fi
 
