@@ -67,6 +67,9 @@ void sbx_adopt_all(struct huskd *d);
 /* POST /sandbox/{id}/pause and /resume: answer r themselves (sbx_pause.c). */
 void sbx_pause(struct huskd *d, struct http_req *r, const char *id);
 void sbx_resume(struct huskd *d, struct http_req *r, const char *id);
+/* Disk checkpoints (sbx_ckpt.c): answer r themselves. */
+void sbx_checkpoint_create(struct huskd *d, struct http_req *r, const char *id, const char *name);
+void sbx_checkpoint_restore(struct huskd *d, struct http_req *r, const char *id, const char *ref);
 /* Paused (or pausing): a request that needs the guest resumes it first. */
 bool sbx_paused(const struct sandbox *sb);
 /* Runs fn(sb, arg) once the sandbox is ready (now if it is), or with ready=false if it failed. */

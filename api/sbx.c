@@ -6,6 +6,7 @@
  * (or running its command). Every status change goes through the store,
  * which records its event, and wakes the long-polls waiting on it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -138,7 +139,7 @@ void sbx_free(struct sandbox *sb)
 	free(sb);
 }
 
-/* Removes the sandbox's folder: its layer, sockets and console log. */
+/* Removes the sandbox's folder: its layers, sockets, snapshot and console log. */
 void sbx_remove_dir(const char *dir)
 {
 	static const char *const files[] = {"layer.qcow2",    "vsock.sock", "control.sock",
@@ -146,10 +147,23 @@ void sbx_remove_dir(const char *dir)
 	                                    "memory.snap.tmp"};
 	char path[4096];
 
+	DIR *dp;
+	struct dirent *e;
+
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		snprintf(path, sizeof(path), "%s/%s", dir, files[i]);
 		unlink(path);
 	}
+	/* Checkpoints' frozen layers (sbx_ckpt.c), and what a crashed writer left. */
+	dp = opendir(dir);
+	while (dp && (e = readdir(dp))) {
+		if (strncmp(e->d_name, "ckpt_", 5) && !strstr(e->d_name, ".tmp"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	if (dp)
+		closedir(dp);
 	rmdir(dir);
 }
 

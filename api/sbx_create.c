@@ -191,6 +191,34 @@ void sbx_when_ready(struct sandbox *sb, void (*fn)(struct sandbox *sb, bool read
 		sbx_wake(sb);
 }
 
+int sbx_boot(struct sandbox *sb, char *err, size_t errlen)
+{
+	struct vmm_spec spec;
+	struct setup *s;
+
+	if (sb->cgroup)
+		mkdir(sb->cgroup, 0755);
+	sbx_vmm_spec(sb, NULL, &spec);
+	if (sbx_start_vmm(sb, &spec, err, errlen))
+		return -EIO;
+	sb->vmm_gone = false;
+	s = calloc(1, sizeof(*s));
+	if (s) {
+		s->sb = sb;
+		snprintf(s->vsock, sizeof(s->vsock), "%s", sb->vsock);
+		s->env = json_incref(sb->env);
+	}
+	if (!s || task_run(sb->d->tasks, setup_work, setup_done, s)) {
+		if (s)
+			json_decref(s->env);
+		free(s);
+		snprintf(err, errlen, "cannot start the sandbox's setup");
+		return -ENOMEM;
+	}
+	sb->setup_running = true;
+	return 0;
+}
+
 void sbx_vmm_spec(struct sandbox *sb, const char *restore, struct vmm_spec *spec)
 {
 	struct huskd *d = sb->d;

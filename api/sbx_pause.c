@@ -34,7 +34,11 @@ struct pause_task {
 	struct sandbox *sb;
 	struct http_req *r; /* to answer, or NULL (a resume asked for by a request's need) */
 	bool pause;
-	bool restored; /* resume: a new VMM started from the snapshot; wait for its agent */
+	bool restored;      /* resume: a new VMM started from the snapshot; wait for its agent */
+	const char *reason; /* for the status change's event */
+	pid_t pid;          /* pause: the VMM, which ends after its snapshot */
+	sbx_then_fn then;   /* sbx_suspend/sbx_unsuspend: who goes on from here */
+	void *then_arg;
 	int rc;
 	char path[4096], snap[4096], vsock[4096];
 	char reply[512];
@@ -58,6 +62,30 @@ static int ctl(struct pause_task *t, const char *cmd, int timeout_ms)
 	return rc;
 }
 
+/*
+ * Waits until the quitting VMM has exited (a zombie, or gone): what follows a
+ * pause may start a new VMM on the same sockets and disk at once.
+ */
+static void wait_exited(struct pause_task *t)
+{
+	char path[64], buf[512];
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)t->pid);
+	for (int i = 0; i < 3000; i++) {
+		FILE *f = fopen(path, "re");
+		char *p = NULL;
+
+		if (!f)
+			return;
+		if (fgets(buf, sizeof(buf), f))
+			p = strrchr(buf, ')');
+		fclose(f);
+		if (!p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X')
+			return;
+		usleep(10 * 1000);
+	}
+}
+
 /* Pause: park, save, quit; a failed save lets the guest run on. */
 static void pause_work(struct pause_task *t)
 {
@@ -79,6 +107,8 @@ static void pause_work(struct pause_task *t)
 		return;
 	}
 	t->rc = ctl(t, "quit", CTL_TIMEOUT_MS);
+	if (!t->rc)
+		wait_exited(t);
 }
 
 /* Resume of a restored VMM: its agent answers once the guest runs again. */
@@ -142,6 +172,14 @@ static void paused_fired(uv_timer_t *timer)
 	sbx_end(sb, "terminated", why, NULL);
 }
 
+/* Hands the outcome to whoever started it through sbx_suspend/unsuspend. */
+static void then(struct pause_task *t, int rc)
+{
+	if (t->then)
+		t->then(t->sb, rc, t->reply, t->then_arg);
+	t->then = NULL;
+}
+
 static void pause_done(struct pause_task *t)
 {
 	struct sandbox *sb = t->sb;
@@ -153,6 +191,7 @@ static void pause_done(struct pause_task *t)
 		if (t->r)
 			api_error(t->r, 409, "SANDBOX_TERMINATED", "sandbox %s ended while pausing",
 			          sb->id);
+		then(t, -ESHUTDOWN);
 		sbx_maybe_free(sb);
 		return;
 	}
@@ -164,13 +203,20 @@ static void pause_done(struct pause_task *t)
 		if (t->r)
 			api_error(t->r, 500, "INTERNAL", "cannot pause sandbox %s: %s", sb->id,
 			          t->reply);
+		then(t, t->rc);
 		return;
 	}
+	/* Its exit may not have reached the loop yet: it is expected, reap it here. */
+	if (sb->vmm) {
+		vmm_proc_reap_release(sb->vmm);
+		sb->vmm = NULL;
+	}
+	sb->vmm_gone = true;
 	sb->on_disk = true;
 	if (mark_on_disk(sb, true))
 		huskd_log(sb->id, "cannot record that it is paused on disk");
 	huskd_log(sb->id, "paused in %lld ms: %s", t->ms, t->reply);
-	sbx_transition(sb->d, sb->id, "paused", "paused by request", NULL);
+	sbx_transition(sb->d, sb->id, "paused", t->reason ? t->reason : "paused by request", NULL);
 	out = json_pack("{ssss}", "sandboxId", sb->id, "status", "paused");
 	if (sb->paused_ms) {
 		sbx_timer_start(sb, paused_fired, sb->paused_ms);
@@ -182,6 +228,7 @@ static void pause_done(struct pause_task *t)
 		api_ok_fields(t->r, 200, out);
 	else
 		json_decref(out);
+	then(t, 0);
 	/* Someone asked for the guest while it was pausing. */
 	if (sb->waiting)
 		sbx_wake(sb);
@@ -196,6 +243,7 @@ static void resume_done(struct pause_task *t)
 		if (t->r)
 			api_error(t->r, 409, "SANDBOX_TERMINATED",
 			          "sandbox %s ended while resuming", sb->id);
+		then(t, -ESHUTDOWN);
 		sbx_ready_fail(sb);
 		sbx_maybe_free(sb);
 		return;
@@ -205,6 +253,7 @@ static void resume_done(struct pause_task *t)
 		if (t->r)
 			api_error(t->r, 500, "INTERNAL", "cannot resume sandbox %s: %s", sb->id,
 			          t->reply);
+		then(t, t->rc);
 		sbx_ready_fail(sb);
 		return;
 	}
@@ -218,9 +267,13 @@ static void resume_done(struct pause_task *t)
 	}
 	sb->ready = true;
 	sbx_transition(sb->d, sb->id, "idle",
-	               t->r ? "resumed by request" : "resumed to serve a request", NULL);
+	               t->reason ? t->reason
+	               : t->r    ? "resumed by request"
+	                         : "resumed to serve a request",
+	               NULL);
 	if (t->r)
 		api_ok(t->r, 200, NULL);
+	then(t, 0);
 	sbx_ready_run(sb);
 }
 
@@ -235,7 +288,8 @@ static void ctl_done(void *arg)
 	free(t);
 }
 
-static int ctl_start(struct sandbox *sb, struct http_req *r, bool pause)
+static int ctl_start(struct sandbox *sb, struct http_req *r, bool pause, const char *reason,
+                     sbx_then_fn then_fn, void *then_arg)
 {
 	struct pause_task *t = calloc(1, sizeof(*t));
 
@@ -244,6 +298,10 @@ static int ctl_start(struct sandbox *sb, struct http_req *r, bool pause)
 	t->sb = sb;
 	t->r = r;
 	t->pause = pause;
+	t->reason = reason;
+	t->then = then_fn;
+	t->then_arg = then_arg;
+	t->pid = sb->vmm ? vmm_proc_pid(sb->vmm) : 0;
 	snprintf(t->path, sizeof(t->path), "%s/control.sock", sb->dir);
 	snprintf(t->snap, sizeof(t->snap), "%s/" SNAPSHOT_FILE, sb->dir);
 	snprintf(t->vsock, sizeof(t->vsock), "%s", sb->vsock);
@@ -285,10 +343,34 @@ bool sbx_paused(const struct sandbox *sb)
 
 void sbx_wake(struct sandbox *sb)
 {
-	if (sb->pausing || sb->resuming || sb->ending || strcmp(sb->status, "paused"))
+	if (sb->pausing || sb->resuming || sb->ending || sb->restoring ||
+	    strcmp(sb->status, "paused"))
 		return;
-	if (ctl_start(sb, NULL, false))
+	if (ctl_start(sb, NULL, false, NULL, NULL, NULL))
 		sbx_ready_fail(sb);
+}
+
+int sbx_suspend(struct sandbox *sb, const char *reason, sbx_then_fn then_fn, void *arg)
+{
+	int rc;
+
+	if (sb->current || sb->pausing || sb->resuming || !sb->ready || strcmp(sb->status, "idle"))
+		return -EBUSY;
+	sb->ready = false;
+	sbx_timer_stop(sb);
+	rc = ctl_start(sb, NULL, true, reason, then_fn, arg);
+	if (rc) {
+		sb->ready = true;
+		sbx_idle_arm(sb);
+	}
+	return rc;
+}
+
+int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then_fn, void *arg)
+{
+	if (sb->pausing || sb->resuming || !sb->on_disk || strcmp(sb->status, "paused"))
+		return -EBUSY;
+	return ctl_start(sb, NULL, false, reason, then_fn, arg);
 }
 
 /* The live sandbox id, or NULL after answering 404 or 409. */
@@ -314,8 +396,8 @@ void sbx_pause(struct huskd *d, struct http_req *r, const char *id)
 
 	if (!sb)
 		return;
-	if (sb->current || sb->pausing || sb->resuming || strcmp(sb->status, "idle") ||
-	    !sb->ready) {
+	if (sb->current || sb->pausing || sb->resuming || sb->restoring ||
+	    strcmp(sb->status, "idle") || !sb->ready) {
 		api_error(r, 409, "INVALID_STATE",
 		          "sandbox %s is %s%s: only an idle sandbox can be paused", id,
 		          sb->pausing    ? "pausing"
@@ -327,7 +409,7 @@ void sbx_pause(struct huskd *d, struct http_req *r, const char *id)
 	/* Requests from now on wait for a resume instead of reaching a frozen guest. */
 	sb->ready = false;
 	sbx_timer_stop(sb);
-	if (ctl_start(sb, r, true)) {
+	if (ctl_start(sb, r, true, NULL, NULL, NULL)) {
 		sb->ready = true;
 		sbx_idle_arm(sb);
 		api_error(r, 503, "UNAVAILABLE", "cannot pause sandbox %s now; try again", id);
@@ -340,8 +422,12 @@ void sbx_resume(struct huskd *d, struct http_req *r, const char *id)
 
 	if (!sb)
 		return;
-	if (sb->resuming) {
+	if (sb->resuming && !sb->restoring) {
 		api_ok(r, 200, NULL);
+		return;
+	}
+	if (sb->restoring) {
+		api_error(r, 409, "INVALID_STATE", "sandbox %s is busy with a checkpoint", id);
 		return;
 	}
 	if (sb->pausing || strcmp(sb->status, "paused")) {
@@ -350,6 +436,6 @@ void sbx_resume(struct huskd *d, struct http_req *r, const char *id)
 		          sb->pausing ? "pausing" : sb->status);
 		return;
 	}
-	if (ctl_start(sb, r, false))
+	if (ctl_start(sb, r, false, NULL, NULL, NULL))
 		api_error(r, 503, "UNAVAILABLE", "cannot resume sandbox %s now; try again", id);
 }

@@ -38,6 +38,7 @@ struct sandbox {
 	bool vmm_gone;
 	bool pausing, resuming; /* a pause or resume task is under way (sbx_pause.c) */
 	bool on_disk;           /* paused: its memory in dir/memory.snap, no VMM running */
+	bool restoring;         /* a checkpoint is being made or restored (sbx_ckpt.c) */
 	/* What a VMM for it is started with (again, on resume). */
 	uint64_t mem_mib;
 	unsigned vcpus;
@@ -68,6 +69,13 @@ void sbx_timer_start(struct sandbox *sb, uv_timer_cb fn, uint64_t ms);
 void sbx_timer_stop(struct sandbox *sb);
 /* The VMM spec of the sandbox (with restore: start from that snapshot). */
 void sbx_vmm_spec(struct sandbox *sb, const char *restore, struct vmm_spec *spec);
+/* Called on the loop when a pause or resume that sbx_suspend/unsuspend began ends. */
+typedef void (*sbx_then_fn)(struct sandbox *sb, int rc, const char *err, void *arg);
+/* Pauses an idle sandbox to disk (its VMM ends) / resumes one from disk, then calls then. */
+int sbx_suspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
+int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
+/* Boots a fresh VMM on the sandbox's layer and sets it up (sbx_create.c); ready after. */
+int sbx_boot(struct sandbox *sb, char *err, size_t errlen);
 /* A paused sandbox is asked for: resume it (sbx_pause.c); waiters run once it is. */
 void sbx_wake(struct sandbox *sb);
 

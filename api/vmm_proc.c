@@ -61,6 +61,15 @@ static void proc_free(uv_handle_t *h)
 	free(p);
 }
 
+void vmm_proc_reap_release(struct vmm_proc *p)
+{
+	int st;
+
+	if (p && p->child)
+		waitpid(p->pid, &st, WNOHANG);
+	vmm_proc_release(p);
+}
+
 void vmm_proc_release(struct vmm_proc *p)
 {
 	if (!p)

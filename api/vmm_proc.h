@@ -54,6 +54,8 @@ int vmm_proc_kill(struct vmm_proc *p, int sig);
 
 /* Stops watching and frees (the process keeps running); on_exit is not called after this. */
 void vmm_proc_release(struct vmm_proc *p);
+/* For a VMM known to have exited (a zombie): reaps it, then vmm_proc_release(). */
+void vmm_proc_reap_release(struct vmm_proc *p);
 
 /* Start time of pid from /proc, or 0 if it is gone. */
 uint64_t proc_starttime(pid_t pid);

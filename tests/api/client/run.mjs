@@ -300,4 +300,41 @@ await check('paused_timeout', async () => {
 	if (info.status !== 'terminated') return `status ${info.status} 6 s after a 2s paused timeout`;
 });
 
+// Disk checkpoints: a file written after a checkpoint is gone after its
+// restore, one written before is back; later checkpoints go with the restore.
+await check('disk_checkpoints', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	const sh = async (cmd) => {
+		const ex = await sb.execute({ command: ['sh', '-c', cmd] });
+		return ex.exitCode === 0 && ex.stdoutStreamUrl ? (await (await fetch(ex.stdoutStreamUrl)).text()).trim() : `exit ${ex.exitCode}`;
+	};
+	await sh('echo one > /root/a');
+	const c1 = await client.createDiskCheckpoint(sb.id, 'first');
+	const afterCkpt = await sh('cat /root/a; echo two > /root/b');
+	const c2 = await client.createDiskCheckpoint(sb.id, 'second');
+	let dup = '';
+	try {
+		await client.createDiskCheckpoint(sb.id, 'first');
+	} catch (e) {
+		dup = String(e?.message ?? e);
+	}
+	await sh('echo three > /root/c; rm /root/a');
+	const list = await client.listDiskCheckpoints(sb.id);
+	const got = await client.getDiskCheckpoint(sb.id, c1.id);
+	await got.restore();
+	const restored = await sh('cat /root/a 2>&1; cat /root/b 2>&1; cat /root/c 2>&1; true');
+	const after = await client.listDiskCheckpoints(sb.id);
+	await c1.delete();
+	const last = await client.listDiskCheckpoints(sb.id);
+	await sb.destroy();
+	if (c1.name !== 'first' || c1.parent !== '' || !/^ckpt_/.test(c1.id)) return `create: ${JSON.stringify(c1)}`;
+	if (c2.parent !== 'first') return `second's parent ${JSON.stringify(c2.parent)}`;
+	if (afterCkpt !== 'one') return `the sandbox after a checkpoint read ${JSON.stringify(afterCkpt)}`;
+	if (!/first/.test(dup)) return `a second checkpoint named first: ${dup || 'no error'}`;
+	if (list.map((c) => c.name).join(',') !== 'first,second') return `list ${JSON.stringify(list)}`;
+	if (!/^one\n.*No such file.*\n.*No such file/s.test(restored)) return `after restore: ${JSON.stringify(restored)}`;
+	if (after.map((c) => c.name).join(',') !== 'first') return `after restore the list is ${JSON.stringify(after)}`;
+	if (last.length !== 0) return `after delete the list is ${JSON.stringify(last)}`;
+});
+
 process.exit(failed ? 1 : 0);
