@@ -199,19 +199,33 @@ h get "$id"
 check get "want status idle and name cli-e2e" \
 	test "$(grep -c '^status *idle$' "$T/o")" = 1 -a "$(grep -c '^name *cli-e2e$' "$T/o")" = 1
 
-h exec "$id" -- sh -c 'echo kept-over-pause > /tmp/pause-mark'
+h exec "$id" -- sh -c 'echo kept-over-pause > /root/pause-mark'
 h pause "$id" --json
 check pause_json "want status paused" test "$cli_s" = 0 -a "$(j d.status)" = paused
 h get "$id" --json
 check get_paused "want status paused" test "$(j d.status)" = paused
 h resume "$id"
 check resume "status $cli_s" test "$cli_s" = 0
-h exec "$id" -- cat /tmp/pause-mark
+h exec "$id" -- cat /root/pause-mark
 check file_kept_over_pause "want kept-over-pause, got status $cli_s" \
 	test "$cli_s" = 0 -a "$(cat "$T/o")" = kept-over-pause
 h resume "$id"
 check resume_not_paused "want status 1 and INVALID_STATE" \
 	test "$cli_s" = 1 -a "$(grep -c INVALID_STATE "$T/e")" = 1
+
+h checkpoint create "$id" cli-ckpt --json
+check checkpoint_create "want name cli-ckpt and a ckpt_ id" \
+	test "$cli_s" = 0 -a "$(j d.name)" = cli-ckpt -a "$(j 'd.id.slice(0, 5)')" = ckpt_
+h exec "$id" -- rm /root/pause-mark
+h checkpoint list "$id" --json
+check checkpoint_list "want one checkpoint" test "$(j 'd.checkpoints.length')" = 1
+h checkpoint restore "$id" cli-ckpt
+check checkpoint_restore_by_name "status $cli_s" test "$cli_s" = 0
+h exec "$id" -- cat /root/pause-mark
+check checkpoint_brings_file_back "want kept-over-pause, got status $cli_s" \
+	test "$cli_s" = 0 -a "$(cat "$T/o")" = kept-over-pause
+h checkpoint delete "$id" cli-ckpt --confirm
+check checkpoint_delete "status $cli_s" test "$cli_s" = 0
 
 h delete "$id" --confirm
 check delete "status $cli_s" test "$cli_s" = 0 -a "$(cat "$T/o")" = "deleted $id"

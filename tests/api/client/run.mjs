@@ -254,8 +254,12 @@ await check('pause_resume', async () => {
 	await client.createJob(sb.id, {
 		command: ['sh', '-c', 'i=0; while true; do i=$((i+1)); echo $i > /tmp/count.new; mv /tmp/count.new /tmp/count; sleep 0.1; done'],
 	});
-	await new Promise((ok) => setTimeout(ok, 2000));
-	const before = await count();
+	// Under emulation on a busy machine the job may take a while to write its first number.
+	let before = 0;
+	for (let i = 0; i < 120 && !(before > 0); i++) {
+		await new Promise((ok) => setTimeout(ok, 500));
+		before = await count().catch(() => 0);
+	}
 	const p = await sb.pause();
 	const st = (await client.get(sb.id)).status;
 	const vmms = vmmsOf(sb.id);
