@@ -1,0 +1,143 @@
+#!/bin/sh
+# Snapshot benchmark: guests of 256 MiB and 1 GiB, only booted or with half
+# of their RAM dirtied with random data (tmpfs), paused through the control
+# socket, saved, the VMM quit, and restored in a new VMM until the agent
+# answers again. Baseline: writing the guest's RAM size raw to a file (dd,
+# uncompressed, fsync), what a plain memory dump costs at least. Run through
+# tools/husk-kvm-run (make bench does). HUSK_BENCH_SNAP_PAUSES sets the number
+# of status and pause round trips timed per guest (default 10).
+set -eu
+top=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$top/build/bin
+pauses=${HUSK_BENCH_SNAP_PAUSES:-10}
+T=$(mktemp -d)
+trap 'kill $vmm 2>/dev/null; rm -rf "$T"' EXIT
+vmm=
+
+ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; } # 10 ms resolution
+ctl() { "$bin/husk-agentctl" --control "$T/ctl" "$1"; }
+agent() { "$bin/husk-agentctl" --vsock "$T/vsock" "$@"; }
+
+# until_agent LIMIT_MS: retries a trivial exec until the agent answers.
+until_agent() {
+	ua_t=$(ms)
+	until agent exec -- true >/dev/null 2>&1; do
+		[ $(($(ms) - ua_t)) -lt "$1" ] || return 1
+		kill -0 $vmm 2>/dev/null || return 1
+		sleep 0.05
+	done
+}
+
+fail() {
+	echo "snapshot bench: $1" >&2
+	tail -n 20 "$T/stderr" "$T/console" >&2 2>/dev/null || true
+	exit 1
+}
+
+# run MEM_MIB DIRTY_MIB: one guest through boot, fill, pauses, snapshot and
+# restore; prints its figures as key=value.
+run() {
+	mem=$1 dirty=$2
+	rm -f "$T/snap" "$T/console" "$T/stderr" "$T/stderr2"
+	"$bin/husk-vmm" -v --kernel "$top/build/images/bzImage" --initrd "$top/build/images/initramfs.cpio" \
+		--mem ${mem}M --vcpus 2 --cmdline quiet --vsock "$T/vsock" --control "$T/ctl" \
+		--console "$T/console" 2>"$T/stderr" &
+	vmm=$!
+	until_agent 300000 || fail "the $mem MiB guest did not boot"
+	if [ "$dirty" -gt 0 ]; then
+		# 32 MiB pieces of /dev/urandom in 1 MiB reads, one writer per vCPU.
+		agent exec -- sh -c "mount -o remount,size=$((mem * 9 / 10))M /dev/shm || exit 1
+			fill() { i=\$1; while [ \$i -lt $((dirty / 32)) ]; do
+				dd if=/dev/urandom of=/dev/shm/f\$i bs=1048576 count=32 iflag=fullblock 2>/dev/null || exit 1
+				i=\$((i + 2)); done; }
+			fill 0 & fill 1 || exit 1; wait \$! || exit 1
+			[ \$(du -sm /dev/shm | cut -f1) -ge $dirty ]" >/dev/null || fail "the guest could not dirty $dirty MiB"
+	fi
+	# The client's own cost: status round trips; then pause round trips
+	# (each timed alone, a resume between).
+	t=$(ms)
+	i=0
+	while [ $i -lt "$pauses" ]; do
+		[ "$(ctl status)" = running ] || fail "status failed"
+		i=$((i + 1))
+	done
+	status=$(($(ms) - t))
+	pause=0
+	i=0
+	while [ $i -lt "$pauses" ]; do
+		t=$(ms)
+		[ "$(ctl pause)" = paused ] || fail "pause failed"
+		pause=$((pause + $(ms) - t))
+		[ "$(ctl resume)" = running ] || fail "resume failed"
+		i=$((i + 1))
+	done
+
+	t0=$(ms)
+	[ "$(ctl pause)" = paused ] || fail "pause failed"
+	t=$(ms)
+	# husk-agentctl gives up on a reply after 10 s; the VMM answers nothing
+	# else until the snapshot is written, so the next status marks its end.
+	ctl "snapshot $T/snap" >/dev/null || true
+	i=0
+	until [ "$(ctl status)" = paused ] || [ $i -ge 60 ]; do i=$((i + 1)); done
+	save_wall=$(($(ms) - t))
+	save=$(sed -n 's/^husk-vmm: info: snapshot .* written in \([0-9]*\) ms$/\1/p' "$T/stderr" | tail -n 1)
+	[ -n "$save" ] || fail "no snapshot written"
+	ctl quit >/dev/null || fail "quit failed"
+	wait $vmm || fail "the saved VMM exited with $?"
+
+	t=$(ms)
+	# -vv: every log line carries the ms since the VMM started.
+	"$bin/husk-vmm" -vv --restore "$T/snap" --mem ${mem}M --vcpus 2 --vsock "$T/vsock" \
+		--control "$T/ctl" --console "$T/console" 2>"$T/stderr2" &
+	vmm=$!
+	until_agent 300000 || fail "the restored $mem MiB guest did not answer"
+	t1=$(ms)
+	restore=$((t1 - t))
+	load=$(sed -n 's/^husk-vmm: \[ *\([0-9]*\)\.[0-9]* ms\] info: restored .*/\1/p' "$T/stderr2")
+	agent exec -- poweroff -f >/dev/null 2>&1 || true
+	wait $vmm || fail "the restored VMM exited with $?"
+	vmm=
+
+	# The baseline, median of three (its time swings with the host's load).
+	for i in 1 2 3; do
+		t2=$(ms)
+		dd if=/dev/zero of="$T/raw" bs=1048576 count="$mem" conv=fsync 2>/dev/null
+		echo $(($(ms) - t2))
+		rm -f "$T/raw"
+	done | sort -n >"$T/rawms"
+	raw=$(sed -n 2p "$T/rawms")
+	echo "mem=$mem dirty=$dirty status=$status pause=$pause save=$save save_wall=$save_wall" \
+		"size_kib=$(($(stat -c %s "$T/snap") / 1024)) load=$load restore=$restore total=$((t1 - t0)) raw=$raw raw_all=$(tr '\n' , <"$T/rawms")"
+}
+
+echo "snapshot benchmark: 2 vCPUs; only booted, and half of RAM dirtied with random data; $pauses status and pause round trips each"
+for mem in 256 1024; do
+	for dirty in 0 $((mem / 2)); do
+		echo "  guest $mem MiB, $dirty MiB dirtied..." >&2
+		run "$mem" "$dirty" >>"$T/figures"
+		echo "  $(tail -n 1 "$T/figures")" >&2
+	done
+done
+
+awk -v n="$pauses" '
+function v(k,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
+BEGIN {
+	printf "\n%-22s %9s %9s %9s %9s %9s %11s %9s %9s %10s %9s\n", "guest", "status ms", "pause ms",
+		"ratio", "write ms", "file MiB", "raw RAM ms", "write/raw", "load ms", "to exec ms", "total ms"
+}
+{
+	label = sprintf("%d MiB, %s", v("mem"), v("dirty") + 0 > 0 ? v("dirty") " MiB dirty" : "booted")
+	st = v("status") / n; pa = v("pause") / n
+	printf "%-22s %9.1f %9.1f %9s %9d %9.1f %11d %9.2f %9d %10d %9d\n", label, st, pa,
+		(st > 0 ? sprintf("%.2f", pa / st) : "n/a"), v("save"), v("size_kib") / 1024, v("raw"),
+		(v("raw") > 0 ? v("save") / v("raw") : 0), v("load"), v("restore"), v("total")
+}
+END {
+	print "(status, pause: mean control socket round trip through husk-agentctl, ratio pause / status;"
+	print " write: the VMM\047s own snapshot time (memory lz4, fsync); raw RAM: dd of the guest\047s RAM size"
+	print " from /dev/zero to a file with fsync, same file system, median of 3; write/raw: their ratio;"
+	print " load: husk-vmm --restore start to vCPUs about to run; to exec: --restore start to the"
+	print " first agent exec that answers; total: pause sent to that exec, the VMM quit between;"
+	print " times from /proc/uptime, 10 ms resolution)"
+}' "$T/figures"
