@@ -58,7 +58,7 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api fuzz format clean client
+.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-snapshot fuzz format clean client
 all: build images
 
 help:

@@ -214,7 +214,7 @@ int main(int argc, char **argv)
 		else if (opt == 'p')
 			port = (unsigned)strtoul(optarg, NULL, 10);
 		else if (opt == 'c' && optind < argc) {
-			ret = vmm_ctl(optarg, argv[optind], reply, sizeof(reply), 10000);
+			ret = vmm_ctl(optarg, argv[optind], reply, sizeof(reply), 600000);
 			printf("%s\n", ret == 0 || ret == -EPROTO ? reply : strerror(-ret));
 			return ret ? 1 : 0;
 		} else if (opt == 'h') {
