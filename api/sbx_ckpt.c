@@ -124,18 +124,10 @@ static void create_paused(struct sandbox *sb, int rc, const char *err, void *arg
 /* The live sandbox, idle or paused to disk, or NULL after answering. */
 static struct sandbox *ckpt_target(struct huskd *d, struct http_req *r, const char *id)
 {
-	struct sandbox *sb = sbx_find(d, id);
-	json_t *info = NULL;
+	struct sandbox *sb = sbx_live(d, r, id);
 
-	if (!sb || sb->ending) {
-		if (store_sandbox_get(d->store, id, &info, NULL))
-			api_error(r, 404, "SANDBOX_NOT_FOUND", "sandbox %s not found", id);
-		else
-			api_error(r, 409, "INVALID_STATE", "sandbox %s is %s", id,
-			          json_string_value(json_object_get(info, "status")));
-		json_decref(info);
+	if (!sb)
 		return NULL;
-	}
 	if (sb->restoring || sb->pausing || sb->resuming || sb->current ||
 	    !(sb->on_disk || (sb->ready && !strcmp(sb->status, "idle")))) {
 		api_error(r, 409, "INVALID_STATE",
@@ -159,6 +151,12 @@ static void synced(struct op *sop)
 
 	if (sop->rc) {
 		answer_agent_error(sop);
+		return;
+	}
+	/* Again: another create of this name may have finished while the guest synced. */
+	if (store_checkpoint_get(d->store, id, name, NULL, NULL) == 0) {
+		api_error(r, 409, "CONFLICT", "sandbox %s already has a checkpoint named %s", id,
+		          name);
 		return;
 	}
 	sb = ckpt_target(d, r, id);

@@ -373,8 +373,7 @@ int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then_fn, v
 	return ctl_start(sb, NULL, false, reason, then_fn, arg);
 }
 
-/* The live sandbox id, or NULL after answering 404 or 409. */
-static struct sandbox *live(struct huskd *d, struct http_req *r, const char *id)
+struct sandbox *sbx_live(struct huskd *d, struct http_req *r, const char *id)
 {
 	struct sandbox *sb = sbx_find(d, id);
 	json_t *info = NULL;
@@ -392,7 +391,7 @@ static struct sandbox *live(struct huskd *d, struct http_req *r, const char *id)
 
 void sbx_pause(struct huskd *d, struct http_req *r, const char *id)
 {
-	struct sandbox *sb = live(d, r, id);
+	struct sandbox *sb = sbx_live(d, r, id);
 
 	if (!sb)
 		return;
@@ -418,7 +417,7 @@ void sbx_pause(struct huskd *d, struct http_req *r, const char *id)
 
 void sbx_resume(struct huskd *d, struct http_req *r, const char *id)
 {
-	struct sandbox *sb = live(d, r, id);
+	struct sandbox *sb = sbx_live(d, r, id);
 
 	if (!sb)
 		return;

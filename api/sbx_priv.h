@@ -76,6 +76,8 @@ int sbx_suspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *
 int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
 /* Boots a fresh VMM on the sandbox's layer and sets it up (sbx_create.c); ready after. */
 int sbx_boot(struct sandbox *sb, char *err, size_t errlen);
+/* The live sandbox id, or NULL after answering 404 or 409 (sbx_pause.c). */
+struct sandbox *sbx_live(struct huskd *d, struct http_req *r, const char *id);
 /* A paused sandbox is asked for: resume it (sbx_pause.c); waiters run once it is. */
 void sbx_wake(struct sandbox *sb);
 
