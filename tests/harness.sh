@@ -1,6 +1,7 @@
 #!/bin/sh
-# Checks tools/husk-kvm-run itself: the command's exit status comes back, and
-# a command that outlives the hard timeout is killed with status 124.
+# Checks tools/husk-kvm-run itself: the command's exit status comes back, a
+# command that outlives the hard timeout is killed with status 124, and the
+# boot and idle watchdogs end a wedged nested host.
 set -u
 cd "$(dirname "$0")/.."
 failed=0
@@ -67,6 +68,24 @@ else
 		echo "PASS harness/boot_watchdog"
 	else
 		echo "FAIL harness/boot_watchdog: status $rc, output: $(echo "$out" | tail -n 5)"
+		failed=1
+	fi
+fi
+# A command silent for --idle seconds in the nested host (which is how a
+# wedged emulated host looks): its tasks are dumped and the run ends with
+# 123, so that tests/run.sh can run the rest in a fresh host.
+if [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; then
+	echo "SKIP harness/idle_watchdog: hardware KVM here, no nested host"
+else
+	start=$(date +%s)
+	out=$(tools/husk-kvm-run --timeout 900 --idle 20 -- sh -c 'echo before-idle; sleep 1019' 2>&1)
+	rc=$?
+	took=$(($(date +%s) - start))
+	if [ "$rc" = 123 ] && [ "$took" -lt 300 ] && echo "$out" | grep -q '^before-idle$' &&
+		echo "$out" | grep -q 'no output from the command for 20s' && ! pgrep -f 'sleep 1019' >/dev/null; then
+		echo "PASS harness/idle_watchdog"
+	else
+		echo "FAIL harness/idle_watchdog: status $rc after ${took}s, output: $(echo "$out" | tail -n 8)"
 		failed=1
 	fi
 fi
