@@ -7,8 +7,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CHUNK 65536
@@ -140,7 +142,7 @@ static int send_all(int fd, const void *p, size_t len)
 }
 
 int agent_client_send(struct agent_client *c, uint8_t type, uint8_t flags, uint32_t id,
-		      const void *payload, size_t len)
+                      const void *payload, size_t len)
 {
 	uint8_t hdr[FRAME_HDR_SIZE];
 	int ret;
@@ -170,7 +172,7 @@ int agent_client_recv(struct agent_client *c, struct frame *f)
 		while (c->buf_off < c->buf_len) {
 			size_t used;
 			enum frame_status st = frame_reader_feed(&c->rd, c->buf + c->buf_off,
-								 c->buf_len - c->buf_off, &used, f);
+			                                         c->buf_len - c->buf_off, &used, f);
 
 			c->buf_off += used;
 			if (st == FRAME_OK)
@@ -353,7 +355,7 @@ int agent_exec(struct agent_client *c, json_t *req, int in_fd, int out_fd, int e
 			if (n < 0 && errno == EINTR)
 				continue;
 			ret = agent_client_send(c, FRAME_STDIN, n > 0 ? 0 : FRAME_F_END, id, buf,
-						n > 0 ? (size_t)n : 0);
+			                        n > 0 ? (size_t)n : 0);
 			if (ret)
 				return ret;
 			if (n <= 0)
@@ -367,4 +369,27 @@ int agent_exec(struct agent_client *c, json_t *req, int in_fd, int out_fd, int e
 		if (ret != MORE)
 			return ret;
 	}
+}
+
+int agent_resumed(struct agent_client *c)
+{
+	unsigned char seed[32];
+	char hex[2 * sizeof(seed) + 1];
+	struct timespec ts;
+	json_t *req, *out = NULL;
+	int rc;
+
+	if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+		return -EIO;
+	for (size_t i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	req = json_pack("{sssIss}", "op", "resumed", "time_ns",
+	                (json_int_t)ts.tv_sec * 1000000000 + ts.tv_nsec, "seed", hex);
+	rc = req ? agent_call(c, req, &out) : -ENOMEM;
+	explicit_bzero(hex, sizeof(hex));
+	explicit_bzero(seed, sizeof(seed));
+	json_decref(req);
+	json_decref(out);
+	return rc;
 }

@@ -34,14 +34,15 @@ uint32_t agent_client_next_id(struct agent_client *c);
 
 /* Frame I/O. A received payload stays valid until the next receive. */
 int agent_client_send(struct agent_client *c, uint8_t type, uint8_t flags, uint32_t id,
-		      const void *payload, size_t len) __attribute__((warn_unused_result));
+                      const void *payload, size_t len) __attribute__((warn_unused_result));
 int agent_client_send_json(struct agent_client *c, uint8_t type, uint32_t id, json_t *j)
 	__attribute__((warn_unused_result));
 int agent_client_recv(struct agent_client *c, struct frame *f) __attribute__((warn_unused_result));
 int agent_client_fd(const struct agent_client *c);
 
 /* A request without streams: sends req (reference kept by the caller). */
-int agent_call(struct agent_client *c, json_t *req, json_t **out) __attribute__((warn_unused_result));
+int agent_call(struct agent_client *c, json_t *req, json_t **out)
+	__attribute__((warn_unused_result));
 
 /*
  * exec: req is the exec request ({"op":"exec", "argv": [...], ...}). Output
@@ -50,6 +51,13 @@ int agent_call(struct agent_client *c, json_t *req, json_t **out) __attribute__(
  */
 int agent_exec(struct agent_client *c, json_t *req, int in_fd, int out_fd, int err_fd, json_t **out)
 	__attribute__((warn_unused_result));
+
+/*
+ * After a restore from a snapshot: sets the guest's wall clock to now and
+ * reseeds its random generator with fresh host entropy ("resumed" op).
+ * 0, a positive value if the agent refused (an older agent), or -errno.
+ */
+int agent_resumed(struct agent_client *c) __attribute__((warn_unused_result));
 
 /* file.write from fd (to EOF), atomically replacing remote. mode < 0: default. */
 int agent_put(struct agent_client *c, const char *remote, int fd, int mode, json_t **out)

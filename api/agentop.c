@@ -70,6 +70,14 @@ static void op_free(struct op *op)
 	free(op);
 }
 
+void op_stderr(struct op *op, char *out, size_t outlen)
+{
+	ssize_t n = op->err_fd >= 0 ? pread(op->err_fd, out, outlen - 1, 0) : -1;
+
+	out[n > 0 ? n : 0] = '\0';
+	out[strcspn(out, "\n")] = '\0';
+}
+
 /* An agent ERROR as an HTTP error. */
 void answer_agent_error(struct op *op)
 {

@@ -25,6 +25,7 @@ struct op {
 	enum op_kind kind;
 	json_t *req, *out, *files;
 	json_t *ctx; /* the handler's own data for its answer */
+	void *arg;   /* and its own C data (not freed with the op) */
 	void (*answer)(struct op *op);
 	int rc;
 	char err[512];
@@ -36,6 +37,8 @@ struct op {
 struct op *op_new(enum op_kind kind, void (*answer)(struct op *op));
 /* Runs op against sandbox id once it is ready; answers 404/409 itself if it cannot. */
 void op_submit(struct huskd *d, struct http_req *r, const char *id, struct op *op);
+/* OP_EXEC: the first line of the command's stderr, for an error message. */
+void op_stderr(struct op *op, char *out, size_t outlen);
 /* An agent ERROR (or a lost connection) as an HTTP error. */
 void answer_agent_error(struct op *op);
 

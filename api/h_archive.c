@@ -16,18 +16,8 @@
 #include "json_resp.h"
 #include "util.h"
 
-#define WORKSPACE "/home/agentuity"
 /* Archives pass through memory: bigger ones belong to a snapshot, not an HTTP body. */
 #define ARCHIVE_MAX (512u << 20)
-
-/* The command's stderr, for an error message (at most a line or two). */
-static void exec_stderr(struct op *op, char *out, size_t outlen)
-{
-	ssize_t n = op->err_fd >= 0 ? pread(op->err_fd, out, outlen - 1, 0) : -1;
-
-	out[n > 0 ? n : 0] = '\0';
-	out[strcspn(out, "\n")] = '\0';
-}
 
 /* 0 when the archive command ran and exited 0; otherwise answers the error. */
 static int exec_failed(struct op *op)
@@ -40,7 +30,7 @@ static int exec_failed(struct op *op)
 	}
 	if (json_integer_value(json_object_get(op->out, "exit_code")) == 0)
 		return 0;
-	exec_stderr(op, why, sizeof(why));
+	op_stderr(op, why, sizeof(why));
 	api_error(op->r, strstr(why, "No such file") || strstr(why, "Cannot") ? 404 : 400,
 	          "ARCHIVE_FAILED", "%s", why[0] ? why : "tar failed in the sandbox");
 	return 1;

@@ -19,7 +19,6 @@
 #include "sbx_priv.h"
 #include "util.h"
 
-#define WORKSPACE "/home/agentuity"
 /* A file read whole into memory to answer with: bigger ones need the archive download. */
 #define READ_MAX (512u << 20)
 

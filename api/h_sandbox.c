@@ -125,11 +125,21 @@ void h_destroy(struct http_req *r, const char *const *p, void *ctx)
 		api_ok(r, 200, NULL);
 }
 
-static int query_int(struct http_req *r, const char *key, int def)
+int query_int(struct http_req *r, const char *key, int def)
 {
 	char v[32];
 
 	return http_query_get(r, key, v, sizeof(v)) > 0 ? atoi(v) : def;
+}
+
+void query_page(struct http_req *r, int def, int max, int *limit, int *offset)
+{
+	*limit = query_int(r, "limit", def);
+	if (*limit <= 0 || *limit > max)
+		*limit = *limit <= 0 ? def : max;
+	*offset = query_int(r, "offset", 0);
+	if (*offset < 0)
+		*offset = 0;
 }
 
 void h_list(struct http_req *r, const char *const *p, void *ctx)
@@ -151,12 +161,7 @@ void h_list(struct http_req *r, const char *const *p, void *ctx)
 	f.ascending = http_query_get(r, "direction", dir, sizeof(dir)) > 0 && !strcmp(dir, "asc");
 	if (http_query_get(r, "deletedOnly", del, sizeof(del)) > 0 && !strcmp(del, "true"))
 		f.deleted = STORE_DELETED_ONLY;
-	f.limit = query_int(r, "limit", 50);
-	if (f.limit <= 0 || f.limit > 100)
-		f.limit = f.limit <= 0 ? 50 : 100;
-	f.offset = query_int(r, "offset", 0);
-	if (f.offset < 0)
-		f.offset = 0;
+	query_page(r, 50, 100, &f.limit, &f.offset);
 	if (store_sandbox_list(d->store, &f, &out)) {
 		api_error(r, 400, "BAD_REQUEST", "bad list query (sort or status)");
 		return;

@@ -33,12 +33,21 @@ static const struct route routes[] = {
 	{"POST", "/sandbox/:id/execute", h_execute},
 	{"POST", "/sandbox/:id/pause", h_pause},
 	{"POST", "/sandbox/:id/resume", h_resume},
-	{"POST", "/sandbox/:id/snapshot", h_not_yet},
+	{"POST", "/sandbox/:id/snapshot", h_snap_create},
 	{"POST", "/sandbox/:id/checkpoint", h_ckpt_create},
 	{"GET", "/sandbox/checkpoints/:id", h_ckpt_list},
 	{"POST", "/sandbox/:id/checkpoint/:ck/restore", h_ckpt_restore},
 	{"DELETE", "/sandbox/:id/checkpoint/:ck", h_ckpt_delete},
-	{"GET", "/sandbox/snapshots", h_not_yet},
+	{"GET", "/sandbox/snapshots", h_snap_list},
+	{"GET", "/sandbox/snapshots/public", h_snap_public_list},
+	{"GET", "/sandbox/snapshots/public/:ref", h_snap_public_get},
+	{"GET", "/sandbox/snapshots/lineage", h_snap_lineage},
+	{"POST", "/sandbox/snapshots/build", h_snap_build_init},
+	{"PUT", "/sandbox/snapshots/:snap/upload", h_snap_build_upload},
+	{"POST", "/sandbox/snapshots/:snap/finalize", h_snap_build_finalize},
+	{"GET", "/sandbox/snapshots/:snap", h_snap_get},
+	{"PATCH", "/sandbox/snapshots/:snap", h_snap_tag},
+	{"DELETE", "/sandbox/snapshots/:snap", h_snap_delete},
 	{"GET", "/streams/:id", h_stream},
 	{"PATCH", "/sandbox/env/:id", h_env},
 	{"POST", "/sandbox/sandboxes/:id/jobs", h_job_create},
@@ -235,6 +244,8 @@ static void usage(FILE *f)
 	        "  --output-limit SIZE  output kept per stream of a command (default 64Mi)\n"
 	        "  --durable       commit to disk before answering (for machines that get cut "
 	        "off)\n"
+	        "  --on-idle pause|terminate  what timeout.idle does (default terminate; pause\n"
+	        "                  writes the sandbox to disk, the next request resumes it)\n"
 	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
 	        "start).\n");
 }
@@ -250,6 +261,7 @@ int main(int argc, char **argv)
 	                                     {"public-url", required_argument, NULL, 'P'},
 	                                     {"output-limit", required_argument, NULL, 'o'},
 	                                     {"durable", no_argument, NULL, 'D'},
+	                                     {"on-idle", required_argument, NULL, 'I'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	struct huskd d = {.loop = uv_default_loop(), .output_limit = 64ull << 20};
@@ -285,6 +297,14 @@ int main(int argc, char **argv)
 			break;
 		case 'D':
 			durable = true;
+			break;
+		case 'I':
+			if (strcmp(optarg, "pause") && strcmp(optarg, "terminate")) {
+				fprintf(stderr, "huskd: --on-idle '%s': give pause or terminate\n",
+				        optarg);
+				return 2;
+			}
+			d.idle_pause = !strcmp(optarg, "pause");
 			break;
 		case 'o': {
 			int64_t bytes;

@@ -17,6 +17,9 @@
 #include "task.h"
 
 struct sandbox;
+/* The sandbox's working folder: relative paths in the API are under it. */
+#define WORKSPACE "/home/agentuity"
+
 struct execution;
 struct waiter;
 
@@ -34,6 +37,7 @@ struct huskd {
 	char **keys;           /* accepted API keys, NULL-terminated */
 	uint64_t output_limit; /* bytes kept per output stream */
 	bool cgroups;          /* cpu.max can be set (cgroup v2 writable) */
+	bool idle_pause;       /* --on-idle pause: timeout.idle pauses instead of terminating */
 	char *cgroup_root;
 	struct sandbox *sandboxes; /* the ones with a VMM (or about to have one) */
 	struct waiter *waiters;    /* held long-polls */
@@ -70,6 +74,12 @@ void sbx_resume(struct huskd *d, struct http_req *r, const char *id);
 /* Disk checkpoints (sbx_ckpt.c): answer r themselves. */
 void sbx_checkpoint_create(struct huskd *d, struct http_req *r, const char *id, const char *name);
 void sbx_checkpoint_restore(struct huskd *d, struct http_req *r, const char *id, const char *ref);
+/* POST /sandbox/{id}/snapshot with a checked body (sbx_snap.c). */
+void sbx_snapshot_create(struct huskd *d, struct http_req *r, const char *id, json_t *body);
+/* Marks it deleted, removes its files unless something is built on them; *out: the reply. */
+int sbx_snapshot_delete(struct huskd *d, const char *ref, json_t **out);
+/* Removes the files of deleted snapshots nothing is built on any more. */
+void snap_gc(struct huskd *d);
 /* Paused (or pausing): a request that needs the guest resumes it first. */
 bool sbx_paused(const struct sandbox *sb);
 /* Runs fn(sb, arg) once the sandbox is ready (now if it is), or with ready=false if it failed. */

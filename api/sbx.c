@@ -73,6 +73,15 @@ static void idle_fired(uv_timer_t *t)
 
 	if (sb->current || sb->ending || strcmp(sb->status, "idle"))
 		return;
+	if (sb->d->idle_pause) {
+		int rc = sbx_pause_idle(sb);
+
+		huskd_log(sb->id, "idle for %llu s: %s%s", (unsigned long long)(sb->idle_ms / 1000),
+		          rc ? "cannot pause it, terminating: " : "pausing it (--on-idle pause)",
+		          rc ? strerror(-rc) : "");
+		if (!rc)
+			return;
+	}
 	snprintf(why, sizeof(why), "idle for %llu s: reaped (timeout.idle)",
 	         (unsigned long long)(sb->idle_ms / 1000));
 	huskd_log(sb->id, "%s", why);
@@ -136,7 +145,10 @@ void sbx_free(struct sandbox *sb)
 	free(sb->vsock);
 	free(sb->layer);
 	free(sb->cgroup);
+	free(sb->base);
 	free(sb);
+	/* It may have been the last user of a deleted snapshot. */
+	snap_gc(d);
 }
 
 /* Removes the sandbox's folder: its layers, sockets, snapshot and console log. */
@@ -356,6 +368,12 @@ static void adopt_one(struct huskd *d, json_t *row)
 	sb->on_disk = json_is_true(json_object_get(priv, "onDisk"));
 	if (json_is_string(json_object_get(priv, "layer")))
 		sb->layer = strdup(json_string_value(json_object_get(priv, "layer")));
+	if (json_is_string(json_object_get(priv, "base")))
+		sb->base = strdup(json_string_value(json_object_get(priv, "base")));
+	snprintf(sb->base_snap, sizeof(sb->base_snap), "%s",
+	         json_string_value(json_object_get(priv, "baseSnapshot"))
+	                 ? json_string_value(json_object_get(priv, "baseSnapshot"))
+	                 : "");
 	if (d->cgroups && asprintf(&sb->cgroup, "%s/%s", d->cgroup_root, id) < 0)
 		sb->cgroup = NULL;
 	json_decref(sb->env);
@@ -409,6 +427,7 @@ void sbx_adopt_all(struct huskd *d)
 		adopt_one(d, row);
 	}
 	json_decref(rows);
+	snap_gc(d);
 }
 
 void sbx_forget(struct sandbox *sb)

@@ -121,8 +121,7 @@ static void create_paused(struct sandbox *sb, int rc, const char *err, void *arg
 		create_answer(sb, op);
 }
 
-/* The live sandbox, idle or paused to disk, or NULL after answering. */
-static struct sandbox *ckpt_target(struct huskd *d, struct http_req *r, const char *id)
+struct sandbox *sbx_quiet(struct huskd *d, struct http_req *r, const char *id, const char *what)
 {
 	struct sandbox *sb = sbx_live(d, r, id);
 
@@ -131,12 +130,17 @@ static struct sandbox *ckpt_target(struct huskd *d, struct http_req *r, const ch
 	if (sb->restoring || sb->pausing || sb->resuming || sb->current ||
 	    !(sb->on_disk || (sb->ready && !strcmp(sb->status, "idle")))) {
 		api_error(r, 409, "INVALID_STATE",
-		          "sandbox %s is %s: checkpoints are made and restored while it is idle "
-		          "or paused",
-		          id, sb->current ? "running a command" : sb->status);
+		          "sandbox %s is %s: %s while it is idle or paused; try again when its "
+		          "command has finished",
+		          id, sb->current ? "running a command" : sb->status, what);
 		return NULL;
 	}
 	return sb;
+}
+
+static struct sandbox *ckpt_target(struct huskd *d, struct http_req *r, const char *id)
+{
+	return sbx_quiet(d, r, id, "checkpoints are made and restored");
 }
 
 static void synced(struct op *sop)

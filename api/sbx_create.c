@@ -16,7 +16,6 @@
 #include "util.h"
 #include "vmm_proc.h"
 
-#define WORKSPACE "/home/agentuity"
 /* Under nested emulation a guest takes seconds to boot; natively well under one. */
 #define READY_TIMEOUT_MS 180000
 #define DEFAULT_MEM (512ll << 20)
@@ -28,6 +27,7 @@ struct setup {
 	struct sandbox *sb;
 	char vsock[4096];
 	json_t *env, *files;
+	bool restored; /* started from a snapshot's memory */
 	int rc;
 	char err[256];
 };
@@ -91,6 +91,9 @@ static void setup_work(void *arg)
 		         READY_TIMEOUT_MS / 1000);
 		return;
 	}
+	/* Resumed from a snapshot's memory: its clock and random state are the snapshot's. */
+	if (s->restored && agent_resumed(c))
+		huskd_log(s->sb->id, "the resumed guest's clock was not set");
 	req = json_pack("{sssssb}", "op", "file.mkdir", "path", WORKSPACE, "parents", 1);
 	rc = agent_call(c, req, &out);
 	json_decref(req);
@@ -330,12 +333,11 @@ static int layer_create(const char *path, const char *base, int64_t want, uint64
 int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **out, char *err,
                size_t errlen)
 {
-	const char *rt_name = json_string_value(json_object_get(body, "runtime"));
-	const char *rt_id = json_string_value(json_object_get(body, "runtimeId"));
 	json_t *cmd = json_object_get(body, "command"), *env = json_object_get(body, "env");
-	json_t *timeout = json_object_get(body, "timeout"), *rt = NULL, *rt_priv = NULL;
+	json_t *timeout = json_object_get(body, "timeout"), *rt;
 	json_t *pub = NULL, *priv = NULL, *files;
-	const char *base, *dur, *mode;
+	const char *base, *dur, *mode, *warm;
+	struct sbx_base b;
 	int64_t mem, millis, disk;
 	uint64_t exec_ms = 0, vsize = 0, idle_ms = DEFAULT_IDLE_MS, paused_ms = 0;
 	char id[STORE_ID_LEN], layer[4096], *cgroup = NULL;
@@ -344,10 +346,6 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	struct setup *s;
 	int status;
 
-	if (json_object_get(body, "snapshot")) {
-		snprintf(err, errlen, "creating from a snapshot is not implemented yet in huskd");
-		return 501;
-	}
 	if (env && !json_is_object(env)) {
 		snprintf(err, errlen, "env must be an object of strings");
 		return 400;
@@ -375,25 +373,17 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		         dur);
 		return 400;
 	}
-	if (store_runtime_get(d->store,
-	                      rt_id     ? rt_id
-	                      : rt_name ? rt_name
-	                                : "base:latest",
-	                      &rt, &rt_priv)) {
-		snprintf(err, errlen,
-		         "runtime '%s' is not in the catalog; GET /sandbox/runtimes lists them",
-		         rt_id     ? rt_id
-		         : rt_name ? rt_name
-		                   : "base:latest");
-		return 400;
-	}
-	base = json_string_value(json_object_get(rt_priv, "path"));
+	status = sbx_base_find(d, body, &b, err, errlen);
+	if (status)
+		return status;
+	rt = b.rt;
+	base = b.path;
 	status = plan_resources(json_object_get(body, "resources"),
 	                        json_object_get(rt, "requirements"), &mem, &millis, &disk, err,
 	                        errlen);
-	if (status || !base || store_new_id("sbx_", id)) {
+	if (status || store_new_id("sbx_", id)) {
 		if (!status)
-			snprintf(err, errlen, "the runtime has no image"), status = 500;
+			snprintf(err, errlen, "out of ids"), status = 500;
 		goto out;
 	}
 	sb = sbx_new(d, id);
@@ -415,6 +405,9 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	sb->exec_timeout_ms = exec_ms;
 	sb->idle_ms = idle_ms;
 	sb->paused_ms = paused_ms;
+	/* A built snapshot's env first, the request's over it. */
+	if (json_is_object(json_object_get(b.snap_priv, "env")))
+		json_object_update(sb->env, json_object_get(b.snap_priv, "env"));
 	if (env)
 		json_object_update(sb->env, env);
 	files = json_array();
@@ -455,6 +448,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	                 (json_int_t)idle_ms, "pausedMs", (json_int_t)paused_ms, "env", sb->env,
 	                 "memMib", (json_int_t)((uint64_t)mem >> 20), "vcpus",
 	                 (json_int_t)((millis + 999) / 1000));
+	sbx_base_apply(sb, &b, pub, priv);
 	status = store_sandbox_insert(d->store, pub, priv, info) ? 500 : 0;
 	if (status) {
 		snprintf(err, errlen, "cannot record the sandbox");
@@ -467,7 +461,9 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	sb->layer = strdup(layer);
 	sb->mem_mib = (uint64_t)mem >> 20;
 	sb->vcpus = (unsigned)((millis + 999) / 1000);
-	sbx_vmm_spec(sb, NULL, &spec);
+	/* A snapshot with memory of this shape: resume it rather than boot. */
+	warm = sbx_base_memory(&b, sb->mem_mib, sb->vcpus);
+	sbx_vmm_spec(sb, warm, &spec);
 	if (!sb->layer || sbx_start_vmm(sb, &spec, err, errlen)) {
 		huskd_log(id, "%s", err);
 		sb->vmm_gone = true;
@@ -481,6 +477,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		snprintf(s->vsock, sizeof(s->vsock), "%s", sb->vsock);
 		s->env = json_incref(sb->env);
 		s->files = sb->files;
+		s->restored = warm != NULL;
 		sb->files = NULL;
 	}
 	if (!s || task_run(d->tasks, setup_work, setup_done, s)) {
@@ -492,14 +489,15 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	}
 	sb->setup_running = true;
 	*out = sb;
-	huskd_log(id, "created: %s, %lld MiB, %lldm cpu",
-	          json_string_value(json_object_get(rt, "name")), (long long)(mem >> 20),
-	          (long long)millis);
+	huskd_log(id, "created: %s%s%s, %lld MiB, %lldm cpu%s",
+	          json_string_value(json_object_get(rt, "name")), b.snap ? " from snapshot " : "",
+	          b.snap ? json_string_value(json_object_get(b.snap, "snapshotId")) : "",
+	          (long long)(mem >> 20), (long long)millis,
+	          warm ? ", resumed from its memory" : "");
 out:
 	free(cgroup);
 	json_decref(pub);
 	json_decref(priv);
-	json_decref(rt);
-	json_decref(rt_priv);
+	sbx_base_free(&b);
 	return status;
 }

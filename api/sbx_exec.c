@@ -19,7 +19,6 @@
 #include "outbuf.h"
 #include "sbx_priv.h"
 
-#define WORKSPACE "/home/agentuity"
 #define GRACE_MS 2000
 
 struct execution {

@@ -124,6 +124,9 @@ static void agent_wait(struct pause_task *t)
 		/* The guest resets the old VMM's connections as it wakes: try again after that. */
 		if (!t->rc)
 			t->rc = agent_call(c, req, &out) ? -EAGAIN : 0;
+		/* Its clock stood still on disk: set it (and reseed its random state). */
+		if (!t->rc && agent_resumed(c))
+			huskd_log(t->sb->id, "the restored guest's clock was not set");
 		json_decref(req);
 		json_decref(out);
 		agent_client_close(c);
@@ -413,6 +416,23 @@ void sbx_pause(struct huskd *d, struct http_req *r, const char *id)
 		sbx_idle_arm(sb);
 		api_error(r, 503, "UNAVAILABLE", "cannot pause sandbox %s now; try again", id);
 	}
+}
+
+/* timeout.idle ran out and huskd runs with --on-idle pause: to disk, not the end. */
+int sbx_pause_idle(struct sandbox *sb)
+{
+	int rc;
+
+	if (sb->current || sb->pausing || sb->resuming || sb->restoring || !sb->ready ||
+	    strcmp(sb->status, "idle"))
+		return -EBUSY;
+	sb->ready = false;
+	sbx_timer_stop(sb);
+	rc = ctl_start(sb, NULL, true, "idle: paused instead of terminated (huskd --on-idle pause)",
+	               NULL, NULL);
+	if (rc)
+		sb->ready = true;
+	return rc;
 }
 
 void sbx_resume(struct huskd *d, struct http_req *r, const char *id)

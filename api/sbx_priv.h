@@ -43,6 +43,8 @@ struct sandbox {
 	uint64_t mem_mib;
 	unsigned vcpus;
 	char *layer, *cgroup;
+	char *base;                   /* the image its layers sit on (runtime or snapshot) */
+	char base_snap[STORE_ID_LEN]; /* the snapshot that base is, "" for a runtime */
 	struct sandbox *next;
 };
 
@@ -78,6 +80,33 @@ int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void
 int sbx_boot(struct sandbox *sb, char *err, size_t errlen);
 /* The live sandbox id, or NULL after answering 404 or 409 (sbx_pause.c). */
 struct sandbox *sbx_live(struct huskd *d, struct http_req *r, const char *id);
+/* The live sandbox, idle or paused to disk, or NULL after answering 404/409 (what: "…are made"). */
+struct sandbox *sbx_quiet(struct huskd *d, struct http_req *r, const char *id, const char *what);
+/* What a new sandbox's layer goes on: a runtime, or a snapshot (and its runtime). */
+struct sbx_base {
+	json_t *rt, *rt_priv;     /* the runtime */
+	json_t *snap, *snap_priv; /* the snapshot, NULL for none */
+	const char *path;         /* the image */
+};
+/* From POST /sandbox's runtime, runtimeId or snapshot: 0, or an HTTP status and err. */
+int sbx_base_find(struct huskd *d, json_t *body, struct sbx_base *b, char *err, size_t errlen);
+void sbx_base_free(struct sbx_base *b);
+/* Records the base in the new sandbox, its public ("snapshot") and private objects. */
+void sbx_base_apply(struct sandbox *sb, const struct sbx_base *b, json_t *pub, json_t *priv);
+/* The snapshot's memory file if a VM of this shape can resume from it, else NULL. */
+const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned vcpus);
+/* A snapshot's end: rec (the SnapshotInfo, borrowed) or NULL and why not. */
+typedef void (*sbx_snap_done_fn)(struct sandbox *sb, json_t *rec, const char *err, void *arg);
+/*
+ * Snapshots an idle sandbox as id (sbx_snap.c; the guest synced first):
+ * body has name, tag, and optionally description, public, memory (default
+ * true), message, userMetadata, files (SnapshotInfo fields) and contentHash,
+ * env (kept privately). done runs once it runs again.
+ */
+int sbx_snapshot_take(struct sandbox *sb, const char *id, json_t *body, int64_t files,
+                      sbx_snap_done_fn done, void *arg);
+/* Pauses an idle sandbox to disk because it stayed idle (huskd --on-idle pause). */
+int sbx_pause_idle(struct sandbox *sb);
 /* A paused sandbox is asked for: resume it (sbx_pause.c); waiters run once it is. */
 void sbx_wake(struct sandbox *sb);
 

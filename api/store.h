@@ -357,6 +357,15 @@ int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f, 
 int store_snapshot_lineage(struct store *s, const char *id, int limit, json_t **out)
 	__attribute__((warn_unused_result));
 
+/*
+ * [{"id", "private"}] of the deleted snapshots whose files nothing needs any
+ * more: no live sandbox started from or taken as it, no child whose files
+ * are kept. Remove their files, then store_snapshot_purge each.
+ */
+int store_snapshot_unused(struct store *s, json_t **out) __attribute__((warn_unused_result));
+/* Marks a deleted snapshot's files as removed. */
+int store_snapshot_purge(struct store *s, const char *id) __attribute__((warn_unused_result));
+
 /* ---- Disk checkpoints ----------------------------------------------------- */
 
 /*

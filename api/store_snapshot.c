@@ -309,3 +309,61 @@ int store_snapshot_lineage(struct store *s, const char *id, int limit, json_t **
 	json_decref(list);
 	return ret < 0 ? ret : *out ? 0 : -ENOMEM;
 }
+
+/*
+ * A deleted snapshot's files stay while something is built on them: a live
+ * sandbox started from it or that it was taken from (whose layer may sit on
+ * it), or a child snapshot whose files are still kept.
+ */
+int store_snapshot_unused(struct store *s, json_t **out)
+{
+	static const char sql[] =
+		"SELECT s.id, s.private FROM snapshots s WHERE s.deleted_ms IS NOT NULL "
+		"AND json_extract(s.private, '$.purged') IS NULL "
+		"AND NOT EXISTS (SELECT 1 FROM sandboxes b WHERE (b.snapshot_id = s.id OR "
+		"  b.id = s.sandbox_id) AND b.status NOT IN ('terminated', 'failed', 'deleted')) "
+		"AND NOT EXISTS (SELECT 1 FROM snapshots c WHERE c.parent_id = s.id "
+		"  AND json_extract(c.private, '$.purged') IS NULL)";
+	json_t *list = json_array();
+	sqlite3_stmt *st;
+	int ret;
+
+	*out = NULL;
+	if (!list)
+		return -ENOMEM;
+	store_lock(s);
+	ret = store_prepare(s, sql, &st);
+	if (ret == 0) {
+		while ((ret = store_step(s, st)) == 1) {
+			json_t *priv = store_col_json(s, st, 1);
+
+			if (!priv || json_array_append_new(list, json_pack("{ssso}", "id",
+			                                                   store_col_text(st, 0),
+			                                                   "private", priv))) {
+				ret = -EIO;
+				break;
+			}
+		}
+		store_reset(st);
+	}
+	store_unlock(s);
+	if (ret < 0) {
+		json_decref(list);
+		return ret;
+	}
+	*out = list;
+	return 0;
+}
+
+int store_snapshot_purge(struct store *s, const char *id)
+{
+	int ret;
+
+	store_lock(s);
+	ret = store_run(s,
+	                "UPDATE snapshots SET private = json_set(private, '$.purged', 1) "
+	                "WHERE id = ? AND deleted_ms IS NOT NULL",
+	                "t", id);
+	store_unlock(s);
+	return ret < 0 ? ret : ret == 0 ? -ENOENT : 0;
+}

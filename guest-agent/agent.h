@@ -84,6 +84,7 @@ void op_file(struct conn *c, uint32_t id, const char *op, json_t *req);
 void op_tar(struct conn *c, uint32_t id, const char *op, json_t *req);
 void op_env(struct conn *c, uint32_t id, const char *op, json_t *req);
 void op_info(struct conn *c, uint32_t id, json_t *req);
+void op_resumed(struct conn *c, uint32_t id, json_t *req);
 /* Kills every running job and forgets all jobs (the agent is exiting). */
 void jobs_destroy(struct agent *a);
 

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
-/* env.set / env.get (the sandbox's default environment) and info. */
+/* env.set / env.get (the sandbox's default environment), info, resumed. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/random.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/statvfs.h>
 #include <sys/sysinfo.h>
 #include <sys/utsname.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -70,4 +75,65 @@ void op_info(struct conn *c, uint32_t id, json_t *req)
 		                              "free_bytes",
 		                              (json_int_t)(vfs.f_bavail * vfs.f_frsize)));
 	conn_send_json(c, FRAME_RESULT, id, r);
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	return -1;
+}
+
+/*
+ * The guest was restored from a snapshot: its wall clock stopped when the
+ * snapshot was taken, and a sandbox started from a shared snapshot has the
+ * same random state as its siblings. The host gives the time and fresh
+ * entropy; the CRNG reseeds from it at once.
+ */
+void op_resumed(struct conn *c, uint32_t id, json_t *req)
+{
+	const char *seed = json_string_value(json_object_get(req, "seed"));
+	json_t *ns = json_object_get(req, "time_ns");
+	struct {
+		struct rand_pool_info info;
+		uint8_t buf[64];
+	} e = {0};
+	size_t n = seed ? strlen(seed) / 2 : 0;
+	struct timespec ts;
+	int fd, clock_rc = 0, rng_rc = 0;
+
+	if (!json_is_integer(ns) || json_integer_value(ns) <= 0 || !seed || n == 0 ||
+	    n > sizeof(e.buf) || strlen(seed) != 2 * n) {
+		conn_send_error(c, id, "bad_request",
+		                "resumed needs time_ns (> 0) and seed (1 to 64 bytes in hex)");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		int hi = hexval(seed[2 * i]), lo = hexval(seed[2 * i + 1]);
+		if (hi < 0 || lo < 0) {
+			conn_send_error(c, id, "bad_request", "seed is not lowercase hex");
+			return;
+		}
+		e.buf[i] = (uint8_t)(hi << 4 | lo);
+	}
+	ts.tv_sec = (time_t)(json_integer_value(ns) / 1000000000);
+	ts.tv_nsec = (long)(json_integer_value(ns) % 1000000000);
+	if (clock_settime(CLOCK_REALTIME, &ts) < 0)
+		clock_rc = -errno;
+	e.info.entropy_count = (int)(n * 8);
+	e.info.buf_size = (int)n;
+	fd = open("/dev/urandom", O_RDWR | O_CLOEXEC);
+	if (fd < 0 || ioctl(fd, RNDADDENTROPY, &e.info) < 0 || ioctl(fd, RNDRESEEDCRNG) < 0)
+		rng_rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	if (clock_rc || rng_rc) {
+		conn_send_error(c, id, "failed", "clock: %s; random: %s",
+		                clock_rc ? strerror(-clock_rc) : "set",
+		                rng_rc ? strerror(-rng_rc) : "reseeded");
+		return;
+	}
+	conn_send_json(c, FRAME_RESULT, id, json_pack("{s:b, s:b}", "clock", 1, "reseeded", 1));
 }

@@ -249,6 +249,8 @@ static void dispatch_request(struct conn *c, uint32_t id, json_t *j)
 		op_env(c, id, op, j);
 	else if (!strcmp(op, "info"))
 		op_info(c, id, j);
+	else if (!strcmp(op, "resumed"))
+		op_resumed(c, id, j);
 	else
 		conn_send_error(c, id, "unknown_op", "unknown operation '%.64s'", op);
 }

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli_snap.h"
 
-static const struct col snap_fields[] = {
+const struct col snap_fields[] = {
 	{"id", "snapshotId"},           {"name", "name"},
 	{"full name", "fullName"},      {"tag", "tag"},
 	{"description", "description"}, {"size bytes", "sizeBytes"},
@@ -28,8 +28,9 @@ static const struct col ckpt_cols[] = {{"ID", "id"},
 static int snap_create(struct cli *c, int argc, char **argv)
 {
 	const char *name = NULL, *desc = NULL, *tag = NULL;
-	bool pub = false;
+	bool pub = false, no_mem = false;
 	const struct opt opts[] = {{"name", 0, OPT_STR, &name},
+	                           {"no-memory", 0, OPT_FLAG, &no_mem},
 	                           {"description", 0, OPT_STR, &desc},
 	                           {"tag", 0, OPT_STR, &tag},
 	                           {"public", 0, OPT_FLAG, &pub},
@@ -40,13 +41,16 @@ static int snap_create(struct cli *c, int argc, char **argv)
 	int rc;
 
 	c->usage = "husk snapshot create ID [--name N] [--description D] [--tag T] [--public] "
-		   "[--json]\n";
+		   "[--no-memory] [--json]\n"
+		   "  --no-memory  only the disk: sandboxes from it boot instead of resuming\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID", &a));
 	body = json_pack("{s:s?,s:s?,s:s?}", "name", name, "description", desc, "tag", tag);
 	if (!body)
 		return args_bad(c, "--name, --description and --tag must be valid UTF-8");
 	if (pub)
 		json_object_set_new(body, "public", json_true());
+	if (no_mem)
+		json_object_set_new(body, "memory", json_false());
 	sandbox_path(&t, "/sandbox", a.pos[0], "/snapshot");
 	rc = cli_show(c, "POST", t.s, body, NULL, snap_fields);
 	json_decref(body);

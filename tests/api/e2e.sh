@@ -40,4 +40,10 @@ TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" 
 
 . "$(dirname "$0")/cli_e2e.sh"
 stop_huskd api/huskd_clean_exit || rc=1
+
+# huskd --on-idle pause: idle sandboxes go to disk instead of ending.
+HUSKD_ARGS="--on-idle pause"
+start_huskd 3
+HUSK_ON_IDLE=pause client run.mjs || rc=1
+stop_huskd api/huskd_clean_exit_on_idle_pause || rc=1
 exit $rc

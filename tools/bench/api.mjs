@@ -41,6 +41,61 @@ out('create_p50_ms', pct(created, 50));
 out('create_first_exec_p50_ms', pct(first, 50));
 out('create_first_exec_max_ms', Math.max(...first));
 
+// 1b. Starts from snapshots of a booted sandbox: with its memory (the sandbox
+// resumes where the snapshot was taken) and disk only (it boots); and a
+// pause/resume through the API, to the first exec after it.
+async function raw(method, path, body) {
+	const r = await fetch(`${process.env.HUSK_URL}${path}`, {
+		method,
+		headers: { Authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'Content-Type': 'application/json' },
+		body: body ? JSON.stringify(body) : undefined,
+	});
+	const j = await r.json();
+	if (!j.success) throw new Error(`${method} ${path}: ${j.message}`);
+	return j.data;
+}
+async function starts(ref) {
+	const t = [];
+	for (let i = 0; i < runs; i++) {
+		const t0 = now();
+		const s = await client.create({ snapshot: ref, resources: { memory: '256Mi' } });
+		await exec(s, ['true']);
+		t.push(now() - t0);
+		await s.destroy();
+	}
+	return t;
+}
+{
+	const src = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+	await exec(src, ['true']);
+	let t0 = now();
+	const warm = await client.createSnapshot(src.id, { name: 'bench-warm' });
+	out('snapshot_memory_ms', now() - t0);
+	t0 = now();
+	const disk = await raw('POST', `/sandbox/${src.id}/snapshot`, { name: 'bench-disk', memory: false });
+	out('snapshot_disk_ms', now() - t0);
+	const w = await starts(warm.snapshotId);
+	const d = await starts(disk.snapshotId);
+	out('warm_first_exec_p50_ms', pct(w, 50));
+	out('warm_first_exec_max_ms', Math.max(...w));
+	out('disk_first_exec_p50_ms', pct(d, 50));
+	const pause = [], resume = [];
+	for (let i = 0; i < runs; i++) {
+		t0 = now();
+		await client.pause(src.id);
+		pause.push(now() - t0);
+		t0 = now();
+		await client.resume(src.id);
+		await exec(src, ['true']);
+		resume.push(now() - t0);
+	}
+	out('pause_p50_ms', pct(pause, 50));
+	out('resume_first_exec_p50_ms', pct(resume, 50));
+	await src.destroy();
+	await client.deleteSnapshot(warm.snapshotId);
+	await client.deleteSnapshot(disk.snapshotId);
+}
+
 // 2. exec round trips through the API on one sandbox; its id for the direct run.
 const sb = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
 await exec(sb, ['true']);

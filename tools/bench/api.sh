@@ -31,6 +31,14 @@ awk -F= '{ v[$1] = $2 } END {
 	printf "%-34s %12.1f\n", "create reply (creating) p50 ms", v["create_p50_ms"]
 	printf "%-34s %12.1f\n", "create -> first exec p50 ms", v["create_first_exec_p50_ms"]
 	printf "%-34s %12.1f\n", "create -> first exec max ms", v["create_first_exec_max_ms"]
+	printf "%-34s %12.1f %12s %8.2f\n", "snapshot (memory) -> first exec p50", v["warm_first_exec_p50_ms"], "cold", v["warm_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
+	printf "%-34s %12.1f %12s %8.2f\n", "snapshot (memory) -> first exec max", v["warm_first_exec_max_ms"], "cold", v["warm_first_exec_max_ms"] / v["create_first_exec_max_ms"]
+	printf "%-34s %12.1f %12s %8.2f\n", "snapshot (disk) -> first exec p50", v["disk_first_exec_p50_ms"], "cold", v["disk_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
+	printf "%-34s %12.1f\n", "take snapshot with memory ms", v["snapshot_memory_ms"]
+	printf "%-34s %12.1f\n", "take snapshot, disk only ms", v["snapshot_disk_ms"]
+	printf "%-34s %12.1f %12s %8.2f\n", "pause -> first exec after resume p50", v["resume_first_exec_p50_ms"], "cold", v["resume_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
+	printf "%-34s %12.1f\n", "pause p50 ms", v["pause_p50_ms"]
+	print "goal: resume/snapshot start to first exec <= 0.10 of a cold boot (ratio column against create -> first exec)"
 	printf "%d at once: %d ok, wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
 		v["parallel_n"], v["parallel_ok"], v["parallel_wall_ms"], v["parallel_each_p50_ms"], v["parallel_each_max_ms"]
 	printf "parallel speed-up: %.2f (%d x one create+first exec / wall)\n", \

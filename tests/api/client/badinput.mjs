@@ -56,8 +56,41 @@ await expect('wrong_method', req('PUT', '/sandbox'), 405);
 await expect('oversized_body', req('POST', '/sandbox', { body: 'x'.repeat(65 << 20) }), 413);
 await expect('unknown_sandbox_pause', req('POST', '/sandbox/sbx_x/pause'), 404, 'SANDBOX_NOT_FOUND');
 await expect('unknown_sandbox_resume', req('POST', '/sandbox/sbx_x/resume'), 404, 'SANDBOX_NOT_FOUND');
-await expect('not_yet_snapshots', req('GET', '/sandbox/snapshots'), 501, 'NOT_IMPLEMENTED');
+await expect('unknown_snapshot_get', req('GET', '/sandbox/snapshots/snp_nosuchthing'), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('unknown_snapshot_delete', req('DELETE', '/sandbox/snapshots/snp_nosuchthing'), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('unknown_snapshot_tag', req('PATCH', '/sandbox/snapshots/snp_nosuchthing', { body: '{"tag":"x"}' }), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('snapshot_bad_tag', req('PATCH', '/sandbox/snapshots/snp_x', { body: '{"tag":"a:b"}' }), 400);
+await expect('snapshot_tag_missing', req('PATCH', '/sandbox/snapshots/snp_x', { body: '{}' }), 400);
+await expect('snapshot_bad_sort', req('GET', '/sandbox/snapshots?sort=colour'), 400);
+await expect('lineage_no_start', req('GET', '/sandbox/snapshots/lineage'), 400);
+await expect('lineage_unknown', req('GET', '/sandbox/snapshots/lineage?snapshot=snp_nosuchthing'), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('public_unknown', req('GET', '/sandbox/snapshots/public/nosuch%3Atag'), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('snapshot_create_bad_name', req('POST', '/sandbox/sbx_x/snapshot', { body: '{"name":"a b/c"}' }), 400);
+await expect('snapshot_create_bad_public', req('POST', '/sandbox/sbx_x/snapshot', { body: '{"public":"yes"}' }), 400);
+await expect('snapshot_create_unknown_sandbox', req('POST', '/sandbox/sbx_nosuchthing/snapshot', { body: '{}' }), 404, 'SANDBOX_NOT_FOUND');
+await expect('create_unknown_snapshot', req('POST', '/sandbox', { body: '{"snapshot":"nosuch:tag"}' }), 400);
+await expect('create_snapshot_and_runtime', req('POST', '/sandbox', { body: '{"snapshot":"a","runtime":"base:latest"}' }), 400);
+await expect('build_no_runtime', req('POST', '/sandbox/snapshots/build', { body: '{}' }), 400);
+await expect('build_unknown_runtime', req('POST', '/sandbox/snapshots/build', { body: '{"runtime":"cobol:1"}' }), 400);
+await expect('build_upload_unknown', req('PUT', '/sandbox/snapshots/snp_nosuchthing/upload', { body: Buffer.from([0x1f, 0x8b, 8, 0]) }), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('build_upload_bad_id', req('PUT', '/sandbox/snapshots/..%2F..%2Fetc/upload', { body: Buffer.from([0x1f, 0x8b, 8, 0]) }), 404, 'SNAPSHOT_NOT_FOUND');
+await expect('build_finalize_unknown', req('POST', '/sandbox/snapshots/snp_nosuchthing/finalize', { body: '{}' }), 404, 'SNAPSHOT_NOT_FOUND');
+{
+	const init = await req('POST', '/sandbox/snapshots/build', { body: '{"runtime":"base:latest","name":"bad-build"}' });
+	const id = init.json?.data?.snapshotId;
+	await expect('build_upload_not_gzip', req('PUT', `/sandbox/snapshots/${id}/upload`, { body: 'plain text' }), 400);
+	await expect('build_finalize_bad_deps', req('POST', `/sandbox/snapshots/${id}/finalize`, { body: '{"dependencies":["curl; rm -rf /"]}' }), 400);
+	await expect('build_finalize_bad_env', req('POST', `/sandbox/snapshots/${id}/finalize`, { body: '{"env":["A=1"]}' }), 400);
+}
+await expect('create_snapshot_not_string', req('POST', '/sandbox', { body: '{"snapshot":7}' }), 400);
 await expect('stats_bad_window', req('GET', '/sandbox/stats?start=2026-02-01T00:00:00Z&end=2026-01-01T00:00:00Z'), 400);
+
+const snaps = await req('GET', '/sandbox/snapshots');
+if (snaps.status === 200 && Array.isArray(snaps.json?.data?.snapshots) && typeof snaps.json.data.total === 'number') console.log('PASS badinput/snapshot_list_empty');
+else {
+	failed++;
+	console.log(`FAIL badinput/snapshot_list_empty: ${snaps.status} ${snaps.text.slice(0, 200)}`);
+}
 
 // Still serving after all of that.
 const ok = await req('GET', '/sandbox/runtimes');

@@ -154,6 +154,30 @@ await check('idle_timeout_reaps', async () => {
 	if (!/idle/.test(t?.event?.reason ?? '')) return `terminated event: ${JSON.stringify(t)}`;
 });
 
+// huskd --on-idle pause (tests/api/e2e.sh runs this with HUSK_ON_IDLE=pause):
+// the idle timeout writes the sandbox to disk instead; an execute resumes it.
+if (process.env.HUSK_ON_IDLE === 'pause') {
+	await check('idle_pauses', async () => {
+		const sb = await client.create({ runtime: 'base:latest', timeout: { idle: '3s' } });
+		await sb.execute({ command: ['sh', '-c', 'echo kept > /root/f'] });
+		let info = await client.get(sb.id);
+		for (let i = 0; i < 300 && info.status !== 'paused'; i++) {
+			await new Promise((ok) => setTimeout(ok, 200));
+			info = await client.get(sb.id);
+		}
+		if (info.status !== 'paused') return `still ${info.status} long after its 3 s idle timeout`;
+		const ex = await sb.execute({ command: ['cat', '/root/f'] });
+		const out = ex.stdoutStreamUrl ? (await (await fetch(ex.stdoutStreamUrl)).text()).trim() : '';
+		const ev = await client.listEvents(sb.id);
+		await sb.destroy();
+		if (!ex.autoResumed) return `execute after the idle pause: ${JSON.stringify(ex)}`;
+		if (out !== 'kept') return `after the resume the file read ${JSON.stringify(out)}`;
+		const p = (ev.events ?? []).find((e) => e.type === 'pause' || /paused/.test(e.type));
+		if (!/idle/.test(JSON.stringify(p ?? ''))) return `pause event: ${JSON.stringify(ev.events?.map((e) => e.type))}`;
+	});
+	process.exit(failed ? 1 : 0);
+}
+
 await check('busy_and_errors', async () => {
 	const sb = await client.create({ runtime: 'base:latest' });
 	const slow = sb.execute({ command: ['sleep', '3'] });
@@ -339,6 +363,111 @@ await check('disk_checkpoints', async () => {
 	if (!/^one\n.*No such file.*\n.*No such file/s.test(restored)) return `after restore: ${JSON.stringify(restored)}`;
 	if (after.map((c) => c.name).join(',') !== 'first') return `after restore the list is ${JSON.stringify(after)}`;
 	if (last.length !== 0) return `after delete the list is ${JSON.stringify(last)}`;
+});
+
+// Snapshots: children see the snapshot's files and not each other's; with its
+// memory (the default) they resume from it (a file on devtmpfs, which lives
+// only in memory, survives); lineage, tags, delete while in use.
+await check('snapshots', async () => {
+	const sh = async (sb, cmd) => {
+		const ex = await sb.execute({ command: ['sh', '-c', cmd] });
+		return ex.stdoutStreamUrl ? (await (await fetch(ex.stdoutStreamUrl)).text()).trim() : `exit ${ex.exitCode}`;
+	};
+	const sb = await client.create({ runtime: 'base:latest' });
+	await sh(sb, 'echo from-parent > /root/p; echo in-memory > /dev/husk-marker');
+	const s1 = await client.createSnapshot(sb.id, { name: 'e2e-snap', description: 'the parent', tag: 'v1' });
+	const srcAfter = await sh(sb, 'cat /root/p; echo more > /root/q');
+	const c1 = await client.create({ snapshot: 'e2e-snap:v1' });
+	const c2 = await client.create({ snapshot: s1.snapshotId });
+	await sh(c1, 'echo c1 > /root/only-c1');
+	const c1sees = await sh(c1, 'cat /root/p; cat /dev/husk-marker 2>&1; cat /root/q 2>&1; true');
+	const c2sees = await sh(c2, 'cat /root/p; cat /root/only-c1 2>&1; true');
+	const s2 = await client.createSnapshot(c1.id, { name: 'e2e-snap', tag: 'v2' });
+	const lineage = await client.getSnapshotLineage({ snapshot: s2.snapshotId });
+	const list = await client.listSnapshots();
+	const got = await client.getSnapshot(s1.snapshotId);
+	const tagged = await client.tagSnapshot(s1.snapshotId, 'stable');
+	const byTag = await client.create({ snapshot: 'e2e-snap:stable' });
+	const byTagSees = await sh(byTag, 'cat /root/p');
+	const untagged = await client.tagSnapshot(s1.snapshotId, null);
+	await client.deleteSnapshot(s1.snapshotId);
+	let getErr = '';
+	try {
+		await client.getSnapshot(s1.snapshotId);
+	} catch (e) {
+		getErr = e?.name ?? String(e);
+	}
+	const c2still = await sh(c2, 'cat /root/p');
+	let createErr = '';
+	try {
+		await client.create({ snapshot: s1.snapshotId });
+	} catch (e) {
+		createErr = String(e?.message ?? e);
+	}
+	const lineageAfter = await client.getSnapshotLineage({ snapshot: s2.snapshotId });
+	for (const x of [sb, c1, c2, byTag]) await x.destroy();
+	await client.deleteSnapshot(s2.snapshotId);
+	if (!/^snp_/.test(s1.snapshotId) || s1.name !== 'e2e-snap' || s1.tag !== 'v1' || s1.description !== 'the parent')
+		return `create: ${JSON.stringify(s1)}`;
+	if (srcAfter !== 'from-parent') return `the parent after its snapshot read ${JSON.stringify(srcAfter)}`;
+	if (!/^from-parent\nin-memory\n.*No such file/s.test(c1sees)) return `child 1 saw ${JSON.stringify(c1sees)}`;
+	if (!/^from-parent\n.*No such file/s.test(c2sees)) return `child 2 saw ${JSON.stringify(c2sees)}`;
+	if (s2.parentSnapshotId !== s1.snapshotId) return `s2's parent ${s2.parentSnapshotId}`;
+	if (lineage.lineage.map((l) => l.snapshotId).join() !== [s2.snapshotId, s1.snapshotId].join())
+		return `lineage ${JSON.stringify(lineage)}`;
+	if (!list.snapshots.some((s) => s.snapshotId === s1.snapshotId) || list.total < 2) return `list ${JSON.stringify(list)}`;
+	if (got.snapshotId !== s1.snapshotId) return `get ${JSON.stringify(got)}`;
+	if (tagged.tag !== 'stable' || untagged.tag) return `tag ${tagged.tag}, untag ${untagged.tag}`;
+	if (byTagSees !== 'from-parent') return `a child by tag saw ${JSON.stringify(byTagSees)}`;
+	if (!/NotFound/.test(getErr)) return `get after delete: ${getErr || 'no error'}`;
+	if (c2still !== 'from-parent') return `a child after its snapshot's delete saw ${JSON.stringify(c2still)}`;
+	if (!/not found/.test(createErr)) return `create from a deleted snapshot: ${createErr || 'no error'}`;
+	if (!lineageAfter.lineage[1]?.deleted) return `lineage after delete ${JSON.stringify(lineageAfter)}`;
+});
+
+// A declarative build (API.md (38)-(40), what `husk snapshot build` sends):
+// the context unpacked into the workspace, the env kept for its sandboxes,
+// an unchanged content hash skipped.
+await check('snapshot_build', async () => {
+	const { spawnSync } = await import('node:child_process');
+	const { mkdtempSync, writeFileSync } = await import('node:fs');
+	const raw = async (method, path, body, type = 'application/json') => {
+		const r = await fetch(`${process.env.HUSK_URL}${path}`, {
+			method,
+			headers: { Authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'Content-Type': type },
+			body: type === 'application/json' ? JSON.stringify(body) : body,
+		});
+		return r.json();
+	};
+	const dir = mkdtempSync('/tmp/husk-build-');
+	writeFileSync(`${dir}/hello.txt`, 'hello from the context\n');
+	const tgz = spawnSync('tar', ['-czf', '-', '-C', dir, '.']).stdout;
+	const init = await raw('POST', '/sandbox/snapshots/build', { runtime: 'base:latest', name: 'e2e-build', tag: 'v1', contentHash: 'h1' });
+	const id = init.data?.snapshotId;
+	const up = await raw('PUT', `/sandbox/snapshots/${id}/upload`, tgz, 'application/gzip');
+	const fin = await raw('POST', `/sandbox/snapshots/${id}/finalize`, {
+		sizeBytes: 23,
+		fileCount: 1,
+		files: [{ path: 'hello.txt', size: 23, sha256: 'x', contentType: 'text/plain', mode: 420 }],
+		env: { BUILT: 'yes' },
+		metadata: { purpose: 'e2e' },
+	});
+	const sb = await client.create({ snapshot: 'e2e-build:v1' });
+	const ex = await sb.execute({ command: ['sh', '-c', 'cat /home/agentuity/hello.txt; echo "$BUILT"'] });
+	const out = ex.stdoutStreamUrl ? (await (await fetch(ex.stdoutStreamUrl)).text()).trim() : '';
+	await sb.destroy();
+	const again = await raw('POST', '/sandbox/snapshots/build', { runtime: 'base:latest', name: 'e2e-build', tag: 'v1', contentHash: 'h1' });
+	const forced = await raw('POST', '/sandbox/snapshots/build', { runtime: 'base:latest', name: 'e2e-build', tag: 'v1', contentHash: 'h1', force: true });
+	const info = await client.getSnapshot(id);
+	await client.deleteSnapshot(id);
+	if (!/^snp_/.test(id ?? '')) return `init: ${JSON.stringify(init)}`;
+	if (!up.success || up.data?.success !== true) return `upload: ${JSON.stringify(up)}`;
+	if (!fin.success || fin.data?.snapshotId !== id) return `finalize: ${JSON.stringify(fin)}`;
+	if (out !== 'hello from the context\nyes') return `a sandbox from the build read ${JSON.stringify(out)}`;
+	if (!again.data?.unchanged || again.data.existingId !== id) return `an unchanged rebuild: ${JSON.stringify(again)}`;
+	if (forced.data?.unchanged || !/^snp_/.test(forced.data?.snapshotId ?? '') || forced.data.snapshotId === id)
+		return `a forced rebuild: ${JSON.stringify(forced)}`;
+	if (info.userMetadata?.purpose !== 'e2e' || info.files?.[0]?.path !== 'hello.txt') return `info ${JSON.stringify(info)}`;
 });
 
 process.exit(failed ? 1 : 0);
