@@ -11,13 +11,12 @@
 
 #include "cli_snap.h"
 
-const struct col snap_fields[] = {
-	{"id", "snapshotId"},           {"name", "name"},
-	{"full name", "fullName"},      {"tag", "tag"},
-	{"description", "description"}, {"size bytes", "sizeBytes"},
-	{"files", "fileCount"},         {"runtime", "runtimeId"},
-	{"parent", "parentSnapshotId"}, {"public", "public"},
-	{"created", "createdAt"},       {NULL, NULL}};
+const struct col snap_fields[] = {{"id", "snapshotId"},           {"name", "name"},
+                                  {"full name", "fullName"},      {"tag", "tag"},
+                                  {"description", "description"}, {"size bytes", "sizeBytes"},
+                                  {"files", "fileCount"},         {"runtime", "runtimeId"},
+                                  {"parent", "parentSnapshotId"}, {"public", "public"},
+                                  {"created", "createdAt"},       {NULL, NULL}};
 
 static const struct col ckpt_cols[] = {{"ID", "id"},
                                        {"NAME", "name"},

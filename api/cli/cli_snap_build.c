@@ -1,216 +1,256 @@
 // SPDX-License-Identifier: MIT
 /*
- * husk snapshot build DIR: reads the declarative build file (JSON, or the
- * YAML of `husk snapshot generate`: scalars, lists and one-level maps,
- * which is all that format uses; there is no YAML library among our
- * dependencies), substitutes ${NAME} from --env, and starts the build
- * (POST /sandbox/snapshots/build, API.md §5.8 (38)).
+ * husk snapshot build DIR: the declarative build of API.md §5.8 (38)-(40).
+ * The build file and the files it selects give a content hash; huskd is
+ * asked to start a build with it (38), and either says nothing changed or
+ * names the new snapshot, which then gets the files as a tar.gz (39) and
+ * is finished with the file list, dependencies, env and metadata (40).
+ * --dry-run stops before the first request and shows what would go.
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
-#include "cli.h"
+#include "cli_snap.h"
 
-static json_t *yaml_scalar(char *v)
+/* huskd may unpack a large archive before it answers the upload. */
+#define UPLOAD_TIMEOUT_MS 600000
+
+/*
+ * The content hash: SHA-256 (hex) of compact JSON with sorted keys of what
+ * ends up in the snapshot: runtime, dependencies, env (after ${NAME}),
+ * metadata (the file's and --metadata) and the files as [path, mode,
+ * sha256] sorted by path. Name, description and tag are left out: they
+ * label a snapshot, they are not its content. "husk" versions this form,
+ * so changing it changes every hash on purpose rather than by accident.
+ */
+static int content_hash(json_t *spec, json_t *meta, const struct snap_files *f, char hex[65])
 {
-	size_t n = strlen(v);
-	char *end;
-	long long num;
+	json_t *files = json_array(), *canon;
+	char *text;
+	int rc;
 
-	if (n >= 2 && (v[0] == '"' || v[0] == '\'') && v[n - 1] == v[0]) {
-		v[n - 1] = '\0';
-		return json_string(v + 1);
-	}
-	errno = 0;
-	num = strtoll(v, &end, 10);
-	if (*v && !*end && !errno)
-		return json_integer(num);
-	return json_string(v);
-}
-
-/* Cuts a " # comment" (outside quotes) and trailing blanks off line. */
-static void yaml_trim(char *line)
-{
-	char quote = 0;
-	size_t n;
-
-	for (char *p = line; *p; p++) {
-		if (quote) {
-			quote = *p == quote ? 0 : quote;
-		} else if (*p == '"' || *p == '\'') {
-			quote = *p;
-		} else if (*p == '#' && (p == line || p[-1] == ' ' || p[-1] == '\t')) {
-			*p = '\0';
-			break;
-		}
-	}
-	n = strlen(line);
-	while (n && (line[n - 1] == ' ' || line[n - 1] == '\t' || line[n - 1] == '\r'))
-		line[--n] = '\0';
-}
-
-/* The subset of YAML the build file uses; NULL with err set on anything else. */
-static json_t *yaml_parse(char *text, char *err, size_t errlen)
-{
-	json_t *root = json_object(), *cur = NULL;
-	char *save = NULL, *line, *key = NULL;
-	int lineno = 0;
-
-	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		size_t indent = strspn(line, " ");
-		char *colon, *v;
-		json_t *val;
-
-		lineno++;
-		yaml_trim(line);
-		if (!line[indent])
-			continue;
-		if (indent && key && line[indent] == '-' &&
-		    (line[indent + 1] == ' ' || !line[indent + 1])) {
-			if (!cur)
-				json_object_set_new(root, key, cur = json_array());
-			v = line + indent + 1 + strspn(line + indent + 1, " ");
-			if (!json_is_array(cur) || json_array_append_new(cur, yaml_scalar(v)))
-				goto bad;
-			continue;
-		}
-		colon = strstr(line + indent, ": ");
-		if (!colon && line[strlen(line) - 1] == ':')
-			colon = line + strlen(line) - 1;
-		if (!colon || (indent && !key))
-			goto bad;
-		*colon = '\0';
-		v = colon + 1 + strspn(colon + 1, " ");
-		if (indent) {
-			if (!cur)
-				json_object_set_new(root, key, cur = json_object());
-			val = yaml_scalar(v);
-			if (!json_is_object(cur) || !val ||
-			    json_object_set_new(cur, line + indent, val))
-				goto bad;
-			continue;
-		}
-		key = line;
-		cur = NULL;
-		if (*v && json_object_set_new(root, key, yaml_scalar(v)))
-			goto bad;
-		if (*v)
-			key = NULL;
-	}
-	return root;
-bad:
-	snprintf(err, errlen,
-	         "line %d is not KEY: VALUE, an indented '- ITEM' or 'KEY: VALUE' "
-	         "under a KEY:",
-	         lineno);
-	json_decref(root);
-	return NULL;
-}
-
-/* ${NAME} replaced by --env NAME=VALUE, outside comment lines; an unknown name is an error. */
-static char *substitute(struct cli *c, const char *text, json_t *vars, int *rc)
-{
-	struct sbuf out = {0};
-	const char *p = text;
-
-	sb_printf(&out, "%s", "");
-	while (*p) {
-		size_t line = strcspn(p, "\n") + (p[strcspn(p, "\n")] ? 1 : 0);
-		const char *d = p[strspn(p, " \t")] == '#' ? NULL : strstr(p, "${");
-		const char *end = d && d < p + line ? strchr(d, '}') : NULL;
-		char name[128];
-		json_t *v;
-
-		if (!d || d >= p + line) {
-			sb_append(&out, p, line);
-			p += line;
-			continue;
-		}
-		sb_append(&out, p, (size_t)(d - p));
-		if (!end || end - d - 2 >= (long)sizeof(name)) {
-			*rc = args_bad(c, "the build file has an unclosed ${...}");
-			sb_free(&out);
-			return NULL;
-		}
-		snprintf(name, sizeof(name), "%.*s", (int)(end - d - 2), d + 2);
-		v = json_object_get(vars, name);
-		if (!v) {
-			*rc = args_bad(c, "the build file uses ${%s}: give --env %s=VALUE", name,
-			               name);
-			sb_free(&out);
-			return NULL;
-		}
-		sb_printf(&out, "%s", json_string_value(v));
-		p = end + 1;
-	}
-	return out.s;
-}
-
-/* The build file: --file (under DIR unless absolute) or DIR/agentuity-snapshot.{yaml,yml,json}. */
-static json_t *load_build_file(struct cli *c, const char *dir, const char *file, json_t *vars,
-                               int *rc)
-{
-	static const char *const names[] = {"agentuity-snapshot.yaml", "agentuity-snapshot.yml",
-	                                    "agentuity-snapshot.json", NULL};
-	char path[4096], err[256], *text = NULL, *subst;
-	size_t len;
-	json_t *spec;
-	int r = -ENOENT;
-
-	for (int i = 0; r && (file ? i == 0 : names[i] != NULL); i++) {
-		const char *f = file ? file : names[i];
-
-		snprintf(path, sizeof(path), "%s%s%s", f[0] == '/' ? "" : dir,
-		         f[0] == '/' ? "" : "/", f);
-		r = cli_read_file(path, &text, &len);
-	}
-	if (r) {
-		*rc = args_bad(c,
-		               "cannot read the build file %s: %s (husk snapshot generate makes "
-		               "one)",
-		               file ? path : "agentuity-snapshot.yaml|json", strerror(-r));
-		return NULL;
-	}
-	text[len] = '\0'; /* cli_read_file leaves room for it */
-	subst = substitute(c, text, vars, rc);
+	for (size_t i = 0; i < f->n; i++)
+		json_array_append_new(files, json_pack("[sIs]", f->v[i].path,
+		                                       (json_int_t)f->v[i].mode, f->v[i].sha256));
+	canon = json_pack("{sisOsOsOsOso}", "husk", 1, "runtime", json_object_get(spec, "runtime"),
+	                  "dependencies", json_object_get(spec, "dependencies"), "env",
+	                  json_object_get(spec, "env"), "metadata", meta, "files", files);
+	text = canon ? json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
+	rc = text ? snap_sha256_hex(text, strlen(text), hex) : -ENOMEM;
 	free(text);
-	if (!subst)
-		return NULL;
-	len = strlen(path);
-	spec = len > 5 && !strcmp(path + len - 5, ".json") ? json_loads(subst, 0, NULL)
-	                                                   : yaml_parse(subst, err, sizeof(err));
-	free(subst);
-	if (!json_is_object(spec)) {
-		*rc = args_bad(c, "%s: %s", path, spec ? "not a JSON object" : err);
-		json_decref(spec);
-		return NULL;
+	json_decref(canon);
+	return rc;
+}
+
+/* What --dry-run shows: the files, the hash, and the two JSON requests. */
+static void dry_run(struct cli *c, const struct snap_files *f, const char *hash, json_t *build,
+                    json_t *fin)
+{
+	char size[32];
+	json_t *j;
+
+	if (c->json) {
+		j = json_pack("{sssOsO}", "contentHash", hash, "build", build, "finalize", fin);
+		out_json(j);
+		json_decref(j);
+		return;
 	}
-	return spec;
+	for (size_t i = 0; i < f->n; i++)
+		printf("%04o %12llu %s  %s  (%s)\n", f->v[i].mode, (unsigned long long)f->v[i].size,
+		       f->v[i].sha256, f->v[i].path, f->v[i].ctype);
+	printf("%zu file%s, %s\ncontent hash: %s\n\nPOST /sandbox/snapshots/build\n", f->n,
+	       f->n == 1 ? "" : "s", out_bytes((double)f->bytes, size, sizeof(size)), hash);
+	out_json(build);
+	printf("\nthen PUT /sandbox/snapshots/ID/upload (a tar.gz of the files) and\n"
+	       "POST /sandbox/snapshots/ID/finalize\n");
+	out_json(fin);
+}
+
+/* PUT to the uploadUrl huskd gave, without our key (API.md (38)). 0 or 1. */
+static int put_url(const char *url, const void *body, size_t len)
+{
+	struct cli_req rq = {.method = "PUT",
+	                     .ctype = "application/gzip",
+	                     .body = body,
+	                     .len = len,
+	                     .timeout_ms = UPLOAD_TIMEOUT_MS};
+	const char *path = strncmp(url, "http://", 7) ? NULL : strchr(url + 7, '/');
+	char base[512], err[512];
+	struct cli_resp r = {0};
+	struct cli_url u;
+	int rc = 0;
+
+	/* The CLI's client has no TLS: an https:// URL cannot be reached from here. */
+	if (strncmp(url, "http://", 7)) {
+		fprintf(stderr,
+		        "husk: huskd gave the upload URL %s; husk uploads over http:// only\n",
+		        url);
+		return 1;
+	}
+	snprintf(base, sizeof(base), "%.*s", (int)(path ? path - url : (long)strlen(url)), url);
+	rq.target = path ? path : "/";
+	if (cli_url_parse(base, &u, err, sizeof(err))) {
+		fprintf(stderr, "husk: the upload URL %s: %s\n", url, err);
+		return 1;
+	}
+	if (cli_http_do(&u, &rq, &r) < 0) {
+		fprintf(stderr, "husk: cannot upload to %s: %s\n", url, r.err);
+		rc = 1;
+	} else if (r.status < 200 || r.status > 299) {
+		rc = cli_print_error(&r);
+	}
+	cli_resp_free(&r);
+	return rc;
+}
+
+/* PUT /sandbox/snapshots/ID/upload; its {success: false, message} is a failure too. 0 or 1. */
+static int put_huskd(struct cli *c, const char *id, const void *body, size_t len)
+{
+	struct sbuf t = {0};
+	struct cli_resp r;
+	json_t *j, *data;
+	int rc;
+
+	sandbox_path(&t, "/sandbox/snapshots", id, "/upload");
+	rc = cli_raw(c, "PUT", t.s, "application/gzip", body, len, NULL, NULL, UPLOAD_TIMEOUT_MS,
+	             &r);
+	sb_free(&t);
+	if (rc)
+		return rc;
+	j = r.body ? json_loadb(r.body, r.len, 0, NULL) : NULL;
+	data = json_object_get(j, "data");
+	if (json_is_false(json_object_get(j, "success")) ||
+	    json_is_false(json_object_get(data, "success"))) {
+		const char *m = json_string_value(json_object_get(data ? data : j, "message"));
+
+		fprintf(stderr, "husk: huskd refused the upload%s%s\n", m ? ": " : "", m ? m : "");
+		rc = 1;
+	}
+	json_decref(j);
+	cli_resp_free(&r);
+	return rc;
+}
+
+/* The tar.gz of the files, to uploadUrl or to huskd. 0 or 1. */
+static int upload(struct cli *c, json_t *data, const char *id, const char *dir,
+                  const struct snap_files *f)
+{
+	const char *url = json_string_value(json_object_get(data, "uploadUrl"));
+	int fd = memfd_create("husk-build", MFD_CLOEXEC), rc;
+	void *map = MAP_FAILED;
+	char size[32];
+	off_t len = 0;
+
+	rc = fd < 0 ? 1 : snap_files_archive(dir, f, fd);
+	if (!rc) {
+		len = lseek(fd, 0, SEEK_END);
+		map = len > 0 ? mmap(NULL, (size_t)len, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+		if (map == MAP_FAILED) {
+			fprintf(stderr, "husk: cannot read the archive back: %s\n",
+			        len > 0 ? strerror(errno) : "tar wrote nothing");
+			rc = 1;
+		}
+	} else if (fd < 0) {
+		fprintf(stderr, "husk: cannot make the archive: %s\n", strerror(errno));
+	}
+	if (!rc) {
+		fprintf(stderr, "husk: uploading %s (tar.gz of %zu file%s)%s%s\n",
+		        out_bytes((double)len, size, sizeof(size)), f->n, f->n == 1 ? "" : "s",
+		        url && *url ? " to " : "", url && *url ? url : "");
+		rc = url && *url ? put_url(url, map, (size_t)len)
+		                 : put_huskd(c, id, map, (size_t)len);
+	}
+	if (map != MAP_FAILED)
+		munmap(map, (size_t)len);
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* (38) answered: unchanged, or upload and finalize. The exit status. */
+static int go_on(struct cli *c, json_t *env, const char *dir, const struct snap_files *f,
+                 json_t *fin)
+{
+	json_t *data = json_object_get(env, "data"), *done = NULL;
+	const char *id = json_string_value(json_object_get(data, "snapshotId"));
+	char a[256], b[256], t[256];
+	struct sbuf path = {0};
+	int rc;
+
+	if (json_is_true(json_object_get(data, "unchanged"))) {
+		if (c->json)
+			return out_data(env);
+		printf("unchanged: snapshot %s (%s:%s) has this content; --force builds again\n",
+		       out_cell(data, "existingId", a, sizeof(a)),
+		       out_cell(data, "existingName", b, sizeof(b)),
+		       out_cell(data, "existingTag", t, sizeof(t)));
+		return 0;
+	}
+	if (!id || !*id) {
+		fprintf(stderr, "husk: huskd started the build but named no snapshotId\n");
+		return 1;
+	}
+	/* An encrypted upload's format is the hosted service's; huskd is told to leave it out. */
+	if (json_is_string(json_object_get(data, "publicKey"))) {
+		fprintf(stderr, "husk: huskd asked for an encrypted upload (publicKey), which husk "
+		                "does not make\n");
+		return 1;
+	}
+	fprintf(stderr, "husk: build %s started\n", id);
+	rc = upload(c, data, id, dir, f);
+	if (!rc) {
+		fprintf(stderr, "husk: finalizing %s\n", id);
+		sandbox_path(&path, "/sandbox/snapshots", id, "/finalize");
+		rc = cli_call(c, "POST", path.s, fin, &done);
+	}
+	if (rc)
+		fprintf(stderr,
+		        "husk: build %s is not finished (husk snapshot delete %s removes it)\n", id,
+		        id);
+	else if (c->json)
+		out_data(done);
+	else
+		out_fields(json_object_get(done, "data"), snap_fields);
+	json_decref(done);
+	sb_free(&path);
+	return rc;
 }
 
 int snap_build(struct cli *c, int argc, char **argv)
 {
 	const char *file = NULL, *tag = NULL, *name = NULL, *desc = NULL;
 	struct strlist envs = {0}, metas = {0};
-	bool force = false, pub = false, confirm = false;
-	const struct opt opts[] = {
-		{"file", 0, OPT_STR, &file},          {"tag", 0, OPT_STR, &tag},
-		{"name", 0, OPT_STR, &name},          {"description", 0, OPT_STR, &desc},
-		{"env", 'e', OPT_LIST, &envs},        {"metadata", 0, OPT_LIST, &metas},
-		{"force", 0, OPT_FLAG, &force},       {"public", 0, OPT_FLAG, &pub},
-		{"confirm", 'y', OPT_FLAG, &confirm}, {NULL, 0, 0, NULL}};
-	json_t *vars = json_object(), *meta = json_object(), *spec = NULL, *body = NULL,
-	       *env = NULL, *data;
-	char id[256];
+	bool force = false, pub = false, confirm = false, dry = false;
+	const struct opt opts[] = {{"file", 0, OPT_STR, &file},
+	                           {"tag", 0, OPT_STR, &tag},
+	                           {"name", 0, OPT_STR, &name},
+	                           {"description", 0, OPT_STR, &desc},
+	                           {"env", 'e', OPT_LIST, &envs},
+	                           {"metadata", 0, OPT_LIST, &metas},
+	                           {"force", 0, OPT_FLAG, &force},
+	                           {"public", 0, OPT_FLAG, &pub},
+	                           {"confirm", 'y', OPT_FLAG, &confirm},
+	                           {"dry-run", 0, OPT_FLAG, &dry},
+	                           {NULL, 0, 0, NULL}};
+	json_t *vars = json_object(), *meta = json_object(), *spec = NULL, *build = NULL,
+	       *fin = NULL, *env = NULL;
+	struct snap_files f = {0};
+	char hash[65], size[32];
 	struct args a;
 	int rc;
 
 	c->usage = "husk snapshot build DIR [--file F] [--tag T] [--name N] [--description D]\n"
 		   "                    [--env K=V]... [--metadata K=V]... [--force] [--public "
-		   "--confirm]\n"
-		   "Builds a snapshot from DIR/agentuity-snapshot.yaml (or .json, or --file).\n";
+		   "--confirm] [--dry-run]\n"
+		   "Builds a snapshot from DIR/agentuity-snapshot.yaml (or .yml, .json, or --file "
+		   "under DIR):\nits runtime, dependencies, env, metadata and the files under DIR "
+		   "that its 'files'\npatterns select ('!' excludes). ${NAME} in the file comes "
+		   "from --env NAME=VALUE.\n--dry-run prints the files, the content hash and the "
+		   "requests without sending them.\n";
 	rc = args_parse(c, argc, argv, opts, "DIR", &a);
 	for (int i = 0; !rc && i < envs.n; i++)
 		rc = args_keyval(c, "--env", envs.v[i], vars);
@@ -219,48 +259,53 @@ int snap_build(struct cli *c, int argc, char **argv)
 	if (!rc && pub && !confirm)
 		rc = args_bad(c, "--public publishes the snapshot to everyone: add --confirm");
 	if (!rc)
-		spec = load_build_file(c, a.pos[0], file, vars, &rc);
-	if (!rc && json_integer_value(json_object_get(spec, "version")) != 1)
-		rc = args_bad(c, "the build file needs 'version: 1'");
-	if (!rc && !json_is_string(json_object_get(spec, "runtime")))
-		rc = args_bad(c, "the build file needs 'runtime:' (see husk runtime list)");
-	if (!rc) {
-		body = json_pack("{sO}", "runtime", json_object_get(spec, "runtime"));
-		json_t *n = name ? json_string(name) : json_incref(json_object_get(spec, "name"));
-		json_t *d = desc ? json_string(desc)
-		                 : json_incref(json_object_get(spec, "description"));
-
-		if (n)
-			json_object_set_new(body, "name", n);
-		if (d)
-			json_object_set_new(body, "description", d);
-		if (tag)
-			json_object_set_new(body, "tag", json_string(tag));
-		if (force)
-			json_object_set_new(body, "force", json_true());
-		if (pub)
-			json_object_set_new(body, "public", json_true());
-		rc = cli_call(c, "POST", "/sandbox/snapshots/build", body, &env);
-	}
-	data = json_object_get(env, "data");
-	if (!rc && json_is_true(json_object_get(data, "unchanged"))) {
-		if (c->json)
-			out_data(env);
-		else
-			printf("unchanged: snapshot %s\n",
-			       out_cell(data, "existingId", id, sizeof(id)));
-	} else if (!rc) {
-		/* The upload (§5.8 (39)) and finalize (40) steps are not written yet. */
-		fprintf(stderr,
-		        "husk: huskd started build %s, but this husk cannot upload a build "
-		        "context yet\n",
-		        out_cell(data, "snapshotId", id, sizeof(id)));
+		rc = snap_spec_load(c, a.pos[0], file, vars, &spec);
+	if (!rc) /* --metadata wins over the file's */
+		rc = json_object_update_missing(meta, json_object_get(spec, "metadata"));
+	if (!rc)
+		rc = snap_files_select(c, a.pos[0], json_object_get(spec, "files"), &f);
+	if (!rc && content_hash(spec, meta, &f, hash)) {
+		fprintf(stderr, "husk: out of memory\n");
 		rc = 1;
 	}
+	if (!rc) {
+		build = json_pack("{sOss}", "runtime", json_object_get(spec, "runtime"),
+		                  "contentHash", hash);
+		if (name || json_object_get(spec, "name"))
+			json_object_set_new(build, "name",
+			                    name ? json_string(name)
+			                         : json_incref(json_object_get(spec, "name")));
+		if (desc || json_object_get(spec, "description"))
+			json_object_set_new(
+				build, "description",
+				desc ? json_string(desc)
+				     : json_incref(json_object_get(spec, "description")));
+		if (tag)
+			json_object_set_new(build, "tag", json_string(tag));
+		if (force)
+			json_object_set_new(build, "force", json_true());
+		if (pub)
+			json_object_set_new(build, "public", json_true());
+		fin = json_pack("{sIsIsosOsOsO}", "sizeBytes", (json_int_t)f.bytes, "fileCount",
+		                (json_int_t)f.n, "files", snap_files_json(&f), "dependencies",
+		                json_object_get(spec, "dependencies"), "env",
+		                json_object_get(spec, "env"), "metadata", meta);
+	}
+	if (!rc && dry) {
+		dry_run(c, &f, hash, build, fin);
+	} else if (!rc) {
+		fprintf(stderr, "husk: %zu file%s (%s), content hash %s\n", f.n,
+		        f.n == 1 ? "" : "s", out_bytes((double)f.bytes, size, sizeof(size)), hash);
+		rc = cli_call(c, "POST", "/sandbox/snapshots/build", build, &env);
+		if (!rc)
+			rc = go_on(c, env, a.pos[0], &f, fin);
+	}
+	snap_files_free(&f);
 	json_decref(vars);
 	json_decref(meta);
 	json_decref(spec);
-	json_decref(body);
+	json_decref(build);
+	json_decref(fin);
 	json_decref(env);
 	free(envs.v);
 	free(metas.v);

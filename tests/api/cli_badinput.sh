@@ -188,7 +188,7 @@ HUSK_API_KEY=$key "$cli_bin" --url "unix:$T/sock" list --json >"$T/o" 2>"$T/e"
 cli_s=$?
 check unix_socket "want the list over the Unix socket" test "$cli_s" = 0 -a "$(jq .total "$T/o")" = 0
 
-# snapshot generate is local; snapshot build reads what it made and asks huskd.
+# snapshot generate is local; snapshot build reads what it made.
 h snapshot generate
 check snapshot_generate_yaml "want version: 1 and runtime: lines" \
 	test "$cli_s" = 0 -a "$(grep -c '^version: 1$' "$T/o")" = 1 -a "$(grep -c '^runtime: ' "$T/o")" = 1
@@ -197,11 +197,159 @@ cp "$T/o" "$T/snap/agentuity-snapshot.yaml"
 h snapshot generate --format json
 check snapshot_generate_json "want version 1 and a runtime" \
 	test "$(jq -c '[.version, (.runtime | type)]' "$T/o")" = '[1,"string"]'
-h snapshot build "$T/snap"
-expect snapshot_build_asks_huskd 1 "/sandbox/snapshots/build"
-echo 'secret: ${TOKEN}' >>"$T/snap/agentuity-snapshot.yaml"
-h snapshot build "$T/snap"
-expect snapshot_build_needs_env 2 "give --env TOKEN=VALUE"
+cp "$T/o" "$T/snap/gen.json"
+# --dry-run sends nothing: a huskd that cannot be reached does not matter.
+h --url http://127.0.0.1:1 snapshot build "$T/snap" --dry-run --json
+check snapshot_build_parses_generate "want the template's runtime, dependencies, env and metadata" \
+	test "$cli_s" = 0 -a "$(jq -c '[.build.runtime, .finalize.dependencies, .finalize.env, .finalize.metadata]' "$T/o")" = \
+	'["base:latest",["curl"],{"NODE_ENV":"production"},{"author":"team-name"}]'
+yhash=$(jq -r .contentHash "$T/o")
+h snapshot build "$T/snap" --file gen.json --dry-run --json
+check snapshot_build_json_template "want the JSON template to give the YAML one's content hash" \
+	test "$cli_s" = 0 -a "$(jq -r .contentHash "$T/o")" = "$yhash" -a "${#yhash}" = 64
+# bad_build NAME FILE CONTENT TEXT: with CONTENT (printf %b) in FILE, build says TEXT, status 2.
+bad_build() {
+	printf '%b' "$3" >"$T/snap/$2"
+	h snapshot build "$T/snap" --file "$2" --dry-run
+	expect "$1" 2 "$4"
+}
+bad_build snapshot_build_yaml_error bad.yaml 'version: 1\nruntime: [base\nname: x\n' \
+	"bad.yaml: line 3, column 5: did not find expected ',' or ']'"
+bad_build snapshot_build_yaml_indent indent.yaml 'version: 1\n  runtime: x\n' \
+	"indent.yaml: line 2, column 10: mapping values are not allowed"
+bad_build snapshot_build_yaml_duplicate dup.yaml 'version: 1\nruntime: x\nruntime: y\n' \
+	"dup.yaml: line 3, column 1: a second value for the key runtime"
+bad_build snapshot_build_json_error bad.json '{"version": 1,\n "runtime": }\n' "bad.json: line 2"
+bad_build snapshot_build_needs_env env.yaml 'version: 1\nruntime: base:latest\nenv:\n  SECRET: ${TOKEN} # from --env\n' \
+	'the build file uses ${TOKEN}: give --env TOKEN=VALUE'
+h snapshot build "$T/snap" --file env.yaml --dry-run --json --env 'TOKEN=a: b'
+check snapshot_build_env_value "want env.SECRET to be 'a: b', one value" \
+	test "$(jq -c .finalize.env "$T/o")" = '{"SECRET":"a: b"}'
+bad_build snapshot_build_pattern_outside up.yaml 'version: 1\nruntime: x\nfiles: [../up]\n' \
+	"file pattern '../up' must be relative to"
+
+# Which files a build takes, and its content hash (--dry-run: nothing is sent).
+g=$T/ctx
+mkdir -p "$g/src/lib" "$g/node_modules/m" "$g/.git"
+printf 'version: 1\nruntime: base:latest\nfiles:\n  - "*.js"\n  - src/**\n  - "!**/*.test.js"\n  - "!node_modules"\n' \
+	>"$g/agentuity-snapshot.yaml"
+for f in a.js a.test.js src/lib/b.js src/lib/b.test.js src/.env node_modules/m/i.js .git/x.js readme.md; do
+	echo "$f" >"$g/$f"
+done
+ln -s /etc/passwd "$g/src/passwd"
+chmod 755 "$g/src/lib/b.js"
+h snapshot build "$g" --dry-run --json
+check snapshot_build_selects "want a.js and src/lib/b.js only" \
+	test "$cli_s" = 0 -a "$(jq -c '[.finalize.files[].path]' "$T/o")" = '["a.js","src/lib/b.js"]'
+check snapshot_build_file_fields "want a.js's size, sha256, mode and type, and b.js's mode 0755" \
+	test "$(jq -c '.finalize.files[0] | [.size, .sha256, .mode, .contentType]' "$T/o")" = \
+	"[5,\"$(sha256sum "$g/a.js" | cut -c1-64)\",420,\"text/javascript\"]" -a \
+	"$(jq '.finalize.files[1].mode' "$T/o")" = 493 -a "$(jq -c '[.finalize.sizeBytes, .finalize.fileCount]' "$T/o")" = '[18,2]'
+check snapshot_build_symlink_said "want the symbolic link named as left out" grep -q "src/passwd is not a regular file" "$T/e"
+h1=$(jq -r .contentHash "$T/o")
+h snapshot build "$g" --dry-run --json
+check snapshot_build_hash_stable "want the same hash for the same inputs" test "$(jq -r .contentHash "$T/o")" = "$h1"
+echo changed >"$g/a.test.js"
+h snapshot build "$g" --dry-run --json
+check snapshot_build_hash_ignores_excluded "want the same hash after an excluded file changed" \
+	test "$(jq -r .contentHash "$T/o")" = "$h1"
+echo changed >"$g/a.js"
+h snapshot build "$g" --dry-run --json
+check snapshot_build_hash_changes "want another hash after a.js changed" test "$(jq -r .contentHash "$T/o")" != "$h1"
+h2=$(jq -r .contentHash "$T/o")
+h snapshot build "$g" --dry-run --json --metadata owner=me
+check snapshot_build_hash_metadata "want another hash with --metadata" \
+	test "$(jq -r .contentHash "$T/o")" != "$h2" -a "$(jq -c .finalize.metadata "$T/o")" = '{"owner":"me"}'
+h snapshot build "$g" --dry-run
+check snapshot_build_dry_run_text "want the files, the content hash and the request" \
+	test "$cli_s" = 0 -a "$(grep -c "^content hash: $h2$" "$T/o")" = 1 -a \
+	"$(grep -c '^POST /sandbox/snapshots/build$' "$T/o")" = 1 -a "$(grep -c '  src/lib/b.js  (text/javascript)$' "$T/o")" = 1
+
+# The build, upload and finalize steps (API.md (38)-(40)) against a stand-in
+# for huskd that records what it gets: huskd's own is not needed for them.
+mkdir -p "$T/mock"
+cat >"$T/mock/mock.js" <<'EOF'
+const http = require('http'), fs = require('fs');
+const dir = process.argv[2], seen = new Set();
+const srv = http.createServer((req, res) => {
+	const chunks = [];
+	req.on('data', (c) => chunks.push(c));
+	req.on('end', () => {
+		const body = Buffer.concat(chunks), u = req.url, h = req.headers;
+		const send = (code, j) => {
+			res.writeHead(code, {'Content-Type': 'application/json'});
+			res.end(JSON.stringify(j));
+		};
+		fs.appendFileSync(dir + '/log', `${req.method} ${u} auth=${h.authorization ? 'yes' : 'no'} ` +
+			`type=${h['content-type'] || '-'} length=${h['content-length'] || '-'} got=${body.length}\n`);
+		if (req.method === 'POST' && u === '/sandbox/snapshots/build') {
+			const b = JSON.parse(body);
+			fs.writeFileSync(dir + '/build.json', body);
+			if (seen.has(b.contentHash) && !b.force)
+				return send(200, {success: true, data: {unchanged: true, existingId: 'snp_old',
+					existingName: b.name, existingTag: 'latest'}});
+			seen.add(b.contentHash);
+			const data = {snapshotId: 'snp_mock1'};
+			if (fs.existsSync(dir + '/use-url'))
+				data.uploadUrl = `http://127.0.0.1:${srv.address().port}/direct/upload?sig=a%2Fb`;
+			return send(200, {success: true, data});
+		}
+		if (req.method === 'PUT' && (u === '/sandbox/snapshots/snp_mock1/upload' || u.startsWith('/direct/'))) {
+			fs.writeFileSync(dir + '/upload.tgz', body);
+			return send(200, {success: true, data: {success: true, scanned: false}});
+		}
+		if (req.method === 'POST' && u === '/sandbox/snapshots/snp_mock1/finalize') {
+			if (fs.existsSync(dir + '/fail'))
+				return send(500, {success: false, code: 'INTERNAL_ERROR', message: 'the build failed'});
+			const b = JSON.parse(body);
+			fs.writeFileSync(dir + '/finalize.json', body);
+			return send(200, {success: true, data: {snapshotId: 'snp_mock1', name: 'built', tag: 'latest',
+				sizeBytes: b.sizeBytes, fileCount: b.fileCount, createdAt: '2025-01-01T00:00:00Z'}});
+		}
+		send(404, {success: false, code: 'NOT_FOUND', message: `no route ${req.method} ${u}`});
+	});
+});
+srv.listen(0, '127.0.0.1', () => fs.writeFileSync(dir + '/port', String(srv.address().port)));
+EOF
+node "$T/mock/mock.js" "$T/mock" >"$T/mock/out" 2>&1 &
+mock=$!
+trap 'kill $pid $mock 2>/dev/null; wait $pid $mock 2>/dev/null; rm -rf "$T"' EXIT
+i=0
+while [ $i -lt 100 ] && [ ! -s "$T/mock/port" ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+murl=http://127.0.0.1:$(cat "$T/mock/port" 2>/dev/null)
+h --url "$murl" snapshot build "$g" --tag v1
+check snapshot_build_flow "want status 0 and the finished snapshot's fields" \
+	test "$cli_s" = 0 -a "$(grep -c '^id  *snp_mock1$' "$T/o")" = 1 -a "$(grep -c '^files  *2$' "$T/o")" = 1
+check snapshot_build_requests "want build, upload (gzip, with the key) and finalize, in order" \
+	test "$(cut -d' ' -f1-4 "$T/mock/log" | tr '\n' '|')" = "POST /sandbox/snapshots/build auth=yes type=application/json|PUT /sandbox/snapshots/snp_mock1/upload auth=yes type=application/gzip|POST /sandbox/snapshots/snp_mock1/finalize auth=yes type=application/json|"
+check snapshot_build_content_length "want the upload's Content-Length to be the archive's size" \
+	test "$(sed -n 2p "$T/mock/log" | cut -d' ' -f5-)" = "length=$(wc -c <"$T/mock/upload.tgz") got=$(wc -c <"$T/mock/upload.tgz")"
+check snapshot_build_body "want runtime, tag, the dry run's content hash and no force" \
+	test "$(jq -c '[.runtime, .tag, .contentHash, .force]' "$T/mock/build.json")" = "[\"base:latest\",\"v1\",\"$h2\",null]"
+check snapshot_build_archive "want the archive to hold what finalize lists" \
+	test "$(tar -tzf "$T/mock/upload.tgz" | tr '\n' ' ')" = "a.js src/lib/b.js " -a \
+	"$(jq -c '[.files[].path]' "$T/mock/finalize.json")" = '["a.js","src/lib/b.js"]'
+check snapshot_build_progress "want progress on stderr" grep -q "^husk: uploading .* (tar.gz of 2 files)$" "$T/e"
+h --url "$murl" snapshot build "$g" --json
+check snapshot_build_unchanged "want status 0 and unchanged: true for the same content" \
+	test "$cli_s" = 0 -a "$(jq -c '[.unchanged, .existingId]' "$T/o")" = '[true,"snp_old"]'
+h --url "$murl" snapshot build "$g"
+check snapshot_build_unchanged_text "want the existing snapshot named" \
+	test "$cli_s" = 0 -a "$(grep -c '^unchanged: snapshot snp_old' "$T/o")" = 1
+: >"$T/mock/use-url"
+h --url "$murl" snapshot build "$g" --force --json
+check snapshot_build_upload_url "want force sent, and the archive PUT to uploadUrl without the key" \
+	test "$cli_s" = 0 -a "$(jq .force "$T/mock/build.json")" = true -a \
+	"$(grep -c '^PUT /direct/upload?sig=a%2Fb auth=no type=application/gzip' "$T/mock/log")" = 1 -a \
+	"$(jq -r .snapshotId "$T/o")" = snp_mock1
+: >"$T/mock/fail"
+h --url "$murl" snapshot build "$g" --force
+expect snapshot_build_finalize_fails 1 "build snp_mock1 is not finished"
+kill $mock 2>/dev/null
+wait $mock 2>/dev/null
 
 if grep -q "ERROR: AddressSanitizer\|runtime error:" "$T/cli.allerr"; then
 	echo "FAIL cli_badinput/sanitizers: a report from husk-san:"
