@@ -27,7 +27,7 @@ HTTP_CORE_SRCS := api/http_conn.c api/http_parse.c api/http_req.c api/http_resp.
 HTTP_SRCS := api/http.c $(HTTP_CORE_SRCS) api/router.c api/json_resp.c
 HTTP_LIBS := -luv -lhttp_parser -ljansson
 # huskd: the API server and its sandbox manager.
-HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/h_stats.c api/h_fs.c api/h_archive.c api/h_jobs.c api/agentop.c api/sbx.c api/sbx_create.c api/sbx_exec.c api/sbx_pause.c api/sbx_ckpt.c api/h_ckpt.c api/sbx_snap.c api/h_snap.c api/sbx_build.c \
+HUSKD_SRCS := api/huskd.c api/h_sandbox.c api/h_stats.c api/h_fs.c api/h_archive.c api/h_jobs.c api/agentop.c api/sbx.c api/sbx_create.c api/sbx_setup.c api/sbx_exec.c api/sbx_pause.c api/sbx_ckpt.c api/h_ckpt.c api/sbx_snap.c api/h_snap.c api/sbx_build.c \
 	api/waiters.c api/outbuf.c api/task.c api/vmm_proc.c api/vmm_ctl.c api/util.c api/agent_client.c \
 	guest-agent/proto.c $(HTTP_SRCS) $(STORE_SRCS) $(IMG_SRCS)
 # husk: the command-line client of huskd (api/cli/README.md).

@@ -115,18 +115,26 @@ static void op_done(void *arg)
 	op_free(op);
 }
 
+/* The op ends unanswered by its handler (the request got an error already). */
+static void op_drop(struct op *op)
+{
+	if (op->dropped)
+		op->dropped(op->arg);
+	op_free(op);
+}
+
 static void op_ready(struct sandbox *sb, bool ready, void *arg)
 {
 	struct op *op = arg;
 
 	if (!ready) {
 		api_error(op->r, 409, "SANDBOX_TERMINATED", "sandbox %s is not running", sb->id);
-		op_free(op);
+		op_drop(op);
 		return;
 	}
 	if (task_run(op->d->tasks, op_work, op_done, op)) {
 		api_error(op->r, 503, "UNAVAILABLE", "cannot start a thread");
-		op_free(op);
+		op_drop(op);
 	}
 }
 
@@ -144,7 +152,7 @@ void op_submit(struct huskd *d, struct http_req *r, const char *id, struct op *o
 			api_error(r, 409, "SANDBOX_TERMINATED", "sandbox %s is %s", id,
 			          json_string_value(json_object_get(info, "status")));
 		json_decref(info);
-		op_free(op);
+		op_drop(op);
 		return;
 	}
 	/* Using a sandbox counts as activity: its idle countdown starts again. */

@@ -26,6 +26,8 @@ struct op {
 	json_t *req, *out, *files;
 	json_t *ctx; /* the handler's own data for its answer */
 	void *arg;   /* and its own C data (not freed with the op) */
+	/* Called with arg when the op ends without answer running (r got an error). */
+	void (*dropped)(void *arg);
 	void (*answer)(struct op *op);
 	int rc;
 	char err[512];

@@ -228,6 +228,18 @@ static int step_failed(struct op *op, const char *what)
 	return -1;
 }
 
+/* A step could not even start (its request was answered): end the build quietly. */
+static void dropped(void *arg)
+{
+	struct build *b = arg;
+	struct sandbox *sb = sbx_find(b->d, b->sandbox);
+
+	huskd_log(b->sandbox, "build %s stopped: its sandbox is gone", b->id);
+	if (sb)
+		sbx_end(sb, "failed", "its snapshot build failed", NULL);
+	build_free(b);
+}
+
 /* Runs argv in the build sandbox (stdin from in_fd if >= 0), then next. */
 static void step(struct build *b, json_t *argv, int in_fd, void (*next)(struct op *op))
 {
@@ -241,8 +253,11 @@ static void step(struct build *b, json_t *argv, int in_fd, void (*next)(struct o
 		return;
 	}
 	op->arg = b;
+	op->dropped = dropped;
 	op->in_fd = in_fd;
 	op->req = json_pack("{sssoss}", "op", "exec", "argv", argv, "cwd", "/");
+	if (in_fd >= 0)
+		json_object_set_new(op->req, "stdin", json_true());
 	op_submit(b->d, b->r, b->sandbox, op);
 }
 

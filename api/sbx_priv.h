@@ -76,7 +76,9 @@ typedef void (*sbx_then_fn)(struct sandbox *sb, int rc, const char *err, void *a
 /* Pauses an idle sandbox to disk (its VMM ends) / resumes one from disk, then calls then. */
 int sbx_suspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
 int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
-/* Boots a fresh VMM on the sandbox's layer and sets it up (sbx_create.c); ready after. */
+/* Starts the setup task (sbx_setup.c; steals files); restored: resumed from a snapshot. */
+int sbx_setup_start(struct sandbox *sb, json_t *files, bool restored);
+/* Boots a fresh VMM on the sandbox's layer and sets it up (sbx_setup.c); ready after. */
 int sbx_boot(struct sandbox *sb, char *err, size_t errlen);
 /* The live sandbox id, or NULL after answering 404 or 409 (sbx_pause.c). */
 struct sandbox *sbx_live(struct huskd *d, struct http_req *r, const char *id);

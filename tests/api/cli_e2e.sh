@@ -227,6 +227,42 @@ check checkpoint_brings_file_back "want kept-over-pause, got status $cli_s" \
 h checkpoint delete "$id" cli-ckpt --confirm
 check checkpoint_delete "status $cli_s" test "$cli_s" = 0
 
+# Snapshots through the CLI: one taken from the sandbox, one built from a
+# build file; sandboxes from each see their files.
+h exec "$id" -- sh -c 'echo snap-mark > /root/snap-mark'
+h snapshot create "$id" --name cli-snap --tag one --json
+snap=$(j d.snapshotId)
+check snapshot_create "want an snp_ id, status $cli_s" test "$cli_s" = 0 -a "${snap#snp_}" != "$snap"
+h run --snapshot cli-snap:one -- cat /root/snap-mark
+check snapshot_run_from "want snap-mark, got status $cli_s" test "$cli_s" = 0 -a "$(cat "$T/o")" = snap-mark
+h snapshot list --json
+check snapshot_list_has_it "want $snap listed" test "$(j "d.snapshots.some((s) => s.snapshotId === '$snap')")" = true
+h snapshot tag "$snap" stable --json
+check snapshot_tag "want tag stable" test "$(j d.tag)" = stable
+h snapshot delete "$snap" --confirm
+check snapshot_delete "status $cli_s" test "$cli_s" = 0
+mkdir -p "$T/build/src"
+echo 'from the build' >"$T/build/src/hello.txt"
+echo 'left out' >"$T/build/src/skip.test.txt"
+cat >"$T/build/agentuity-snapshot.yaml" <<'YAML'
+version: 1
+runtime: base:latest
+name: cli-built
+files:
+  - src/**
+  - "!**/*.test.txt"
+env:
+  GREETING: ${WHO}
+YAML
+h snapshot build "$T/build" --env WHO=husk --tag v1 --json
+check snapshot_build "want a built snapshot, got status $cli_s" test "$cli_s" = 0 -a "$(j d.name)" = cli-built
+h run --snapshot cli-built:v1 -- sh -c 'cat src/hello.txt; ls src; echo "$GREETING"'
+check snapshot_build_run "want the file, no excluded one, and the env; got '$(tr '\n' ' ' <"$T/o")'" \
+	test "$(tr '\n' ' ' <"$T/o")" = "from the build hello.txt husk "
+h snapshot build "$T/build" --env WHO=husk --tag v1
+check snapshot_build_unchanged "want status 0 and 'unchanged', got $cli_s" \
+	test "$cli_s" = 0 -a "$(grep -ci unchanged "$T/o" "$T/e" | awk -F: '{ s += $NF } END { print s }')" -ge 1
+
 h delete "$id" --confirm
 check delete "status $cli_s" test "$cli_s" = 0 -a "$(cat "$T/o")" = "deleted $id"
 h exec "$id" -- true

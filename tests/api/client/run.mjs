@@ -395,7 +395,7 @@ await check('snapshots', async () => {
 	try {
 		await client.getSnapshot(s1.snapshotId);
 	} catch (e) {
-		getErr = e?.name ?? String(e);
+		getErr = `${e?.name}: ${e?.message}`;
 	}
 	const c2still = await sh(c2, 'cat /root/p');
 	let createErr = '';
@@ -419,7 +419,7 @@ await check('snapshots', async () => {
 	if (got.snapshotId !== s1.snapshotId) return `get ${JSON.stringify(got)}`;
 	if (tagged.tag !== 'stable' || untagged.tag) return `tag ${tagged.tag}, untag ${untagged.tag}`;
 	if (byTagSees !== 'from-parent') return `a child by tag saw ${JSON.stringify(byTagSees)}`;
-	if (!/NotFound/.test(getErr)) return `get after delete: ${getErr || 'no error'}`;
+	if (!/not found/i.test(getErr)) return `get after delete: ${getErr || 'no error'}`;
 	if (c2still !== 'from-parent') return `a child after its snapshot's delete saw ${JSON.stringify(c2still)}`;
 	if (!/not found/.test(createErr)) return `create from a deleted snapshot: ${createErr || 'no error'}`;
 	if (!lineageAfter.lineage[1]?.deleted) return `lineage after delete ${JSON.stringify(lineageAfter)}`;
