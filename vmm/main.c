@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@
 #define MIN_MEM (32ULL << 20)
 /* Each device takes one of the few ISA interrupt lines (vm_claim_device_slot). */
 #define MAX_DISKS 6
+/* What --restore does without --lazy or --eager. */
+#define RESTORE_LAZY true
 #define STR_(x) #x
 #define STR(x) STR_(x)
 
@@ -47,6 +50,7 @@ struct options {
 	const char *vsock_uds;
 	const char *control;
 	const char *restore;
+	bool lazy; /* guest RAM of a --restore filled on demand */
 	uint64_t cid;
 	uint64_t mem;
 	unsigned vcpus;
@@ -86,6 +90,10 @@ static void usage(FILE *f)
 	        "  --restore FILE     start from a snapshot instead of booting; --mem, --vcpus\n"
 	        "                     and the devices (--disk, --vsock) must be as when it was\n"
 	        "                     saved\n"
+	        "  --lazy, --eager    with --restore: fill guest memory from the file as the\n"
+	        "                     guest touches it, the rest in the background (userfaultfd;\n"
+	        "                     eager where that is not allowed), or all of it before the\n"
+	        "                     guest runs (default: %s)\n"
 	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -94,7 +102,7 @@ static void usage(FILE *f)
 	        "Exit status: 0 the guest powered off or rebooted; 1 the VMM failed;\n"
 	        "2 bad usage, bad input files or no usable KVM; 3 the guest crashed\n"
 	        "(kernel panic, triple fault, KVM could not run it).\n",
-	        base_cmdline, MAX_VCPUS, MAX_DISKS);
+	        base_cmdline, MAX_VCPUS, MAX_DISKS, RESTORE_LAZY ? "--lazy" : "--eager");
 }
 
 static int usage_error(const char *fmt, const char *arg)
@@ -159,6 +167,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"disk", required_argument, NULL, 'd'},
 		{"control", required_argument, NULL, 'x'},
 		{"restore", required_argument, NULL, 'r'},
+		{"lazy", no_argument, NULL, 'L'},
+		{"eager", no_argument, NULL, 'E'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -168,7 +178,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	int c;
 
 	*o = (struct options){
-		.cmdline = "", .console = "stdio", .cid = 3, .mem = 256ULL << 20, .vcpus = 1};
+		.cmdline = "", .console = "stdio", .cid = 3, .mem = 256ULL << 20, .vcpus = 1,
+		.lazy = RESTORE_LAZY};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -224,6 +235,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'r':
 			o->restore = optarg;
+			break;
+		case 'L':
+			o->lazy = true;
+			break;
+		case 'E':
+			o->lazy = false;
 			break;
 		case 'v':
 			if (log_max_level < LOG_DEBUG)
@@ -338,7 +355,7 @@ int main(int argc, char **argv)
 	if (o.restore) {
 		char err[512];
 
-		if (vm_snapshot_restore(&vm, o.restore, 2, err, sizeof(err))) {
+		if (vm_snapshot_restore(&vm, o.restore, 2, o.lazy, err, sizeof(err))) {
 			log_err("cannot restore %s: %s", o.restore, err);
 			status = VM_EXIT_USAGE;
 			goto out;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "lazy_mem.h"
 #include "log.h"
 #include "snap/snapfile.h"
 #include "vcpu.h"
@@ -164,6 +165,7 @@ static int restore_states(struct vm *vm, struct snap_reader *r, char *err, size_
 	if (ret)
 		return fail(err, errlen, ret,
 		            "cannot load the VM's interrupt controllers and clock");
+	log_debug("restore: VM state loaded");
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
 		ret = snap_reader_get(r, SNAP_VCPU, i, "vcpu", &blob, &len, err, errlen);
 		if (ret)
@@ -174,6 +176,7 @@ static int restore_states(struct vm *vm, struct snap_reader *r, char *err, size_
 		free(blob);
 		if (ret)
 			return fail(err, errlen, ret, "cannot load vCPU %u", i);
+		log_debug("restore: vCPU %u loaded", i);
 	}
 	for (unsigned i = 0; i < vm->nr_snap_devs; i++) {
 		struct vm_snap_dev *d = &vm->snap_devs[i];
@@ -186,12 +189,15 @@ static int restore_states(struct vm *vm, struct snap_reader *r, char *err, size_
 		if (ret)
 			return fail(err, errlen, ret, "cannot load device %s", d->name);
 	}
+	log_debug("restore: %u devices loaded", vm->nr_snap_devs);
 	return 0;
 }
 
-int vm_snapshot_restore(struct vm *vm, const char *path, int threads, char *err, size_t errlen)
+int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy, char *err,
+                        size_t errlen)
 {
 	struct snap_reader *r;
+	char why[320];
 	int ret;
 
 	ret = snap_reader_open(path, &r, err, errlen);
@@ -199,10 +205,19 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, char *err,
 		return ret;
 	ret = check_shape(vm, r, err, errlen);
 	if (!ret)
+		ret = snap_reader_memory_fits(r, &vm->mem, err, errlen);
+	log_debug("restore: %s checked", path);
+	if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
+		log_warn("lazy restore is not possible (%s): loading all guest memory first", why);
+	if (!ret && !vm->lazy)
 		ret = snap_reader_load_memory(r, &vm->mem, threads, err, errlen);
-	/* Devices last: their queues point into the memory just loaded. */
+	log_debug("restore: guest memory %s", vm->lazy ? "registered for a lazy load" : "loaded");
+	/* Devices last: their queues point into guest memory (faulted in if lazy). */
 	if (!ret)
 		ret = restore_states(vm, r, err, errlen);
-	snap_reader_close(r);
+	if (vm->lazy)
+		lazy_mem_release_reader(vm->lazy);
+	else
+		snap_reader_close(r);
 	return ret;
 }

@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "lazy_mem.h"
 #include "log.h"
 #include "vcpu.h"
 #include "x86/layout.h"
@@ -201,6 +202,9 @@ err:
 
 void vm_destroy(struct vm *vm)
 {
+	/* Nothing runs the guest any more; its RAM must outlive the lazy loader. */
+	lazy_mem_destroy(vm->lazy);
+	vm->lazy = NULL;
 	for (unsigned i = 0; vm->vcpus && i < vm->nr_vcpus; i++)
 		vcpu_destroy(&vm->vcpus[i]);
 	free(vm->vcpus);

@@ -61,6 +61,7 @@ struct vm {
 	unsigned parked;
 	struct vm_snap_dev snap_devs[VM_MAX_SNAP_DEVS];
 	unsigned nr_snap_devs;
+	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
 	int exit_status;
 	char exit_reason[256];
 };
@@ -136,10 +137,13 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, si
 /*
  * Loads a snapshot into a VM made (vm_create) with the same memory size and
  * vCPU count and the same devices, before vm_run(). Everything is validated
- * before the VM is touched where it can be. 0 or -errno with err.
+ * before the VM is touched where it can be. Guest RAM is decompressed on
+ * threads threads before this returns, or, with lazy, filled on demand and
+ * in the background while the VM runs (lazy_mem.h; eagerly after one
+ * warning where userfaultfd cannot be used). 0 or -errno with err.
  */
-int vm_snapshot_restore(struct vm *vm, const char *path, int threads, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy, char *err,
+                        size_t errlen) __attribute__((warn_unused_result));
 
 /* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
 int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));

@@ -19,7 +19,11 @@ snap_boot_counting() {
 	done
 }
 
-t_snapshot_restore() {
+# snap_restore_counting NAME --lazy|--eager: a counting guest saved while
+# paused, its VMM killed, a new VMM restored from the file in that mode
+# goes on from the next tick to the end. A lazy restore must really be
+# lazy (not the eager fallback) and have loaded all memory by the end.
+snap_restore_counting() {
 	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/snap"
 	snap_boot_counting "$T/ctl" "$T/a.con" "$T/vsock"
 	why=""
@@ -34,12 +38,17 @@ t_snapshot_restore() {
 	wait $pid 2>/dev/null
 	last=$(snap_ticks "$T/a.con" | tail -n 1)
 	if [ -z "$why" ]; then
-		timeout -s KILL 300 "$VMM" --restore "$T/snap" --mem 256M --vcpus 2 \
-			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>>"$T/stderr"
+		timeout -s KILL 300 "$VMM" -v --restore "$T/snap" "$2" --mem 256M --vcpus 2 \
+			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>"$T/stderr.b"
 		status=$?
+		cat "$T/stderr.b" >>"$T/stderr"
 		first=$(snap_ticks "$T/b.con" | head -n 1)
 		if [ "$status" != 0 ]; then
 			why="the restored VMM exited with $status"
+		elif [ "$2" = --lazy ] && ! grep -q 'lazy restore: all guest memory in' "$T/stderr.b"; then
+			why="the lazy restore did not finish loading memory ($(grep -m 1 'lazy' "$T/stderr.b"))"
+		elif [ "$2" = --eager ] && grep -q 'lazy restore' "$T/stderr.b"; then
+			why="--eager restored lazily"
 		elif ! snap_ticks "$T/b.con" | grep -qx 59; then
 			why="the restored guest did not count to the end"
 		elif [ -z "$first" ] || [ "$first" -le "$last" ] || [ "$first" -gt $((last + 2)) ]; then
@@ -48,10 +57,19 @@ t_snapshot_restore() {
 	fi
 	cp "$T/b.con" "$T/console" 2>/dev/null
 	if [ -n "$why" ]; then
-		fail snapshot_restore "$why"
+		fail "$1" "$why"
 	else
-		pass snapshot_restore "(saved at tick $last: $reply; went on from $first)"
+		lazy=$(sed -n 's/.*info: \(lazy restore: .*\)/; \1/p' "$T/stderr.b")
+		pass "$1" "(saved at tick $last: $reply; went on from $first$lazy)"
 	fi
+}
+
+t_snapshot_restore() {
+	snap_restore_counting snapshot_restore --lazy
+}
+
+t_snapshot_restore_eager() {
+	snap_restore_counting snapshot_restore_eager --eager
 }
 
 t_snapshot_bad_files() {

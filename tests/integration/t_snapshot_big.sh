@@ -1,7 +1,8 @@
 # A big snapshot: a 1 GiB guest fills 600 MiB of its RAM (tmpfs) with random
 # data and checksums it; the VM is paused, saved, the VMM quits; a new VMM
-# restored from the file lets the guest checksum the data again. The sums
-# must match: any page lost or corrupted on the way changes the second one.
+# restored from the file (lazily: memory comes in on demand and in the
+# background) lets the guest checksum the data again. The sums must match:
+# any page lost or corrupted on the way changes the second one.
 
 big_ms() { # milliseconds since the host booted
 	awk '{ printf "%d", $1 * 1000 }' /proc/uptime
@@ -68,7 +69,7 @@ t_snapshot_big() {
 	if [ -z "$why" ]; then
 		size_mib=$(($(stat -c %s "$T/big.snap") / 1048576))
 		t=$(big_ms)
-		timeout -s KILL 300 "$VMM" --restore "$T/big.snap" --mem 1G --vcpus 2 \
+		timeout -s KILL 300 "$VMM" -v --restore "$T/big.snap" --mem 1G --vcpus 2 \
 			--control "$T/big.ctl" --console "$T/b.con" --vsock "$T/big.vsock" 2>>"$T/stderr" &
 		pid=$!
 		# The first exec that answers is the restored guest running again.
@@ -86,6 +87,8 @@ t_snapshot_big() {
 			why="the restored guest printed no second checksum"
 		elif [ "$sum2" != "$sum1" ]; then
 			why="the data changed across the snapshot: md5 $sum1 before, $sum2 after"
+		elif ! lazy=$(grep -m 1 'info: lazy restore: all guest memory in' "$T/stderr"); then
+			why="the restore was not lazy, or did not load all memory ($(grep -m 1 'lazy' "$T/stderr"))"
 		fi
 	fi
 	kill -9 $pid 2>/dev/null
@@ -94,6 +97,6 @@ t_snapshot_big() {
 	if [ -n "$why" ]; then
 		fail snapshot_big "$why"
 	else
-		pass snapshot_big "(600 MiB md5 $sum1 kept; filled in ${fill_s} s; pause ${pause_ms} ms; saved in ${save_ms} ms (${save_wall_ms} ms at the socket), file $size_mib MiB; restored and running in ${restore_ms} ms)"
+		pass snapshot_big "(600 MiB md5 $sum1 kept; filled in ${fill_s} s; pause ${pause_ms} ms; saved in ${save_ms} ms (${save_wall_ms} ms at the socket), file $size_mib MiB; restored and running in ${restore_ms} ms; ${lazy#*info: })"
 	fi
 }

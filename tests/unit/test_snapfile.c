@@ -20,155 +20,8 @@
 
 #include "guest_mem.h"
 #include "snap/snapfile.h"
+#include "test_snap.h"
 #include "unit.h"
-
-#define MiB (1ULL << 20)
-#define GiB (1ULL << 30)
-#define PAGE 4096
-
-static char dir[64];
-
-static const char *tdir(void)
-{
-	if (!dir[0]) {
-		snprintf(dir, sizeof(dir), "/tmp/husk-snap-unit-XXXXXX");
-		if (!mkdtemp(dir))
-			dir[0] = '\0';
-	}
-	return dir;
-}
-
-/* The tests' files go when the runner exits. */
-__attribute__((destructor)) static void tdir_remove(void)
-{
-	struct dirent *d;
-	DIR *dp = dir[0] ? opendir(dir) : NULL;
-
-	while (dp && (d = readdir(dp)))
-		if (d->d_name[0] != '.')
-			unlinkat(dirfd(dp), d->d_name, 0);
-	if (dp)
-		closedir(dp);
-	if (dir[0])
-		rmdir(dir);
-}
-
-static char *tpath(const char *name)
-{
-	static char path[4][128];
-	static int n;
-	char *p = path[n++ % 4];
-
-	snprintf(p, sizeof(path[0]), "%s/%s", tdir(), name);
-	return p;
-}
-
-static uint64_t xs(uint64_t *x)
-{
-	*x ^= *x << 13;
-	*x ^= *x >> 7;
-	*x ^= *x << 17;
-	return *x;
-}
-
-static void fill_random(uint8_t *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
-
-	for (size_t i = 0; i < len; i += 8) {
-		uint64_t v = xs(&x);
-
-		memcpy(p + i, &v, len - i < 8 ? len - i : 8);
-	}
-}
-
-enum fill { FILL_ZERO, FILL_RANDOM, FILL_MIXED };
-
-/* Fills guest RAM page by page: random, zero, or a mix with edge cases. */
-static void fill_mem(const struct guest_mem *mem, enum fill how, uint64_t seed)
-{
-	uint64_t x = seed + 7;
-
-	if (how == FILL_ZERO)
-		return;
-	for (int r = 0; r < mem->nr_regions; r++) {
-		for (uint64_t off = 0; off < mem->regions[r].size; off += PAGE) {
-			uint8_t *p = gpa_ptr(mem, mem->regions[r].gpa + off, PAGE);
-			uint64_t kind = how == FILL_RANDOM ? 0 : xs(&x) % 8;
-
-			if (kind == 0 || kind == 1)
-				fill_random(p, PAGE, seed ^ off ^ (uint64_t)r << 40);
-			else if (kind == 2)
-				p[PAGE - 1] = 1; /* zero but for the last byte */
-			else if (kind == 3)
-				memset(p, 0x5a, PAGE); /* compresses well */
-		}
-	}
-}
-
-static int mem_equal(const struct guest_mem *a, const struct guest_mem *b)
-{
-	if (a->nr_regions != b->nr_regions)
-		return 0;
-	for (int r = 0; r < a->nr_regions; r++) {
-		uint64_t gpa = a->regions[r].gpa, size = a->regions[r].size;
-
-		if (size != b->regions[r].size ||
-		    memcmp(gpa_ptr(a, gpa, size), gpa_ptr(b, gpa, size), size))
-			return 0;
-	}
-	return 1;
-}
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	struct stat st;
-	uint8_t *buf = NULL;
-	int fd = open(path, O_RDONLY);
-
-	if (fd >= 0 && !fstat(fd, &st) && (buf = malloc((size_t)st.st_size + 1)) &&
-	    read(fd, buf, (size_t)st.st_size) == st.st_size)
-		*len = (size_t)st.st_size;
-	else if (buf) {
-		free(buf);
-		buf = NULL;
-	}
-	if (fd >= 0)
-		close(fd);
-	return buf;
-}
-
-static int spit(const char *path, const void *buf, size_t len)
-{
-	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-	int ok = fd >= 0 && write(fd, buf, len) == (ssize_t)len;
-
-	if (fd >= 0)
-		close(fd);
-	return ok ? 0 : -1;
-}
-
-/* A snapshot with a few blobs and, when mem is given, its RAM. */
-static int write_snap(const char *path, const struct guest_mem *mem, int threads)
-{
-	static uint8_t big[300000];
-	struct snap_writer *w;
-	int ret;
-
-	fill_random(big, sizeof(big), 99);
-	memset(big + 100000, 0, 100000);
-	ret = snap_writer_open(path, &w);
-	if (ret)
-		return ret;
-	if (snap_writer_add(w, SNAP_VM, 0, NULL, "vm state", 8) ||
-	    snap_writer_add(w, SNAP_VCPU, 0, NULL, "vcpu0", 5) ||
-	    snap_writer_add(w, SNAP_VCPU, 1, NULL, big, sizeof(big)) ||
-	    snap_writer_add(w, SNAP_DEVICE, 0, "serial", "", 0) ||
-	    snap_writer_add(w, SNAP_DEVICE, 1, "virtio-blk", big, 1000) ||
-	    (mem && snap_writer_add_memory(w, mem, threads)))
-		ret = -EIO;
-	return ret ? (snap_writer_abort(w), ret) : snap_writer_commit(w);
-}
 
 static int get_equals(struct snap_reader *r, uint32_t type, uint32_t id, const char *name,
                       const void *want, size_t want_len)
@@ -194,9 +47,9 @@ UNIT_TEST(snap_blobs_round_trip)
 	void *data;
 	size_t len;
 
-	CHECK(write_snap(tpath("blobs"), NULL, 1) == 0);
-	CHECK(snap_reader_open(tpath("blobs"), &r, err, sizeof(err)) == 0);
-	fill_random(big, sizeof(big), 99);
+	CHECK(tsnap_write(tsnap_path("blobs"), NULL, 1) == 0);
+	CHECK(snap_reader_open(tsnap_path("blobs"), &r, err, sizeof(err)) == 0);
+	tsnap_fill_random(big, sizeof(big), 99);
 	memset(big + 100000, 0, 100000);
 	CHECK(get_equals(r, SNAP_VM, 0, NULL, "vm state", 8) == 0);
 	CHECK(get_equals(r, SNAP_VCPU, 0, "", "vcpu0", 5) == 0);
@@ -224,23 +77,23 @@ UNIT_TEST(snap_writer_refuses_bad_sections)
 
 	memset(name, 'n', sizeof(name) - 1);
 	name[sizeof(name) - 1] = '\0';
-	CHECK(write_snap(tpath("refuse"), NULL, 1) == 0);
-	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(tsnap_write(tsnap_path("refuse"), NULL, 1) == 0);
+	CHECK(snap_writer_open(tsnap_path("refuse"), &w) == 0);
 	CHECK(snap_writer_add(w, 0, 0, NULL, "x", 1) == -EINVAL);
 	snap_writer_abort(w);
-	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_open(tsnap_path("refuse"), &w) == 0);
 	CHECK(snap_writer_add(w, SNAP_MEMORY, 0, NULL, "x", 1) == -EINVAL);
 	snap_writer_abort(w);
-	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_open(tsnap_path("refuse"), &w) == 0);
 	CHECK(snap_writer_add(w, SNAP_DEVICE, 0, name, "x", 1) == -ENAMETOOLONG);
 	snap_writer_abort(w);
-	CHECK(snap_writer_open(tpath("refuse"), &w) == 0);
+	CHECK(snap_writer_open(tsnap_path("refuse"), &w) == 0);
 	CHECK(snap_writer_add(w, SNAP_DEVICE, 0, "rng", "x", 1) == 0);
 	CHECK(snap_writer_add(w, SNAP_DEVICE, 0, "rng", "y", 1) == -EEXIST);
 	/* An error sticks: the commit fails and the old file stays. */
 	CHECK(snap_writer_commit(w) == -EEXIST);
-	CHECK(access(tpath("refuse.tmp"), F_OK) != 0);
-	CHECK(snap_reader_open(tpath("refuse"), &r, err, sizeof(err)) == 0);
+	CHECK(access(tsnap_path("refuse.tmp"), F_OK) != 0);
+	CHECK(snap_reader_open(tsnap_path("refuse"), &r, err, sizeof(err)) == 0);
 	CHECK(snap_reader_nr_sections(r) == 5);
 	snap_reader_close(r);
 }
@@ -253,15 +106,15 @@ static int mem_round_trip(const struct guest_mem *mem, int wthreads, int rthread
 	char err[256];
 	int ok;
 
-	if (write_snap(tpath("mem"), mem, wthreads) ||
-	    snap_reader_open(tpath("mem"), &r, err, sizeof(err)))
+	if (tsnap_write(tsnap_path("mem"), mem, wthreads) ||
+	    snap_reader_open(tsnap_path("mem"), &r, err, sizeof(err)))
 		return 0;
 	if (guest_mem_init(&back, mem->ram_size)) {
 		snap_reader_close(r);
 		return 0;
 	}
 	ok = snap_reader_load_memory(r, &back, rthreads, err, sizeof(err)) == 0 &&
-	     mem_equal(mem, &back);
+	     tsnap_mem_equal(mem, &back);
 	guest_mem_free(&back);
 	snap_reader_close(r);
 	return ok;
@@ -275,7 +128,7 @@ UNIT_TEST(snap_memory_round_trip)
 	for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 		for (int how = FILL_ZERO; how <= FILL_MIXED; how++) {
 			CHECK(guest_mem_init(&m, sizes[s]) == 0);
-			fill_mem(&m, how, s * 3 + (uint64_t)how);
+			tsnap_fill_mem(&m, how, s * 3 + (uint64_t)how);
 			CHECK(mem_round_trip(&m, 1, 1));
 			CHECK(mem_round_trip(&m, 3, 2));
 			guest_mem_free(&m);
@@ -290,12 +143,12 @@ UNIT_TEST(snap_memory_threads_make_the_same_file)
 	size_t n1 = 0, n4 = 0;
 
 	CHECK(guest_mem_init(&m, 40 * MiB) == 0);
-	fill_mem(&m, FILL_MIXED, 5);
-	CHECK(write_snap(tpath("t1"), &m, 1) == 0);
-	CHECK(write_snap(tpath("t4"), &m, 4) == 0);
+	tsnap_fill_mem(&m, FILL_MIXED, 5);
+	CHECK(tsnap_write(tsnap_path("t1"), &m, 1) == 0);
+	CHECK(tsnap_write(tsnap_path("t4"), &m, 4) == 0);
 	guest_mem_free(&m);
-	one = slurp(tpath("t1"), &n1);
-	four = slurp(tpath("t4"), &n4);
+	one = tsnap_slurp(tsnap_path("t1"), &n1);
+	four = tsnap_slurp(tsnap_path("t4"), &n4);
 	CHECK(one && four && n1 == n4 && !memcmp(one, four, n1));
 	free(one);
 	free(four);
@@ -313,9 +166,9 @@ UNIT_TEST(snap_memory_across_the_mmio_gap)
 	CHECK(guest_mem_init(&m, GUEST_MMIO_GAP_START + 4 * MiB) == 0);
 	CHECK(m.nr_regions == 2);
 	for (size_t i = 0; i < 4; i++)
-		fill_random(gpa_ptr(&m, gpas[i], PAGE), PAGE, i);
-	CHECK(write_snap(tpath("gap"), &m, 2) == 0);
-	CHECK(snap_reader_open(tpath("gap"), &r, err, sizeof(err)) == 0);
+		tsnap_fill_random(gpa_ptr(&m, gpas[i], PAGE), PAGE, i);
+	CHECK(tsnap_write(tsnap_path("gap"), &m, 2) == 0);
+	CHECK(snap_reader_open(tsnap_path("gap"), &r, err, sizeof(err)) == 0);
 	CHECK(guest_mem_init(&back, m.ram_size) == 0);
 	CHECK(snap_reader_load_memory(r, &back, 2, err, sizeof(err)) == 0);
 	for (size_t i = 0; i < 4; i++)
@@ -333,10 +186,10 @@ UNIT_TEST(snap_memory_size_mismatch_refused)
 	char err[256];
 
 	CHECK(guest_mem_init(&m, 8 * MiB) == 0);
-	fill_mem(&m, FILL_MIXED, 1);
-	CHECK(write_snap(tpath("size"), &m, 1) == 0);
+	tsnap_fill_mem(&m, FILL_MIXED, 1);
+	CHECK(tsnap_write(tsnap_path("size"), &m, 1) == 0);
 	guest_mem_free(&m);
-	CHECK(snap_reader_open(tpath("size"), &r, err, sizeof(err)) == 0);
+	CHECK(snap_reader_open(tsnap_path("size"), &r, err, sizeof(err)) == 0);
 	CHECK(guest_mem_init(&other, 16 * MiB) == 0);
 	CHECK(snap_reader_load_memory(r, &other, 1, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "8 MiB in the snapshot but 16 MiB here") != NULL);
@@ -355,10 +208,10 @@ UNIT_TEST(snap_memory_chunks_on_demand)
 	char err[256];
 
 	CHECK(buf && guest_mem_init(&m, 10 * MiB) == 0);
-	fill_mem(&m, FILL_MIXED, 11);
+	tsnap_fill_mem(&m, FILL_MIXED, 11);
 	memset(gpa_ptr(&m, 4 * MiB, 2 * MiB), 0, 2 * MiB); /* chunk 2: all zero */
-	CHECK(write_snap(tpath("lazy"), &m, 2) == 0);
-	CHECK(snap_reader_open(tpath("lazy"), &r, err, sizeof(err)) == 0);
+	CHECK(tsnap_write(tsnap_path("lazy"), &m, 2) == 0);
+	CHECK(snap_reader_open(tsnap_path("lazy"), &r, err, sizeof(err)) == 0);
 	CHECK(snap_reader_memory_info(r, &mi) == 0);
 	CHECK(mi.ram_size == 10 * MiB && mi.chunk_size == 2 * MiB && mi.nr_chunks == 5);
 	for (uint32_t i = 0; i < mi.nr_chunks; i++) {
@@ -368,7 +221,10 @@ UNIT_TEST(snap_memory_chunks_on_demand)
 		CHECK(gpa == i * 2 * MiB);
 		CHECK(!memcmp(buf, gpa_ptr(&m, gpa, 2 * MiB), 2 * MiB));
 		CHECK((present == 0) == (i == 2));
+		CHECK(snap_reader_memory_stored(r, i) == (i != 2));
 	}
+	CHECK(snap_reader_memory_stored(r, 5) == -ERANGE);
+	CHECK(snap_reader_memory_fits(r, &m, err, sizeof(err)) == 0);
 	CHECK(snap_reader_memory_chunk(r, 5, buf, 2 * MiB, &gpa, &present, err, sizeof(err)) ==
 	      -ERANGE);
 	CHECK(snap_reader_memory_chunk(r, 0, buf, MiB, &gpa, &present, err, sizeof(err)) ==
@@ -415,13 +271,13 @@ UNIT_TEST(snap_truncated_files_refused)
 	char err[256];
 
 	CHECK(guest_mem_init(&m, 6 * MiB) == 0);
-	fill_mem(&m, FILL_MIXED, 2);
-	CHECK(write_snap(tpath("whole"), &m, 1) == 0);
+	tsnap_fill_mem(&m, FILL_MIXED, 2);
+	CHECK(tsnap_write(tsnap_path("whole"), &m, 1) == 0);
 	guest_mem_free(&m);
-	file = slurp(tpath("whole"), &len);
+	file = tsnap_slurp(tsnap_path("whole"), &len);
 	CHECK(file != NULL);
 	/* Every section boundary (as the sections lie back to back), and random points. */
-	CHECK(snap_reader_open(tpath("whole"), &r, err, sizeof(err)) == 0);
+	CHECK(snap_reader_open(tsnap_path("whole"), &r, err, sizeof(err)) == 0);
 	cuts[nr++] = 0;
 	cuts[nr++] = 64;
 	for (unsigned i = 0, off = 64; i < snap_reader_nr_sections(r) && nr < 40; i++) {
@@ -432,15 +288,15 @@ UNIT_TEST(snap_truncated_files_refused)
 	}
 	snap_reader_close(r);
 	while (nr < 64)
-		cuts[nr++] = xs(&x) % len;
+		cuts[nr++] = tsnap_xs(&x) % len;
 	for (unsigned i = 0; i < nr; i++) {
 		int ret;
 
-		CHECK(spit(tpath("cut"), file, cuts[i]) == 0);
-		ret = snap_reader_open(tpath("cut"), &r, err, sizeof(err));
+		CHECK(tsnap_spit(tsnap_path("cut"), file, cuts[i]) == 0);
+		ret = snap_reader_open(tsnap_path("cut"), &r, err, sizeof(err));
 		CHECK(ret == -EINVAL);
 		CHECK(strstr(err, "truncated?") || strstr(err, "too short"));
-		CHECK(strstr(err, tpath("cut")) != NULL);
+		CHECK(strstr(err, tsnap_path("cut")) != NULL);
 	}
 	free(file);
 }
@@ -458,9 +314,9 @@ static int flip_is_caught(const uint8_t *file, size_t len, size_t at, uint8_t ma
 		return 0;
 	memcpy(copy, file, len);
 	copy[at] ^= mask;
-	ret = spit(tpath("flip"), copy, len) ? 0 : read_all(tpath("flip"), &back, err, sizeof(err));
+	ret = tsnap_spit(tsnap_path("flip"), copy, len) ? 0 : read_all(tsnap_path("flip"), &back, err, sizeof(err));
 	ok = ret ? (ret == -EINVAL || ret == -EIO) && strstr(err, "snapshot ") == err
-	         : mem_equal(orig, &back);
+	         : tsnap_mem_equal(orig, &back);
 	guest_mem_free(&back);
 	free(copy);
 	return ok;
@@ -477,20 +333,20 @@ UNIT_TEST(snap_flipped_bytes_refused)
 	char err[256];
 
 	CHECK(guest_mem_init(&m, 4 * MiB) == 0);
-	fill_mem(&m, FILL_MIXED, 3);
-	CHECK(write_snap(tpath("good"), &m, 1) == 0);
-	file = slurp(tpath("good"), &len);
+	tsnap_fill_mem(&m, FILL_MIXED, 3);
+	CHECK(tsnap_write(tsnap_path("good"), &m, 1) == 0);
+	file = tsnap_slurp(tsnap_path("good"), &len);
 	CHECK(file != NULL);
-	CHECK(read_all(tpath("good"), &m, err, sizeof(err)) == 0);
+	CHECK(read_all(tsnap_path("good"), &m, err, sizeof(err)) == 0);
 	/* Every byte of the header: each one is checked, none may pass. */
 	for (size_t i = 0; i < 64; i++) {
 		file[i] ^= 0x10;
-		CHECK(spit(tpath("flip"), file, len) == 0);
-		CHECK(snap_reader_open(tpath("flip"), &r, err, sizeof(err)) < 0);
+		CHECK(tsnap_spit(tsnap_path("flip"), file, len) == 0);
+		CHECK(snap_reader_open(tsnap_path("flip"), &r, err, sizeof(err)) < 0);
 		file[i] ^= 0x10;
 	}
 	/* The start, middle and end of each section's frame, and of the table. */
-	CHECK(snap_reader_open(tpath("good"), &r, err, sizeof(err)) == 0);
+	CHECK(snap_reader_open(tsnap_path("good"), &r, err, sizeof(err)) == 0);
 	for (unsigned i = 0; i <= snap_reader_nr_sections(r); i++) {
 		size_t n = len - off;
 
@@ -504,7 +360,7 @@ UNIT_TEST(snap_flipped_bytes_refused)
 			CHECK(flip_is_caught(file, len, at, 0x01, &m));
 		}
 		for (size_t k = 0; k < 6; k++)
-			CHECK(flip_is_caught(file, len, off + xs(&x) % n, (uint8_t)(1 << (k % 8)),
+			CHECK(flip_is_caught(file, len, off + tsnap_xs(&x) % n, (uint8_t)(1 << (k % 8)),
 			                     &m));
 		off += n;
 	}
@@ -520,21 +376,21 @@ UNIT_TEST(snap_future_version_refused)
 	size_t len = 0;
 	char err[256];
 
-	CHECK(write_snap(tpath("future"), NULL, 1) == 0);
-	file = slurp(tpath("future"), &len);
+	CHECK(tsnap_write(tsnap_path("future"), NULL, 1) == 0);
+	file = tsnap_slurp(tsnap_path("future"), &len);
 	CHECK(file != NULL);
 	file[8] = 2;
-	CHECK(spit(tpath("future"), file, len) == 0);
-	CHECK(snap_reader_open(tpath("future"), &r, err, sizeof(err)) == -EINVAL);
+	CHECK(tsnap_spit(tsnap_path("future"), file, len) == 0);
+	CHECK(snap_reader_open(tsnap_path("future"), &r, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "format version 2, newer than this husk reads (1)") != NULL);
 	file[8] = 1;
 	file[16] = 4; /* an incompatible feature flag */
-	CHECK(spit(tpath("future"), file, len) == 0);
-	CHECK(snap_reader_open(tpath("future"), &r, err, sizeof(err)) == -EINVAL);
+	CHECK(tsnap_spit(tsnap_path("future"), file, len) == 0);
+	CHECK(snap_reader_open(tsnap_path("future"), &r, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "features") != NULL);
 	memcpy(file, "HUSKSNAQ", 8);
-	CHECK(spit(tpath("future"), file, len) == 0);
-	CHECK(snap_reader_open(tpath("future"), &r, err, sizeof(err)) == -EINVAL);
+	CHECK(tsnap_spit(tsnap_path("future"), file, len) == 0);
+	CHECK(snap_reader_open(tsnap_path("future"), &r, err, sizeof(err)) == -EINVAL);
 	CHECK(strstr(err, "not a husk snapshot") != NULL);
 	free(file);
 }
@@ -550,7 +406,7 @@ static int forge_table(const char *path, void (*fn)(uint8_t *table, size_t n))
 	                      .blockChecksumFlag = LZ4F_blockChecksumEnabled}};
 	LZ4F_dctx *d = NULL;
 	size_t len = 0, in, out, stored;
-	uint8_t *file = slurp(path, &len), *table = NULL, *frame = NULL;
+	uint8_t *file = tsnap_slurp(path, &len), *table = NULL, *frame = NULL;
 	uint64_t toff, tlen;
 	uint32_t count;
 	int ret = -1;
@@ -579,7 +435,7 @@ static int forge_table(const char *path, void (*fn)(uint8_t *table, size_t n))
 	memcpy(file + 52, frame + stored - 4, 4);
 	toff -= tlen;
 	/* Header and sections as they were, then the new table. */
-	ret = spit(path, file, toff);
+	ret = tsnap_spit(path, file, toff);
 	if (!ret) {
 		int fd = open(path, O_WRONLY | O_APPEND);
 
@@ -655,11 +511,11 @@ UNIT_TEST(snap_forged_tables_refused)
 	char err[256];
 
 	CHECK(guest_mem_init(&m, 4 * MiB) == 0);
-	fill_mem(&m, FILL_RANDOM, 9);
+	tsnap_fill_mem(&m, FILL_RANDOM, 9);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		CHECK(write_snap(tpath("forged"), &m, 1) == 0);
-		CHECK(forge_table(tpath("forged"), cases[i].fn) == 0);
-		CHECK(snap_reader_open(tpath("forged"), &r, err, sizeof(err)) == -EINVAL);
+		CHECK(tsnap_write(tsnap_path("forged"), &m, 1) == 0);
+		CHECK(forge_table(tsnap_path("forged"), cases[i].fn) == 0);
+		CHECK(snap_reader_open(tsnap_path("forged"), &r, err, sizeof(err)) == -EINVAL);
 		CHECK(strstr(err, cases[i].msg) != NULL);
 	}
 	guest_mem_free(&m);
@@ -675,20 +531,20 @@ UNIT_TEST(snap_uncommitted_writer_keeps_old_file)
 	pid_t pid;
 	int status;
 
-	CHECK(write_snap(tpath("keep"), NULL, 1) == 0);
-	before = slurp(tpath("keep"), &n1);
+	CHECK(tsnap_write(tsnap_path("keep"), NULL, 1) == 0);
+	before = tsnap_slurp(tsnap_path("keep"), &n1);
 	CHECK(before != NULL);
 	/* Aborted. */
-	CHECK(snap_writer_open(tpath("keep"), &w) == 0);
+	CHECK(snap_writer_open(tsnap_path("keep"), &w) == 0);
 	CHECK(snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0);
 	snap_writer_abort(w);
-	CHECK(access(tpath("keep.tmp"), F_OK) != 0);
+	CHECK(access(tsnap_path("keep.tmp"), F_OK) != 0);
 	/* Killed before the commit, with RAM half written. */
 	CHECK(guest_mem_init(&m, 4 * MiB) == 0);
-	fill_mem(&m, FILL_RANDOM, 4);
+	tsnap_fill_mem(&m, FILL_RANDOM, 4);
 	pid = fork();
 	if (pid == 0) {
-		if (snap_writer_open(tpath("keep"), &w) == 0 &&
+		if (snap_writer_open(tsnap_path("keep"), &w) == 0 &&
 		    snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0 &&
 		    snap_writer_add_memory(w, &m, 2) == 0)
 			raise(SIGKILL);
@@ -697,19 +553,19 @@ UNIT_TEST(snap_uncommitted_writer_keeps_old_file)
 	guest_mem_free(&m);
 	CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
-	after = slurp(tpath("keep"), &n2);
+	after = tsnap_slurp(tsnap_path("keep"), &n2);
 	CHECK(after && n1 == n2 && !memcmp(before, after, n1));
-	CHECK(read_all(tpath("keep"), NULL, err, sizeof(err)) == 0);
+	CHECK(read_all(tsnap_path("keep"), NULL, err, sizeof(err)) == 0);
 	/* Its leftover is not taken over by the next writer. */
-	CHECK(snap_writer_open(tpath("keep"), &w) == -EEXIST);
-	CHECK(unlink(tpath("keep.tmp")) == 0);
+	CHECK(snap_writer_open(tsnap_path("keep"), &w) == -EEXIST);
+	CHECK(unlink(tsnap_path("keep.tmp")) == 0);
 	/* A commit does replace the file. */
-	CHECK(snap_writer_open(tpath("keep"), &w) == 0);
+	CHECK(snap_writer_open(tsnap_path("keep"), &w) == 0);
 	CHECK(snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0);
 	CHECK(snap_writer_commit(w) == 0);
-	CHECK(read_all(tpath("keep"), NULL, err, sizeof(err)) == 0);
+	CHECK(read_all(tsnap_path("keep"), NULL, err, sizeof(err)) == 0);
 	free(after);
-	after = slurp(tpath("keep"), &n2);
+	after = tsnap_slurp(tsnap_path("keep"), &n2);
 	CHECK(after && (n1 != n2 || memcmp(before, after, n1)));
 	free(before);
 	free(after);

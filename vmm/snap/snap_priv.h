@@ -153,4 +153,19 @@ static inline int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t 
 /* Called by snap_reader_open() once the table is sound: checks the RAM layout and chunks. */
 int snap_mem_check(struct snap_reader *r, char *err, size_t errlen);
 
+/* Bytes of the present-page bitmap at the start of a chunk's content. */
+size_t snap_bitmap_bytes(uint32_t chunk_size);
+
+/* Where chunk `index` (below ram->nr_chunks) of the layout starts in the guest. */
+uint64_t snap_chunk_gpa(const struct snap_ram *ram, uint32_t index);
+
+/* threads limited to 1..SNAP_MAX_THREADS and to the number of jobs. */
+int snap_threads_clamp(int threads, uint32_t jobs);
+
+/*
+ * Runs fn on `threads` threads, the caller's among them, and waits for all.
+ * A thread that cannot be started just leaves its share to the others.
+ */
+void snap_run_threads(void *(*fn)(void *), void *arg, int threads);
+
 #endif

@@ -127,6 +127,22 @@ int snap_reader_memory_info(const struct snap_reader *r, struct snap_mem_info *i
 	__attribute__((warn_unused_result));
 
 /*
+ * 0 when mem (made by guest_mem_init()) has the snapshot's RAM layout: the
+ * same regions, so that chunk i of the snapshot is the i-th 2 MiB of mem in
+ * region order; else -EINVAL, or -ENOENT when there is no RAM, with err.
+ */
+int snap_reader_memory_fits(const struct snap_reader *r, const struct guest_mem *mem, char *err,
+                            size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * 1 when chunk `index` has pages stored in the snapshot, 0 when it is all
+ * zeros (no section), -ERANGE for an index at or past nr_chunks. Reads
+ * nothing from the file: the table says it.
+ */
+int snap_reader_memory_stored(const struct snap_reader *r, uint32_t index)
+	__attribute__((warn_unused_result));
+
+/*
  * Loads guest RAM into mem, which guest_mem_init() made with the snapshot's
  * size (else -EINVAL); pages the snapshot left out as zero are not touched.
  * Decompresses on `threads` threads (1..SNAP_MAX_THREADS). Every write goes
@@ -146,5 +162,31 @@ int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, 
 int snap_reader_memory_chunk(struct snap_reader *r, uint32_t index, void *buf, size_t len,
                              uint64_t *gpa, unsigned *present, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
+
+/*
+ * Chunks read one at a time again and again (a lazy restore), each into
+ * the same buffers with the same decompression context. One per thread;
+ * the reader must outlive it. 0 and *out, -ENOENT (no RAM) or -ENOMEM.
+ */
+struct snap_chunk_reader;
+int snap_chunk_reader_new(struct snap_reader *r, struct snap_chunk_reader **out)
+	__attribute__((warn_unused_result));
+void snap_chunk_reader_free(struct snap_chunk_reader *cr); /* NULL is fine */
+
+/* One chunk as stored: where it goes, which pages it has, and those pages. */
+struct snap_chunk {
+	uint64_t gpa;
+	const uint8_t *bitmap; /* chunk_size / 4096 / 8 bytes: bit j % 8 of byte j / 8 for page j */
+	const uint8_t *pages;  /* the pages whose bits are set, in order, 4096 bytes each */
+	unsigned nr_pages;     /* as many as bits are set; 0 for a chunk of zeros */
+};
+
+/*
+ * Reads chunk index (< nr_chunks), verified (checksums, and a bitmap that
+ * counts exactly its pages), into c, whose pointers stay valid until the
+ * next call on cr. 0, -ERANGE, -EIO with err, -ENOMEM.
+ */
+int snap_chunk_read(struct snap_chunk_reader *cr, uint32_t index, struct snap_chunk *c, char *err,
+                    size_t errlen) __attribute__((warn_unused_result));
 
 #endif

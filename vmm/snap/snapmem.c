@@ -4,6 +4,7 @@
  * that holds a non-zero page: a bitmap of its present pages followed by
  * those pages (FORMAT.md, "Guest RAM"). Chunks are compressed and
  * decompressed on several threads; every guest byte goes through gpa_ptr().
+ * This file reads; snapmem_write.c writes.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -15,13 +16,12 @@
 #include "snap_priv.h"
 #include "snapfile.h"
 
-/* Bytes of the present-page bitmap at the start of a chunk's content. */
-static size_t bitmap_bytes(uint32_t chunk_size)
+size_t snap_bitmap_bytes(uint32_t chunk_size)
 {
 	return chunk_size / SNAP_PAGE / 8;
 }
 
-static uint64_t chunk_gpa(const struct snap_ram *ram, uint32_t index)
+uint64_t snap_chunk_gpa(const struct snap_ram *ram, uint32_t index)
 {
 	uint64_t off = (uint64_t)index * ram->chunk_size;
 	uint32_t i = 0;
@@ -32,7 +32,7 @@ static uint64_t chunk_gpa(const struct snap_ram *ram, uint32_t index)
 	return ram->regions[i].gpa + off;
 }
 
-static int threads_clamp(int threads, uint32_t jobs)
+int snap_threads_clamp(int threads, uint32_t jobs)
 {
 	if (threads < 1)
 		threads = 1;
@@ -41,11 +41,7 @@ static int threads_clamp(int threads, uint32_t jobs)
 	return (uint32_t)threads > jobs ? (jobs ? (int)jobs : 1) : threads;
 }
 
-/*
- * Runs fn on `threads` threads, the caller's among them, and waits for all.
- * A thread that cannot be started just leaves its share to the others.
- */
-static void run_threads(void *(*fn)(void *), void *arg, int threads)
+void snap_run_threads(void *(*fn)(void *), void *arg, int threads)
 {
 	pthread_t tid[SNAP_MAX_THREADS];
 	int started = 0;
@@ -57,154 +53,6 @@ static void run_threads(void *(*fn)(void *), void *arg, int threads)
 	for (int i = 0; i < started; i++)
 		pthread_join(tid[i], NULL);
 }
-
-/* --- writing --- */
-
-struct mem_writer {
-	struct snap_writer *w;
-	const struct guest_mem *mem;
-	struct snap_ram ram;
-	atomic_uint next_claim; /* next chunk to compress */
-	pthread_mutex_t lock;
-	pthread_cond_t turn;
-	uint32_t next_write; /* next chunk whose turn it is to be written */
-	atomic_int err;
-};
-
-static int page_is_zero(const uint8_t *p)
-{
-	const uint64_t *q = (const uint64_t *)p;
-
-	/* Eight words at a time, so that the compiler can vectorise. */
-	for (size_t i = 0; i < SNAP_PAGE / 8; i += 8) {
-		uint64_t acc = 0;
-
-		for (size_t j = 0; j < 8; j++)
-			acc |= q[i + j];
-		if (acc)
-			return 0;
-	}
-	return 1;
-}
-
-/* Gathers the non-zero pages of a chunk behind its bitmap; returns the content size. */
-static size_t chunk_gather(const uint8_t *host, uint32_t chunk_size, uint8_t *out)
-{
-	size_t bm = bitmap_bytes(chunk_size), at = bm;
-
-	memset(out, 0, bm);
-	for (uint32_t pg = 0; pg < chunk_size / SNAP_PAGE; pg++) {
-		const uint8_t *p = host + (size_t)pg * SNAP_PAGE;
-
-		if (page_is_zero(p))
-			continue;
-		out[pg / 8] |= (uint8_t)(1U << (pg % 8));
-		memcpy(out + at, p, SNAP_PAGE);
-		at += SNAP_PAGE;
-	}
-	return at == bm ? 0 : at;
-}
-
-static void *mem_write_worker(void *arg)
-{
-	struct mem_writer *mw = arg;
-	uint32_t cs = mw->ram.chunk_size;
-	size_t cap = snap_frame_bound(bitmap_bytes(cs) + cs), raw, stored = 0;
-	uint8_t *in = malloc(bitmap_bytes(cs) + cs), *out = malloc(cap);
-	LZ4F_cctx *cctx = NULL;
-	uint32_t csum = 0;
-
-	if (!in || !out || LZ4F_isError(LZ4F_createCompressionContext(&cctx, LZ4F_VERSION)))
-		mw->err = -ENOMEM;
-	while (!mw->err) {
-		uint32_t idx = atomic_fetch_add(&mw->next_claim, 1);
-		const uint8_t *host;
-		int ret = 0;
-
-		if (idx >= mw->ram.nr_chunks)
-			break;
-		host = gpa_ptr(mw->mem, chunk_gpa(&mw->ram, idx), cs);
-		raw = host ? chunk_gather(host, cs, in) : 0;
-		if (!host)
-			ret = -EFAULT;
-		else if (raw)
-			ret = snap_frame_compress(cctx, out, cap, in, raw, &stored, &csum);
-		/* Chunks are written in guest order, whichever thread finished first. */
-		pthread_mutex_lock(&mw->lock);
-		while (mw->next_write != idx && !mw->err)
-			pthread_cond_wait(&mw->turn, &mw->lock);
-		pthread_mutex_unlock(&mw->lock);
-		if (!ret && raw && !mw->err)
-			ret = snap_writer_put(mw->w, SNAP_MEMORY, idx, NULL, out, stored, raw,
-			                      csum);
-		pthread_mutex_lock(&mw->lock);
-		if (ret && !mw->err)
-			mw->err = ret;
-		mw->next_write++;
-		pthread_cond_broadcast(&mw->turn);
-		pthread_mutex_unlock(&mw->lock);
-	}
-	LZ4F_freeCompressionContext(cctx);
-	free(in);
-	free(out);
-	return NULL;
-}
-
-static int ram_section_put(struct snap_writer *w, const struct snap_ram *ram)
-{
-	uint8_t buf[SNAP_RAM_FIXED + SNAP_MAX_REGIONS * SNAP_RAM_REGION], frame[512];
-	size_t len = SNAP_RAM_FIXED + ram->nr_regions * SNAP_RAM_REGION, stored;
-	uint32_t csum;
-	int ret;
-
-	memset(buf, 0, sizeof(buf));
-	snap_put64(buf, ram->ram_size);
-	snap_put32(buf + 8, ram->chunk_size);
-	snap_put32(buf + 12, SNAP_PAGE);
-	snap_put32(buf + 16, ram->nr_regions);
-	for (uint32_t i = 0; i < ram->nr_regions; i++) {
-		snap_put64(buf + SNAP_RAM_FIXED + i * SNAP_RAM_REGION, ram->regions[i].gpa);
-		snap_put64(buf + SNAP_RAM_FIXED + i * SNAP_RAM_REGION + 8, ram->regions[i].size);
-	}
-	ret = snap_frame_compress(NULL, frame, sizeof(frame), buf, len, &stored, &csum);
-	return ret ? ret : snap_writer_put(w, SNAP_RAM, 0, NULL, frame, stored, len, csum);
-}
-
-int snap_writer_add_memory(struct snap_writer *w, const struct guest_mem *mem, int threads)
-{
-	struct mem_writer mw = {.w = w,
-	                        .mem = mem,
-	                        .lock = PTHREAD_MUTEX_INITIALIZER,
-	                        .turn = PTHREAD_COND_INITIALIZER};
-	int ret;
-
-	if (w->err)
-		return w->err;
-	if (w->has_memory)
-		return -EEXIST;
-	/* Only what guest_mem_init() makes: a reader refuses anything else. */
-	if (!mem->ram_size || mem->ram_size % SNAP_CHUNK || mem->nr_regions < 1 ||
-	    mem->nr_regions > SNAP_MAX_REGIONS)
-		return -EINVAL;
-	w->has_memory = 1;
-	mw.ram.ram_size = mem->ram_size;
-	mw.ram.chunk_size = SNAP_CHUNK;
-	mw.ram.nr_chunks = (uint32_t)(mem->ram_size / SNAP_CHUNK);
-	mw.ram.nr_regions = (uint32_t)mem->nr_regions;
-	for (int i = 0; i < mem->nr_regions; i++) {
-		mw.ram.regions[i].gpa = mem->regions[i].gpa;
-		mw.ram.regions[i].size = mem->regions[i].size;
-	}
-	ret = ram_section_put(w, &mw.ram);
-	if (ret)
-		return ret;
-	run_threads(mem_write_worker, &mw, threads_clamp(threads, mw.ram.nr_chunks));
-	if (mw.err && !w->err)
-		w->err = mw.err;
-	return mw.err;
-}
-
-/* --- reading --- */
 
 static int ram_decode(struct snap_reader *r, uint32_t sec, char *err, size_t errlen)
 {
@@ -281,7 +129,7 @@ int snap_mem_check(struct snap_reader *r, char *err, size_t errlen)
 		snap_fail(err, errlen, r->path, "out of memory");
 		return -ENOMEM;
 	}
-	bm = bitmap_bytes(r->ram.chunk_size);
+	bm = snap_bitmap_bytes(r->ram.chunk_size);
 	for (uint32_t i = 0; i < r->nr; i++) {
 		const struct snap_entry *e = &r->ents[i];
 
@@ -319,7 +167,7 @@ static int chunk_read(struct snap_reader *r, uint32_t k, LZ4F_dctx *dctx, void *
                       uint8_t *content, unsigned *present, char *err, size_t errlen)
 {
 	uint32_t sec = r->mem_secs[k];
-	size_t bm = bitmap_bytes(r->ram.chunk_size);
+	size_t bm = snap_bitmap_bytes(r->ram.chunk_size);
 	unsigned n = 0;
 	char what[80];
 	int ret;
@@ -352,7 +200,7 @@ struct mem_reader {
 static int chunk_scatter(const struct guest_mem *mem, uint64_t gpa, const uint8_t *content,
                          uint32_t chunk_size)
 {
-	const uint8_t *src = content + bitmap_bytes(chunk_size);
+	const uint8_t *src = content + snap_bitmap_bytes(chunk_size);
 	uint32_t pages = chunk_size / SNAP_PAGE;
 
 	for (uint32_t pg = 0; pg < pages;) {
@@ -386,7 +234,7 @@ static void *mem_read_worker(void *arg)
 	unsigned present;
 	int ret = 0;
 
-	content = malloc(bitmap_bytes(r->ram.chunk_size) + r->ram.chunk_size);
+	content = malloc(snap_bitmap_bytes(r->ram.chunk_size) + r->ram.chunk_size);
 	if (!src || !content || LZ4F_isError(LZ4F_createDecompressionContext(&dctx, LZ4F_VERSION)))
 		ret = -ENOMEM;
 	while (!ret && !mr->err) {
@@ -395,7 +243,7 @@ static void *mem_read_worker(void *arg)
 		if (k >= r->nr_mem)
 			break;
 		ret = chunk_read(r, k, dctx, src, content, &present, msg, sizeof(msg));
-		if (!ret && chunk_scatter(mr->mem, chunk_gpa(&r->ram, r->ents[r->mem_secs[k]].id),
+		if (!ret && chunk_scatter(mr->mem, snap_chunk_gpa(&r->ram, r->ents[r->mem_secs[k]].id),
 		                          content, r->ram.chunk_size))
 			ret = -EFAULT;
 	}
@@ -417,14 +265,9 @@ static void *mem_read_worker(void *arg)
 	return NULL;
 }
 
-int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, int threads,
-                            char *err, size_t errlen)
+int snap_reader_memory_fits(const struct snap_reader *r, const struct guest_mem *mem, char *err,
+                            size_t errlen)
 {
-	struct mem_reader mr = {.r = r,
-	                        .mem = mem,
-	                        .lock = PTHREAD_MUTEX_INITIALIZER,
-	                        .msg = err,
-	                        .msglen = errlen};
 	int same = r->has_ram && (uint32_t)mem->nr_regions == r->ram.nr_regions;
 
 	if (!r->has_ram) {
@@ -442,25 +285,32 @@ int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, 
 		          (unsigned long long)(mem->ram_size >> 20));
 		return -EINVAL;
 	}
+	return 0;
+}
+
+int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, int threads,
+                            char *err, size_t errlen)
+{
+	struct mem_reader mr = {.r = r,
+	                        .mem = mem,
+	                        .lock = PTHREAD_MUTEX_INITIALIZER,
+	                        .msg = err,
+	                        .msglen = errlen};
+	int ret = snap_reader_memory_fits(r, mem, err, errlen);
+
+	if (ret)
+		return ret;
 	if (!r->nr_mem)
 		return 0; /* all zero: fresh guest RAM is that already */
-	run_threads(mem_read_worker, &mr, threads_clamp(threads, r->nr_mem));
+	snap_run_threads(mem_read_worker, &mr, snap_threads_clamp(threads, r->nr_mem));
 	return mr.err;
 }
 
-int snap_reader_memory_chunk(struct snap_reader *r, uint32_t index, void *buf, size_t len,
-                             uint64_t *gpa, unsigned *present, char *err, size_t errlen)
+/* The position in mem_secs of chunk index's section, or nr_mem when it has none. */
+static uint32_t chunk_find(const struct snap_reader *r, uint32_t index)
 {
-	uint32_t lo = 0, hi = r->nr_mem, cs = r->ram.chunk_size;
-	size_t bm = bitmap_bytes(cs);
-	uint8_t *content;
-	int ret;
+	uint32_t lo = 0, hi = r->nr_mem;
 
-	if (!r->has_ram || index >= r->ram.nr_chunks)
-		return -ERANGE;
-	if (len != cs)
-		return -EINVAL;
-	*gpa = chunk_gpa(&r->ram, index);
 	while (lo < hi) {
 		uint32_t mid = lo + (hi - lo) / 2;
 
@@ -469,28 +319,110 @@ int snap_reader_memory_chunk(struct snap_reader *r, uint32_t index, void *buf, s
 		else
 			hi = mid;
 	}
-	if (lo == r->nr_mem || r->ents[r->mem_secs[lo]].id != index) {
-		memset(buf, 0, len);
-		*present = 0;
-		return 0;
-	}
-	if (!(content = malloc(bm + cs)))
-		return -ENOMEM;
-	ret = chunk_read(r, lo, NULL, NULL, content, present, err, errlen);
-	if (!ret) {
-		const uint8_t *src = content + bm;
+	return lo < r->nr_mem && r->ents[r->mem_secs[lo]].id == index ? lo : r->nr_mem;
+}
 
-		for (uint32_t pg = 0; pg < cs / SNAP_PAGE; pg++) {
+int snap_reader_memory_stored(const struct snap_reader *r, uint32_t index)
+{
+	if (!r->has_ram || index >= r->ram.nr_chunks)
+		return -ERANGE;
+	return chunk_find(r, index) < r->nr_mem;
+}
+
+int snap_reader_memory_chunk(struct snap_reader *r, uint32_t index, void *buf, size_t len,
+                             uint64_t *gpa, unsigned *present, char *err, size_t errlen)
+{
+	struct snap_chunk_reader *cr;
+	struct snap_chunk c;
+	int ret;
+
+	if (!r->has_ram || index >= r->ram.nr_chunks)
+		return -ERANGE;
+	if (len != r->ram.chunk_size)
+		return -EINVAL;
+	ret = snap_chunk_reader_new(r, &cr);
+	if (ret)
+		return ret;
+	ret = snap_chunk_read(cr, index, &c, err, errlen);
+	if (!ret) {
+		const uint8_t *src = c.pages;
+
+		for (uint32_t pg = 0; pg < len / SNAP_PAGE; pg++) {
 			uint8_t *dst = (uint8_t *)buf + (size_t)pg * SNAP_PAGE;
 
-			if (content[pg / 8] >> (pg % 8) & 1) {
+			if (c.bitmap[pg / 8] >> (pg % 8) & 1) {
 				memcpy(dst, src, SNAP_PAGE);
 				src += SNAP_PAGE;
 			} else {
 				memset(dst, 0, SNAP_PAGE);
 			}
 		}
+		*gpa = c.gpa;
+		*present = c.nr_pages;
 	}
-	free(content);
+	snap_chunk_reader_free(cr);
 	return ret;
+}
+
+struct snap_chunk_reader {
+	struct snap_reader *r;
+	LZ4F_dctx *dctx;
+	uint8_t *src;     /* mem_max_stored bytes: a chunk's frame */
+	uint8_t *content; /* bitmap and stored pages of the last chunk read */
+};
+
+int snap_chunk_reader_new(struct snap_reader *r, struct snap_chunk_reader **out)
+{
+	struct snap_chunk_reader *cr;
+
+	if (!r->has_ram)
+		return -ENOENT;
+	cr = calloc(1, sizeof(*cr));
+	if (!cr)
+		return -ENOMEM;
+	cr->r = r;
+	cr->src = malloc(r->mem_max_stored ? r->mem_max_stored : 1);
+	cr->content = malloc(snap_bitmap_bytes(r->ram.chunk_size) + r->ram.chunk_size);
+	if (!cr->src || !cr->content ||
+	    LZ4F_isError(LZ4F_createDecompressionContext(&cr->dctx, LZ4F_VERSION))) {
+		snap_chunk_reader_free(cr);
+		return -ENOMEM;
+	}
+	*out = cr;
+	return 0;
+}
+
+void snap_chunk_reader_free(struct snap_chunk_reader *cr)
+{
+	if (!cr)
+		return;
+	LZ4F_freeDecompressionContext(cr->dctx);
+	free(cr->src);
+	free(cr->content);
+	free(cr);
+}
+
+int snap_chunk_read(struct snap_chunk_reader *cr, uint32_t index, struct snap_chunk *c, char *err,
+                    size_t errlen)
+{
+	struct snap_reader *r = cr->r;
+	size_t bm = snap_bitmap_bytes(r->ram.chunk_size);
+	unsigned present = 0;
+	uint32_t k;
+	int ret = 0;
+
+	if (index >= r->ram.nr_chunks)
+		return -ERANGE;
+	k = chunk_find(r, index);
+	if (k == r->nr_mem)
+		memset(cr->content, 0, bm);
+	else
+		ret = chunk_read(r, k, cr->dctx, cr->src, cr->content, &present, err, errlen);
+	if (ret)
+		return ret;
+	*c = (struct snap_chunk){.gpa = snap_chunk_gpa(&r->ram, index),
+	                         .bitmap = cr->content,
+	                         .pages = cr->content + bm,
+	                         .nr_pages = present};
+	return 0;
 }

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_LAZY_MEM_H
+#define HUSK_LAZY_MEM_H
+
+#include "snap/snapfile.h"
+
+struct vm;
+struct lazy_mem;
+
+/*
+ * A lazy restore: guest RAM is filled from the snapshot as it is touched,
+ * so that the vCPUs can run before all of it is decompressed. The 2 MiB
+ * chunks the snapshot stores are registered with a userfaultfd (missing
+ * mode; chunks it left out as zero stay ordinary fresh memory); a handler
+ * thread answers each fault by decompressing the chunk around it into
+ * place, whoever touched it (a vCPU inside KVM, a device, the VMM's own
+ * snapshot writer), while a background thread fills the rest in order.
+ * Once every chunk is in, both threads end and the userfaultfd and (once
+ * handed over with lazy_mem_release_reader()) the snapshot file are closed.
+ *
+ * Starts it for vm, whose guest RAM must be untouched and laid out as the
+ * snapshot's (snap_reader_memory_fits()). r stays the caller's until
+ * lazy_mem_release_reader(). Returns 0 and *out, or -errno with a sentence
+ * in err when it cannot (no userfaultfd here, not allowed, out of memory);
+ * guest RAM is then as it was and can be loaded eagerly instead.
+ */
+int lazy_mem_start(struct vm *vm, struct snap_reader *r, struct lazy_mem **out, char *err,
+                   size_t errlen) __attribute__((warn_unused_result));
+
+/*
+ * The caller is done with the reader given to lazy_mem_start(): it is
+ * closed once the last chunk is in (now, if that has happened already).
+ */
+void lazy_mem_release_reader(struct lazy_mem *l);
+
+/*
+ * Stops both threads, wherever they are, and frees everything (the reader
+ * too, if released). Guest memory not yet filled reads as zeros after this:
+ * call it only once nothing runs the guest any more. NULL is fine.
+ */
+void lazy_mem_destroy(struct lazy_mem *l);
+
+#endif
