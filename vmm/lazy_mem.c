@@ -50,12 +50,12 @@ struct lazy_mem {
 	int wake_fd; /* eventfd: the handler looks at todo, stop and failed again */
 	uint32_t chunk_size;
 	uint32_t nr_chunks;
-	uint32_t nr_stored; /* chunks registered */
+	uint32_t nr_stored;     /* chunks registered */
 	_Atomic uint8_t *state; /* per chunk */
 	atomic_uint todo;       /* stored chunks not yet done */
 	atomic_int stop;        /* lazy_mem_destroy() was called */
 	atomic_int failed;
-	unsigned on_demand;  /* chunks the handler filled (its own counter) */
+	unsigned on_demand;   /* chunks the handler filled (its own counter) */
 	struct range *ranges; /* what is registered */
 	unsigned nr_ranges;
 	pthread_t handler, filler;
@@ -145,7 +145,8 @@ static int chunk_fill(struct lazy_mem *l, uint32_t idx, struct snap_chunk_reader
 		if (stored)
 			src += (size_t)(end - pg) * PAGE;
 		if (ret)
-			snprintf(err, sizeof(err), "cannot place chunk %u: %s", idx, strerror(-ret));
+			snprintf(err, sizeof(err), "cannot place chunk %u: %s", idx,
+			         strerror(-ret));
 	}
 	if (ret) {
 		snprintf(msg, sizeof(msg), "%s", err[0] ? err : strerror(-ret));
@@ -228,7 +229,8 @@ static void unregister_all(struct lazy_mem *l)
 static void *handler_thread(void *arg)
 {
 	struct lazy_mem *l = arg;
-	struct pollfd p[2] = {{.fd = l->uffd, .events = POLLIN}, {.fd = l->wake_fd, .events = POLLIN}};
+	struct pollfd p[2] = {{.fd = l->uffd, .events = POLLIN},
+	                      {.fd = l->wake_fd, .events = POLLIN}};
 	struct uffd_msg msgs[MSG_BATCH];
 	struct snap_chunk_reader *cr = thread_reader(l);
 	struct timespec t1;

@@ -177,9 +177,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 	long n;
 	int c;
 
-	*o = (struct options){
-		.cmdline = "", .console = "stdio", .cid = 3, .mem = 256ULL << 20, .vcpus = 1,
-		.lazy = RESTORE_LAZY};
+	*o = (struct options){.cmdline = "",
+	                      .console = "stdio",
+	                      .cid = 3,
+	                      .mem = 256ULL << 20,
+	                      .vcpus = 1,
+	                      .lazy = RESTORE_LAZY};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
 		switch (c) {

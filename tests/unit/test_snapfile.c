@@ -314,7 +314,9 @@ static int flip_is_caught(const uint8_t *file, size_t len, size_t at, uint8_t ma
 		return 0;
 	memcpy(copy, file, len);
 	copy[at] ^= mask;
-	ret = tsnap_spit(tsnap_path("flip"), copy, len) ? 0 : read_all(tsnap_path("flip"), &back, err, sizeof(err));
+	ret = tsnap_spit(tsnap_path("flip"), copy, len)
+	              ? 0
+	              : read_all(tsnap_path("flip"), &back, err, sizeof(err));
 	ok = ret ? (ret == -EINVAL || ret == -EIO) && strstr(err, "snapshot ") == err
 	         : tsnap_mem_equal(orig, &back);
 	guest_mem_free(&back);
@@ -360,8 +362,8 @@ UNIT_TEST(snap_flipped_bytes_refused)
 			CHECK(flip_is_caught(file, len, at, 0x01, &m));
 		}
 		for (size_t k = 0; k < 6; k++)
-			CHECK(flip_is_caught(file, len, off + tsnap_xs(&x) % n, (uint8_t)(1 << (k % 8)),
-			                     &m));
+			CHECK(flip_is_caught(file, len, off + tsnap_xs(&x) % n,
+			                     (uint8_t)(1 << (k % 8)), &m));
 		off += n;
 	}
 	snap_reader_close(r);

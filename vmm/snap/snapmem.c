@@ -243,8 +243,9 @@ static void *mem_read_worker(void *arg)
 		if (k >= r->nr_mem)
 			break;
 		ret = chunk_read(r, k, dctx, src, content, &present, msg, sizeof(msg));
-		if (!ret && chunk_scatter(mr->mem, snap_chunk_gpa(&r->ram, r->ents[r->mem_secs[k]].id),
-		                          content, r->ram.chunk_size))
+		if (!ret &&
+		    chunk_scatter(mr->mem, snap_chunk_gpa(&r->ram, r->ents[r->mem_secs[k]].id),
+		                  content, r->ram.chunk_size))
 			ret = -EFAULT;
 	}
 	if (ret) {
