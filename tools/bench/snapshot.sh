@@ -2,8 +2,9 @@
 # Snapshot benchmark: guests of 256 MiB and 1 GiB, only booted or with half
 # of their RAM dirtied with random data (tmpfs), paused through the control
 # socket, saved, the VMM quit, and restored in a new VMM until the agent
-# answers again. Baseline: writing the guest's RAM size raw to a file (dd,
-# uncompressed, fsync), what a plain memory dump costs at least. Run through
+# answers again, once with --eager and once with --lazy. Baseline: writing
+# the guest's RAM size raw to a file (dd, uncompressed, fsync), what a plain
+# memory dump costs at least. Run through
 # tools/husk-kvm-run (make bench does). HUSK_BENCH_SNAP_PAUSES sets the number
 # of status and pause round trips timed per guest (default 10).
 set -eu
@@ -11,7 +12,7 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$top/build/bin
 pauses=${HUSK_BENCH_SNAP_PAUSES:-10}
 T=$(mktemp -d)
-trap 'kill $vmm 2>/dev/null; rm -rf "$T"' EXIT
+trap 'kill $vmm 2>/dev/null || true; rm -rf "$T"' EXIT
 vmm=
 
 ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; } # 10 ms resolution
@@ -32,6 +33,26 @@ fail() {
 	echo "snapshot bench: $1" >&2
 	tail -n 20 "$T/stderr" "$T/console" >&2 2>/dev/null || true
 	exit 1
+}
+
+# restore_one --eager|--lazy: a VMM restored from $T/snap until the agent
+# answers, then powered off; prints load=MS restore=MS [fill=MS] and sets
+# restore_end (the shell's clock when the agent answered).
+restore_one() {
+	t=$(ms)
+	# -vv: every log line carries the ms since the VMM started.
+	"$bin/husk-vmm" -vv --restore "$T/snap" "$1" --mem ${mem}M --vcpus 2 --vsock "$T/vsock" \
+		--control "$T/ctl" --console "$T/console" 2>"$T/stderr2" &
+	vmm=$!
+	until_agent 300000 || return 1
+	restore_end=$(ms)
+	load=$(sed -n 's/^husk-vmm: \[ *\([0-9]*\)\.[0-9]* ms\] info: restored .*/\1/p' "$T/stderr2")
+	agent exec -- poweroff -f >/dev/null 2>&1 || true
+	wait $vmm || return 1
+	vmm=
+	# The background fill's end, on the same clock as load.
+	fill=$(sed -n 's/^husk-vmm: \[ *\([0-9]*\)\.[0-9]* ms\] info: lazy restore: all guest memory in .*/\1/p' "$T/stderr2")
+	echo "load=$load restore=$((restore_end - t))${fill:+ fill=$fill}"
 }
 
 # run MEM_MIB DIRTY_MIB: one guest through boot, fill, pauses, snapshot and
@@ -86,18 +107,12 @@ run() {
 	ctl quit >/dev/null || fail "quit failed"
 	wait $vmm || fail "the saved VMM exited with $?"
 
-	t=$(ms)
-	# -vv: every log line carries the ms since the VMM started.
-	"$bin/husk-vmm" -vv --restore "$T/snap" --mem ${mem}M --vcpus 2 --vsock "$T/vsock" \
-		--control "$T/ctl" --console "$T/console" 2>"$T/stderr2" &
-	vmm=$!
-	until_agent 300000 || fail "the restored $mem MiB guest did not answer"
-	t1=$(ms)
-	restore=$((t1 - t))
-	load=$(sed -n 's/^husk-vmm: \[ *\([0-9]*\)\.[0-9]* ms\] info: restored .*/\1/p' "$T/stderr2")
-	agent exec -- poweroff -f >/dev/null 2>&1 || true
-	wait $vmm || fail "the restored VMM exited with $?"
-	vmm=
+	# The same file restored eagerly (all RAM decompressed before the vCPUs
+	# run) and lazily (userfaultfd: on demand and in the background).
+	restore_one --eager >"$T/eager" || fail "the eagerly restored $mem MiB guest did not answer"
+	t1=$restore_end
+	restore_one --lazy >"$T/lazy" || fail "the lazily restored $mem MiB guest did not answer"
+	grep -q 'lazy restore is not possible' "$T/stderr2" && fail "no lazy restore here: $(grep 'lazy restore' "$T/stderr2")"
 
 	# The baseline, median of three (its time swings with the host's load).
 	for i in 1 2 3; do
@@ -108,7 +123,8 @@ run() {
 	done | sort -n >"$T/rawms"
 	raw=$(sed -n 2p "$T/rawms")
 	echo "mem=$mem dirty=$dirty status=$status pause=$pause save=$save save_wall=$save_wall" \
-		"size_kib=$(($(stat -c %s "$T/snap") / 1024)) load=$load restore=$restore total=$((t1 - t0)) raw=$raw raw_all=$(tr '\n' , <"$T/rawms")"
+		"size_kib=$(($(stat -c %s "$T/snap") / 1024)) $(cat "$T/eager") total=$((t1 - t0)) raw=$raw" \
+		"raw_all=$(tr '\n' , <"$T/rawms") $(sed 's/\([a-z]*\)=/lazy_\1=/g' "$T/lazy")"
 }
 
 echo "snapshot benchmark: 2 vCPUs; only booted, and half of RAM dirtied with random data; $pauses status and pause round trips each"
@@ -122,6 +138,7 @@ done
 
 awk -v n="$pauses" '
 function v(k,   i, kv) { for (i = 1; i <= NF; i++) { split($i, kv, "="); if (kv[1] == k) return kv[2] } return "" }
+function ratio(a, b) { return b > 0 ? sprintf("%.2f", a / b) : "n/a" }
 BEGIN {
 	printf "\n%-22s %9s %9s %9s %9s %9s %11s %9s %9s %10s %9s\n", "guest", "status ms", "pause ms",
 		"ratio", "write ms", "file MiB", "raw RAM ms", "write/raw", "load ms", "to exec ms", "total ms"
@@ -130,14 +147,27 @@ BEGIN {
 	label = sprintf("%d MiB, %s", v("mem"), v("dirty") + 0 > 0 ? v("dirty") " MiB dirty" : "booted")
 	st = v("status") / n; pa = v("pause") / n
 	printf "%-22s %9.1f %9.1f %9s %9d %9.1f %11d %9.2f %9d %10d %9d\n", label, st, pa,
-		(st > 0 ? sprintf("%.2f", pa / st) : "n/a"), v("save"), v("size_kib") / 1024, v("raw"),
+		ratio(pa, st), v("save"), v("size_kib") / 1024, v("raw"),
 		(v("raw") > 0 ? v("save") / v("raw") : 0), v("load"), v("restore"), v("total")
+	lazy[NR] = sprintf("%-22s %9d %9d %9s %10d %10d %9s %9s", label, v("load"), v("lazy_load"),
+		ratio(v("lazy_load"), v("load")), v("restore"), v("lazy_restore"),
+		ratio(v("lazy_restore"), v("restore")), v("lazy_fill") == "" ? "-" : v("lazy_fill"))
 }
 END {
 	print "(status, pause: mean control socket round trip through husk-agentctl, ratio pause / status;"
 	print " write: the VMM\047s own snapshot time (memory lz4, fsync); raw RAM: dd of the guest\047s RAM size"
 	print " from /dev/zero to a file with fsync, same file system, median of 3; write/raw: their ratio;"
-	print " load: husk-vmm --restore start to vCPUs about to run; to exec: --restore start to the"
+	print " load: husk-vmm --restore --eager start to vCPUs about to run; to exec: --restore start to the"
 	print " first agent exec that answers; total: pause sent to that exec, the VMM quit between;"
 	print " times from /proc/uptime, 10 ms resolution)"
+	printf "\nrestore of the same file, eager against lazy:\n"
+	printf "%-22s %9s %9s %9s %10s %10s %9s %9s\n", "guest", "eager ms", "lazy ms", "lazy/eag",
+		"eager exec", "lazy exec", "lazy/eag", "fill ms"
+	for (i = 1; i <= NR; i++)
+		print lazy[i]
+	print "(eager, lazy ms: --restore start to vCPUs about to run (the VMM\047s -vv clock);"
+	print " exec: --restore start to the first agent exec that answers (10 ms resolution);"
+	print " lazy/eag: lazy over eager; fill: --restore --lazy start to the end of the background"
+	print " fill, when the snapshot file is closed (-: not over when the guest was powered off,"
+	print " right after that exec); eager first, then lazy, one run each)"
 }' "$T/figures"
