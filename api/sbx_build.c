@@ -391,9 +391,10 @@ HANDLER(h_snap_build_finalize)
 	json_array_extend(deps, json_object_get(fin, "dependencies"));
 	json_array_extend(deps, json_object_get(fin, "packages"));
 	b->deps = deps;
-	b->snap = json_pack("{sOsOsbsb}", "name", json_object_get(req, "name"), "tag",
+	b->snap = json_pack("{sOsOsbsbsb}", "name", json_object_get(req, "name"), "tag",
 	                    json_object_get(req, "tag"), "public",
-	                    json_is_true(json_object_get(req, "public")), "memory", 1);
+	                    json_is_true(json_object_get(req, "public")), "memory", 1, "keepPaused",
+	                    1);
 	for (const char *const *k =
 	             (const char *const[]){"description", "message", "contentHash", NULL};
 	     *k; k++)

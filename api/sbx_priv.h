@@ -103,7 +103,8 @@ typedef void (*sbx_snap_done_fn)(struct sandbox *sb, json_t *rec, const char *er
  * Snapshots an idle sandbox as id (sbx_snap.c; the guest synced first):
  * body has name, tag, and optionally description, public, memory (default
  * true), message, userMetadata, files (SnapshotInfo fields) and contentHash,
- * env (kept privately). done runs once it runs again.
+ * env (kept privately); keepPaused leaves it paused on disk. done runs once
+ * it runs again (or is paused, with keepPaused).
  */
 int sbx_snapshot_take(struct sandbox *sb, const char *id, json_t *body, int64_t files,
                       sbx_snap_done_fn done, void *arg);

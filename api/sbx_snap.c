@@ -206,7 +206,9 @@ static void paused(struct sandbox *sb, int rc, const char *err, void *arg)
 	huskd_log(sb->id, "snapshot %s (%s)%s%s",
 	          json_string_value(json_object_get(op->body, "name")), op->id,
 	          rc ? " failed: " : "", rc ? op->err : "");
-	if (sbx_unsuspend(sb, "resumed after a snapshot", resumed, op))
+	/* A build's sandbox ends right after: no need to wake it first. */
+	if (json_is_true(json_object_get(op->body, "keepPaused")) ||
+	    sbx_unsuspend(sb, "resumed after a snapshot", resumed, op))
 		op_done(sb, op);
 }
 

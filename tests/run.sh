@@ -69,7 +69,8 @@ suite badinput tests/api/badinput.sh
 suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
-suite api tools/husk-kvm-run --timeout 1500 --idle 600 --bring "$(command -v node)" -- tests/api/e2e.sh
+# GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
+suite api tools/husk-kvm-run --timeout 1500 --idle 600 --bring "$(command -v node)" --bring "$(command -v tar)" -- tests/api/e2e.sh
 suite harness tests/harness.sh
 # On a KVM host the integration suite ran directly; boot once through the
 # nested path too, so the harness CI depends on elsewhere keeps working.

@@ -44,6 +44,6 @@ stop_huskd api/huskd_clean_exit || rc=1
 # huskd --on-idle pause: idle sandboxes go to disk instead of ending.
 HUSKD_ARGS="--on-idle pause"
 start_huskd 3
-HUSK_ON_IDLE=pause client run.mjs || rc=1
+HUSK_ON_IDLE=pause HUSK_TEST_ONLY=idle_pauses client run.mjs || rc=1
 stop_huskd api/huskd_clean_exit_on_idle_pause || rc=1
 exit $rc

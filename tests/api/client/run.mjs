@@ -166,8 +166,14 @@ if (process.env.HUSK_ON_IDLE === 'pause') {
 			info = await client.get(sb.id);
 		}
 		if (info.status !== 'paused') return `still ${info.status} long after its 3 s idle timeout`;
-		const ex = await sb.execute({ command: ['cat', '/root/f'] });
-		const out = ex.stdoutStreamUrl ? (await (await fetch(ex.stdoutStreamUrl)).text()).trim() : '';
+		// Raw: the client keeps only data, and autoResumed sits beside it.
+		const ex = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}/execute`, {
+			method: 'POST',
+			headers: { authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'content-type': 'application/json' },
+			body: JSON.stringify({ command: ['cat', '/root/f'] }),
+		})).json();
+		const url = ex.data?.stdoutStreamUrl;
+		const out = url ? (await (await fetch(url)).text()).trim() : '';
 		const ev = await client.listEvents(sb.id);
 		await sb.destroy();
 		if (!ex.autoResumed) return `execute after the idle pause: ${JSON.stringify(ex)}`;
@@ -377,11 +383,15 @@ await check('snapshots', async () => {
 	await sh(sb, 'echo from-parent > /root/p; echo in-memory > /dev/husk-marker');
 	const s1 = await client.createSnapshot(sb.id, { name: 'e2e-snap', description: 'the parent', tag: 'v1' });
 	const srcAfter = await sh(sb, 'cat /root/p; echo more > /root/q');
+	// The snapshot's clock stands still while it waits: a child must not inherit that.
+	await new Promise((ok) => setTimeout(ok, 15000));
 	const c1 = await client.create({ snapshot: 'e2e-snap:v1' });
 	const c2 = await client.create({ snapshot: s1.snapshotId });
 	await sh(c1, 'echo c1 > /root/only-c1');
 	const c1sees = await sh(c1, 'cat /root/p; cat /dev/husk-marker 2>&1; cat /root/q 2>&1; true');
 	const c2sees = await sh(c2, 'cat /root/p; cat /root/only-c1 2>&1; true');
+	const skew = Number(await sh(c1, 'date +%s')) - Date.now() / 1000;
+	const rand = [await sh(c1, 'od -An -tx1 -N16 /dev/urandom'), await sh(c2, 'od -An -tx1 -N16 /dev/urandom')];
 	const s2 = await client.createSnapshot(c1.id, { name: 'e2e-snap', tag: 'v2' });
 	const lineage = await client.getSnapshotLineage({ snapshot: s2.snapshotId });
 	const list = await client.listSnapshots();
@@ -412,6 +422,8 @@ await check('snapshots', async () => {
 	if (srcAfter !== 'from-parent') return `the parent after its snapshot read ${JSON.stringify(srcAfter)}`;
 	if (!/^from-parent\nin-memory\n.*No such file/s.test(c1sees)) return `child 1 saw ${JSON.stringify(c1sees)}`;
 	if (!/^from-parent\n.*No such file/s.test(c2sees)) return `child 2 saw ${JSON.stringify(c2sees)}`;
+	if (!(Math.abs(skew) < 5)) return `a child's clock is ${skew.toFixed(1)} s off the host's`;
+	if (rand[0] === rand[1] || rand[0].length < 32) return `two children read the same random bytes: ${JSON.stringify(rand)}`;
 	if (s2.parentSnapshotId !== s1.snapshotId) return `s2's parent ${s2.parentSnapshotId}`;
 	if (lineage.lineage.map((l) => l.snapshotId).join() !== [s2.snapshotId, s1.snapshotId].join())
 		return `lineage ${JSON.stringify(lineage)}`;
