@@ -62,7 +62,7 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 	        "usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore "
-	        "FILE)\n"
+	        "FILE [--lazy|--eager])\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
 	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--control PATH] [-v]\n"
 	        "\n"

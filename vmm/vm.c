@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "kvm_stats.h"
 #include "lazy_mem.h"
 #include "log.h"
 #include "vcpu.h"
@@ -255,5 +256,16 @@ int vm_run(struct vm *vm)
 		vcpu_kick(&vm->vcpus[i]);
 	for (unsigned i = 0; i < vm->nr_vcpus; i++)
 		vcpu_join(&vm->vcpus[i]);
+	if (log_max_level >= LOG_DEBUG) {
+		/* What the guest cost KVM: nested-paging faults weigh most under emulation. */
+		uint64_t exits = 0, faults = 0;
+
+		for (unsigned i = 0; i < vm->nr_vcpus; i++)
+			if (kvm_stats_add(vm->vcpus[i].fd, "exits", &exits) ||
+			    kvm_stats_add(vm->vcpus[i].fd, "pf_taken", &faults))
+				break;
+		log_debug("KVM: %llu exits, %llu guest-memory faults taken",
+		          (unsigned long long)exits, (unsigned long long)faults);
+	}
 	return vm->exit_status;
 }
