@@ -259,6 +259,8 @@ static void on_vmm_exit(struct vmm_proc *p, int status, void *arg)
 
 void sbx_maybe_free(struct sandbox *sb)
 {
+	if (sb->held)
+		return;
 	if (sb->vmm_gone && !sb->current && !sb->setup_running && !sb->pausing && !sb->resuming) {
 		sbx_remove_dir(sb->dir);
 		sbx_free(sb);

@@ -176,11 +176,25 @@ static void paused_fired(uv_timer_t *timer)
 }
 
 /* Hands the outcome to whoever started it through sbx_suspend/unsuspend. */
+/* The caller's callback may end the sandbox: it is freed after, not under us. */
 static void then(struct pause_task *t, int rc)
 {
-	if (t->then)
+	if (t->then) {
+		t->sb->held++;
 		t->then(t->sb, rc, t->reply, t->then_arg);
+		t->sb->held--;
+	}
 	t->then = NULL;
+}
+
+/* After then(): true (and freed if nothing else holds it) when the sandbox was ended. */
+static bool ended_by_then(struct sandbox *sb)
+{
+	if (!sb->ending)
+		return false;
+	sbx_ready_fail(sb);
+	sbx_maybe_free(sb);
+	return true;
 }
 
 static void pause_done(struct pause_task *t)
@@ -207,6 +221,7 @@ static void pause_done(struct pause_task *t)
 			api_error(t->r, 500, "INTERNAL", "cannot pause sandbox %s: %s", sb->id,
 			          t->reply);
 		then(t, t->rc);
+		ended_by_then(sb);
 		return;
 	}
 	/* Its exit may not have reached the loop yet: it is expected, reap it here. */
@@ -232,6 +247,8 @@ static void pause_done(struct pause_task *t)
 	else
 		json_decref(out);
 	then(t, 0);
+	if (ended_by_then(sb))
+		return;
 	/* Someone asked for the guest while it was pausing. */
 	if (sb->waiting)
 		sbx_wake(sb);
@@ -257,7 +274,8 @@ static void resume_done(struct pause_task *t)
 			api_error(t->r, 500, "INTERNAL", "cannot resume sandbox %s: %s", sb->id,
 			          t->reply);
 		then(t, t->rc);
-		sbx_ready_fail(sb);
+		if (!ended_by_then(sb))
+			sbx_ready_fail(sb);
 		return;
 	}
 	sbx_timer_stop(sb);
@@ -277,7 +295,8 @@ static void resume_done(struct pause_task *t)
 	if (t->r)
 		api_ok(t->r, 200, NULL);
 	then(t, 0);
-	sbx_ready_run(sb);
+	if (!ended_by_then(sb))
+		sbx_ready_run(sb);
 }
 
 static void ctl_done(void *arg)

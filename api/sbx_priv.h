@@ -39,6 +39,7 @@ struct sandbox {
 	bool pausing, resuming; /* a pause or resume task is under way (sbx_pause.c) */
 	bool on_disk;           /* paused: its memory in dir/memory.snap, no VMM running */
 	bool restoring;         /* a checkpoint is being made or restored (sbx_ckpt.c) */
+	unsigned held;          /* a callback runs that may end it: not freed until it returns */
 	/* What a VMM for it is started with (again, on resume). */
 	uint64_t mem_mib;
 	unsigned vcpus;
