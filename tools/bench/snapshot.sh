@@ -149,6 +149,9 @@ BEGIN {
 	printf "%-22s %9.1f %9.1f %9s %9d %9.1f %11d %9.2f %9d %10d %9d\n", label, st, pa,
 		ratio(pa, st), v("save"), v("size_kib") / 1024, v("raw"),
 		(v("raw") > 0 ? v("save") / v("raw") : 0), v("load"), v("restore"), v("total")
+	if (v("dirty") + 0 > 0)
+		per_gib[NR] = sprintf("%-22s %9d ms per GiB dirtied (pause %.0f ms + write %d ms for %d MiB)",
+			label, (pa + v("save")) * 1024 / v("dirty"), pa, v("save"), v("dirty"))
 	lazy[NR] = sprintf("%-22s %9d %9d %9s %10d %10d %9s %9s", label, v("load"), v("lazy_load"),
 		ratio(v("lazy_load"), v("load")), v("restore"), v("lazy_restore"),
 		ratio(v("lazy_restore"), v("restore")), v("lazy_fill") == "" ? "-" : v("lazy_fill"))
@@ -160,6 +163,10 @@ END {
 	print " load: husk-vmm --restore --eager start to vCPUs about to run; to exec: --restore start to the"
 	print " first agent exec that answers; total: pause sent to that exec, the VMM quit between;"
 	print " times from /proc/uptime, 10 ms resolution)"
+	printf "\npause to disk per GiB of dirtied guest memory (goal <= 500 ms/GiB):\n"
+	for (i = 1; i <= NR; i++)
+		if (i in per_gib)
+			print per_gib[i]
 	printf "\nrestore of the same file, eager against lazy:\n"
 	printf "%-22s %9s %9s %9s %10s %10s %9s %9s\n", "guest", "eager ms", "lazy ms", "lazy/eag",
 		"eager exec", "lazy exec", "lazy/eag", "fill ms"
