@@ -122,6 +122,11 @@ void snap_describe(const struct snap_reader *r, uint32_t i, char *buf, size_t le
 
 /* The largest frame snap_frame_compress() can make of len bytes. */
 size_t snap_frame_bound(size_t len);
+/* Decompresses one whole frame (stored bytes) into exactly raw bytes whose checksum is csum. */
+int snap_frame_decompress(LZ4F_dctx *dctx, const uint8_t *src, size_t stored, void *dst, size_t raw,
+                          uint32_t csum, char *why, size_t whylen);
+/* The largest frame of len bytes any writer could make (a reader's bound; len <= stored). */
+size_t snap_frame_limit(size_t len);
 
 /*
  * Compresses src into one LZ4 frame (content size, block and content

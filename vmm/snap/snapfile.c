@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The snapshot file: header, section table, state blobs, and the frame
- * helpers guest RAM (snapmem.c) shares. The layout is in FORMAT.md.
+ * Reading a snapshot file: the header, the section table (every entry
+ * checked against the file and each other before use) and the state blobs.
+ * The layout is in FORMAT.md; the frame helpers are in snapframe.c.
  */
 #include "snapfile.h"
 
@@ -15,220 +16,6 @@
 #include <unistd.h>
 
 #include "snap_priv.h"
-
-void snap_fail(char *err, size_t errlen, const char *path, const char *fmt, ...)
-{
-	va_list ap;
-	int n;
-
-	if (!err || !errlen)
-		return;
-	n = snprintf(err, errlen, "snapshot %s: ", path);
-	if (n < 0 || (size_t)n >= errlen)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(err + n, errlen - (size_t)n, fmt, ap);
-	va_end(ap);
-}
-
-void snap_describe(const struct snap_reader *r, uint32_t i, char *buf, size_t len)
-{
-	const struct snap_entry *e = &r->ents[i];
-
-	switch (e->type) {
-	case SNAP_VM:
-		snprintf(buf, len, "section %u (vm)", i);
-		break;
-	case SNAP_VCPU:
-		snprintf(buf, len, "section %u (vcpu %u)", i, e->id);
-		break;
-	case SNAP_DEVICE:
-		snprintf(buf, len, "section %u (device %s %u)", i, e->name, e->id);
-		break;
-	case SNAP_RAM:
-		snprintf(buf, len, "section %u (ram layout)", i);
-		break;
-	case SNAP_MEMORY:
-		snprintf(buf, len, "section %u (memory chunk %u)", i, e->id);
-		break;
-	default:
-		snprintf(buf, len, "section %u (type %u)", i, e->type);
-	}
-}
-
-/*
- * Independent 256 KiB blocks: large enough that the per-block size and
- * checksum cost nothing, small enough for the contexts' buffers. Level 0
- * is LZ4's fast mode; snapshots are taken while the guest waits.
- */
-static const LZ4F_preferences_t snap_prefs = {
-	.frameInfo =
-		{
-			.blockSizeID = LZ4F_max256KB,
-			.blockMode = LZ4F_blockIndependent,
-			.contentChecksumFlag = LZ4F_contentChecksumEnabled,
-			.blockChecksumFlag = LZ4F_blockChecksumEnabled,
-		},
-	.compressionLevel = 0,
-};
-
-size_t snap_frame_bound(size_t len)
-{
-	return LZ4F_compressFrameBound(len, &snap_prefs);
-}
-
-/*
- * The largest frame of len bytes that any writer could make: LZ4's
- * smallest blocks carry the most per-block overhead. Callers check len
- * against the stored size first, so that nothing here can wrap.
- */
-static size_t frame_limit(size_t len)
-{
-	LZ4F_preferences_t prefs = snap_prefs;
-
-	prefs.frameInfo.blockSizeID = LZ4F_max64KB;
-	return LZ4F_compressFrameBound(len, &prefs);
-}
-
-int snap_frame_compress(LZ4F_cctx *cctx, void *dst, size_t cap, const void *src, size_t len,
-                        size_t *stored, uint32_t *csum)
-{
-	LZ4F_preferences_t prefs = snap_prefs;
-	LZ4F_cctx *own = NULL;
-	size_t n, at;
-	int ret = -EIO;
-
-	if (!cctx) {
-		if (LZ4F_isError(LZ4F_createCompressionContext(&own, LZ4F_VERSION)))
-			return -ENOMEM;
-		cctx = own;
-	}
-	prefs.frameInfo.contentSize = len;
-	n = LZ4F_compressBegin(cctx, dst, cap, &prefs);
-	if (LZ4F_isError(n))
-		goto out;
-	at = n;
-	if (len) {
-		n = LZ4F_compressUpdate(cctx, (uint8_t *)dst + at, cap - at, src, len, NULL);
-		if (LZ4F_isError(n))
-			goto out;
-		at += n;
-	}
-	n = LZ4F_compressEnd(cctx, (uint8_t *)dst + at, cap - at, NULL);
-	if (LZ4F_isError(n))
-		goto out;
-	at += n;
-	*stored = at;
-	/* With a content checksum, a frame ends with it. */
-	*csum = snap_get32((uint8_t *)dst + at - 4);
-	ret = 0;
-out:
-	LZ4F_freeCompressionContext(own);
-	return ret;
-}
-
-/* Decompresses one whole frame into exactly raw bytes; why says what failed. */
-static int frame_decompress(LZ4F_dctx *dctx, const uint8_t *src, size_t stored, void *dst,
-                            size_t raw, uint32_t csum, char *why, size_t whylen)
-{
-	LZ4F_frameInfo_t fi;
-	size_t in_off, out_off = 0, n, rc;
-	uint8_t dummy;
-
-	if (stored < SNAP_FRAME_MIN || snap_get32(src + stored - 4) != csum) {
-		snprintf(why, whylen, "its checksum does not match the table's");
-		return -EIO;
-	}
-	LZ4F_resetDecompressionContext(dctx);
-	in_off = stored;
-	rc = LZ4F_getFrameInfo(dctx, &fi, src, &in_off);
-	if (LZ4F_isError(rc)) {
-		snprintf(why, whylen, "bad LZ4 frame header (%s)", LZ4F_getErrorName(rc));
-		return -EIO;
-	}
-	/* Checksums are what make this format safe to load: insist on them. */
-	if (fi.frameType != LZ4F_frame || fi.contentChecksumFlag != LZ4F_contentChecksumEnabled ||
-	    fi.blockChecksumFlag != LZ4F_blockChecksumEnabled || fi.contentSize != raw) {
-		snprintf(why, whylen, "its LZ4 frame lacks checksums or has the wrong size");
-		return -EIO;
-	}
-	for (;;) {
-		size_t in = stored - in_off, out = raw - out_off;
-
-		rc = LZ4F_decompress(dctx, raw ? (uint8_t *)dst + out_off : &dummy, &out,
-		                     src + in_off, &in, NULL);
-		if (LZ4F_isError(rc)) {
-			snprintf(why, whylen, "lz4 reports %s", LZ4F_getErrorName(rc));
-			return -EIO;
-		}
-		in_off += in;
-		out_off += out;
-		if (rc == 0)
-			break;
-		if (in == 0 && out == 0) {
-			snprintf(why, whylen, "its LZ4 frame ends early");
-			return -EIO;
-		}
-	}
-	n = stored - in_off;
-	if (n || out_off != raw) {
-		snprintf(why, whylen, "%zu bytes follow its LZ4 frame", n);
-		return -EIO;
-	}
-	return 0;
-}
-
-int snap_pio_all(int fd, void *buf, size_t len, uint64_t off, int write)
-{
-	while (len) {
-		ssize_t n =
-			write ? pwrite(fd, buf, len, (off_t)off) : pread(fd, buf, len, (off_t)off);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return n < 0 ? -errno : -EIO;
-		buf = (uint8_t *)buf + n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
-int snap_section_read(struct snap_reader *r, uint32_t i, LZ4F_dctx *dctx, void *src, void *dst,
-                      char *err, size_t errlen)
-{
-	const struct snap_entry *e = &r->ents[i];
-	LZ4F_dctx *own = NULL;
-	void *own_src = NULL;
-	char why[160], what[80];
-	int ret;
-
-	if (!dctx) {
-		if (LZ4F_isError(LZ4F_createDecompressionContext(&own, LZ4F_VERSION)))
-			return -ENOMEM;
-		dctx = own;
-	}
-	if (!src && !(src = own_src = malloc(e->stored))) {
-		ret = -ENOMEM;
-		goto out;
-	}
-	ret = snap_pio_all(r->fd, src, e->stored, e->off, 0);
-	if (ret) {
-		snap_describe(r, i, what, sizeof(what));
-		snap_fail(err, errlen, r->path, "%s cannot be read: %s", what, strerror(-ret));
-		goto out;
-	}
-	ret = frame_decompress(dctx, src, e->stored, dst, e->raw, e->csum, why, sizeof(why));
-	if (ret) {
-		snap_describe(r, i, what, sizeof(what));
-		snap_fail(err, errlen, r->path, "%s is corrupt: %s", what, why);
-	}
-out:
-	free(own_src);
-	LZ4F_freeDecompressionContext(own);
-	return ret;
-}
 
 /* --- reading --- */
 
@@ -281,7 +68,7 @@ static int header_check(struct snap_reader *r, const uint8_t *h, uint64_t size, 
 		return -EINVAL;
 	}
 	raw = SNAP_HDR_SIZE + (uint64_t)count * SNAP_ENTRY_SIZE;
-	if (tlen < SNAP_FRAME_MIN || raw / SNAP_MAX_RATIO > tlen || tlen > frame_limit(raw)) {
+	if (tlen < SNAP_FRAME_MIN || raw / SNAP_MAX_RATIO > tlen || tlen > snap_frame_limit(raw)) {
 		snap_fail(err, errlen, p, "section table of %llu bytes cannot hold %u sections",
 		          (unsigned long long)tlen, count);
 		return -EINVAL;
@@ -334,7 +121,7 @@ static int entry_check(struct snap_reader *r, uint32_t i, uint64_t data_end, cha
 		return -EINVAL;
 	}
 	if (e->stored < SNAP_FRAME_MIN || e->raw / SNAP_MAX_RATIO > e->stored ||
-	    e->stored > frame_limit(e->raw)) {
+	    e->stored > snap_frame_limit(e->raw)) {
 		snap_fail(err, errlen, r->path, "%s: %llu stored bytes cannot hold %llu bytes",
 		          what, (unsigned long long)e->stored, (unsigned long long)e->raw);
 		return -EINVAL;
@@ -420,8 +207,8 @@ static int table_load(struct snap_reader *r, const uint8_t *hdr, char *err, size
 		snap_fail(err, errlen, r->path, "section table cannot be read: %s", strerror(-ret));
 		goto out;
 	}
-	ret = frame_decompress(dctx, src, tlen, table, raw, snap_get32(hdr + H_TABLE_CSUM), why,
-	                       sizeof(why));
+	ret = snap_frame_decompress(dctx, src, tlen, table, raw, snap_get32(hdr + H_TABLE_CSUM),
+	                            why, sizeof(why));
 	if (ret) {
 		snap_fail(err, errlen, r->path, "section table is corrupt: %s", why);
 		goto out;
