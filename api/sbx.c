@@ -367,6 +367,9 @@ static void adopt_one(struct huskd *d, json_t *row)
 	sb->paused_ms = (uint64_t)json_integer_value(json_object_get(priv, "pausedMs"));
 	sb->mem_mib = (uint64_t)json_integer_value(json_object_get(priv, "memMib"));
 	sb->vcpus = (unsigned)json_integer_value(json_object_get(priv, "vcpus"));
+	sb->cpu_millis = json_integer_value(json_object_get(priv, "cpuMillis"));
+	if (sb->cpu_millis <= 0)
+		sb->cpu_millis = (int64_t)sb->vcpus * 1000;
 	sb->on_disk = json_is_true(json_object_get(priv, "onDisk"));
 	if (json_is_string(json_object_get(priv, "layer")))
 		sb->layer = strdup(json_string_value(json_object_get(priv, "layer")));
@@ -395,6 +398,8 @@ static void adopt_one(struct huskd *d, json_t *row)
 		/* A paused VMM stays paused; the first request resumes it. */
 		sb->ready = strcmp(status, "paused") != 0;
 		huskd_log(id, "adopted its running VMM (pid %d)", (int)pid);
+		/* A restart during its start-up left the quota lifted. */
+		sbx_cpu_limit(sb, true);
 		if (!strcmp(status, "idle"))
 			sbx_idle_arm(sb);
 		if (!strcmp(status, "running"))

@@ -67,32 +67,55 @@ static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *mi
 	return 0;
 }
 
-/* The sandbox's cgroup, with cpu.max from its millicores; NULL where cgroups are not ours. */
-static char *make_cgroup(struct huskd *d, const char *id, int64_t millis)
+/* Writes the cgroup's cpu.max: the quota of millis millicores, or none (millis 0). */
+static int write_cpu_max(const char *dir, int64_t millis)
 {
-	char *dir, *file, val[64];
+	char file[4200], val[64];
 	FILE *f;
 
-	if (!d->cgroups || asprintf(&dir, "%s/%s", d->cgroup_root, id) < 0)
-		return NULL;
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-		goto fail;
-	if (asprintf(&file, "%s/cpu.max", dir) < 0)
-		goto fail;
+	snprintf(file, sizeof(file), "%s/cpu.max", dir);
+	if (millis)
+		snprintf(val, sizeof(val), "%lld 100000\n", (long long)millis * 100);
+	else
+		snprintf(val, sizeof(val), "max 100000\n");
 	f = fopen(file, "we");
-	free(file);
-	snprintf(val, sizeof(val), "%lld 100000\n", (long long)millis * 100);
 	if (!f || fputs(val, f) < 0 || fclose(f) != 0) {
 		if (f)
 			fclose(f);
-		goto fail;
+		return -errno;
+	}
+	return 0;
+}
+
+/*
+ * While a VMM starts, boots or restores, huskd's own work for it (guest
+ * memory filled from a snapshot, decompression) runs in its cgroup too:
+ * the quota holds from the moment the sandbox is ready, not before.
+ */
+void sbx_cpu_limit(struct sandbox *sb, bool limited)
+{
+	int rc = sb->cgroup ? write_cpu_max(sb->cgroup, limited ? sb->cpu_millis : 0) : 0;
+
+	if (rc)
+		huskd_log(sb->id, "cannot %s its cpu limit: %s", limited ? "set" : "lift",
+		          strerror(-rc));
+}
+
+/* The sandbox's cgroup, its cpu not limited yet; NULL where cgroups are not ours. */
+static char *make_cgroup(struct huskd *d, const char *id)
+{
+	char *dir;
+
+	if (!d->cgroups || asprintf(&dir, "%s/%s", d->cgroup_root, id) < 0)
+		return NULL;
+	if ((mkdir(dir, 0755) < 0 && errno != EEXIST) || write_cpu_max(dir, 0)) {
+		huskd_log(id, "cannot set up cgroup %s (%s); cpu is not limited", dir,
+		          strerror(errno));
+		rmdir(dir);
+		free(dir);
+		return NULL;
 	}
 	return dir;
-fail:
-	huskd_log(id, "cannot set up cgroup %s (%s); cpu is not limited", dir, strerror(errno));
-	rmdir(dir);
-	free(dir);
-	return NULL;
 }
 
 static int layer_create(const char *path, const char *base, int64_t want, uint64_t *vsize,
@@ -243,6 +266,7 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 	                 (json_int_t)idle_ms, "pausedMs", (json_int_t)paused_ms, "env", sb->env,
 	                 "memMib", (json_int_t)((uint64_t)mem >> 20), "vcpus",
 	                 (json_int_t)((millis + 999) / 1000));
+	json_object_set_new(priv, "cpuMillis", json_integer(millis));
 	sbx_base_apply(sb, &b, pub, priv);
 	status = store_sandbox_insert(d->store, pub, priv, info) ? 500 : 0;
 	if (status) {
@@ -251,8 +275,9 @@ int sbx_create(struct huskd *d, json_t *body, json_t **info, struct sandbox **ou
 		sbx_free(sb);
 		goto out;
 	}
-	cgroup = make_cgroup(d, id, millis);
+	cgroup = make_cgroup(d, id);
 	sb->cgroup = cgroup ? strdup(cgroup) : NULL;
+	sb->cpu_millis = millis;
 	sb->layer = strdup(layer);
 	sb->mem_mib = (uint64_t)mem >> 20;
 	sb->vcpus = (unsigned)((millis + 999) / 1000);

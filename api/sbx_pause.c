@@ -259,6 +259,8 @@ static void resume_done(struct pause_task *t)
 	struct sandbox *sb = t->sb;
 
 	sb->resuming = false;
+	if (t->restored)
+		sbx_cpu_limit(sb, true);
 	if (sb->ending) {
 		if (t->r)
 			api_error(t->r, 409, "SANDBOX_TERMINATED",
@@ -338,6 +340,7 @@ static int ctl_start(struct sandbox *sb, struct http_req *r, bool pause, const c
 		}
 		if (sb->cgroup)
 			mkdir(sb->cgroup, 0755);
+		sbx_cpu_limit(sb, false);
 		sbx_vmm_spec(sb, t->snap, &spec);
 		if (sbx_start_vmm(sb, &spec, err, sizeof(err))) {
 			huskd_log(sb->id, "cannot restore: %s", err);

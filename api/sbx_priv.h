@@ -43,6 +43,7 @@ struct sandbox {
 	/* What a VMM for it is started with (again, on resume). */
 	uint64_t mem_mib;
 	unsigned vcpus;
+	int64_t cpu_millis; /* its cgroup's quota once ready (sbx_cpu_limit) */
 	char *layer, *cgroup;
 	char *base;                   /* the image its layers sit on (runtime or snapshot) */
 	char base_snap[STORE_ID_LEN]; /* the snapshot that base is, "" for a runtime */
@@ -77,6 +78,8 @@ typedef void (*sbx_then_fn)(struct sandbox *sb, int rc, const char *err, void *a
 /* Pauses an idle sandbox to disk (its VMM ends) / resumes one from disk, then calls then. */
 int sbx_suspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
 int sbx_unsuspend(struct sandbox *sb, const char *reason, sbx_then_fn then, void *arg);
+/* Sets (limited) or lifts the cgroup's cpu quota (sbx_create.c): lifted while it starts. */
+void sbx_cpu_limit(struct sandbox *sb, bool limited);
 /* Starts the setup task (sbx_setup.c; steals files); restored: resumed from a snapshot. */
 int sbx_setup_start(struct sandbox *sb, json_t *files, bool restored);
 /* Boots a fresh VMM on the sandbox's layer and sets it up (sbx_setup.c); ready after. */

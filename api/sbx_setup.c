@@ -159,6 +159,7 @@ static void setup_done(void *arg)
 	}
 	free(s);
 	sb->ready = true;
+	sbx_cpu_limit(sb, true);
 	/*
 	 * A oneshot's command starts from the waiting list and sets "running"
 	 * itself: it must never look idle before its command ran (API.md §7.1).
@@ -233,6 +234,7 @@ int sbx_boot(struct sandbox *sb, char *err, size_t errlen)
 
 	if (sb->cgroup)
 		mkdir(sb->cgroup, 0755);
+	sbx_cpu_limit(sb, false);
 	sbx_vmm_spec(sb, NULL, &spec);
 	if (sbx_start_vmm(sb, &spec, err, errlen))
 		return -EIO;

@@ -154,6 +154,19 @@ await check('idle_timeout_reaps', async () => {
 	if (!/idle/.test(t?.event?.reason ?? '')) return `terminated event: ${JSON.stringify(t)}`;
 });
 
+// The cpu quota (cgroup v2 cpu.max) is lifted while a sandbox starts and holds
+// once it is ready.
+await check('cpu_limit_once_ready', async () => {
+	const { readFileSync, existsSync } = await import('node:fs');
+	const sb = await client.create({ runtime: 'base:latest', resources: { cpu: '500m' } });
+	await sb.execute({ command: ['true'] });
+	const f = `/sys/fs/cgroup/husk/${sb.id}/cpu.max`;
+	const max = existsSync(f) ? readFileSync(f, 'utf8').trim() : '';
+	await sb.destroy();
+	if (!existsSync('/sys/fs/cgroup/husk')) return; // no cgroup v2 cpu controller here: nothing to check
+	if (max !== '50000 100000') return `cpu.max of a ready 500m sandbox is ${JSON.stringify(max)}`;
+});
+
 // huskd --on-idle pause (tests/api/e2e.sh runs this with HUSK_ON_IDLE=pause):
 // the idle timeout writes the sandbox to disk instead; an execute resumes it.
 if (process.env.HUSK_ON_IDLE === 'pause') {
