@@ -60,6 +60,8 @@ hardware_kvm() {
 	[ -c /dev/kvm ] && [ -w /dev/kvm ] && { [ -d /sys/module/kvm_intel ] || [ -d /sys/module/kvm_amd ]; }
 }
 
+# Every C file as make format writes it (Debian bookworm's clang-format 14).
+suite format sh -c 'if out=$(make --no-print-directory check-format 2>&1); then echo "PASS format/check_format: $out"; else echo "FAIL format/check_format: $out"; fi'
 suite unit build/tests/unit-tests
 suite agent tests/agent/host.sh
 suite img tests/img/run.sh

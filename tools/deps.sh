@@ -4,7 +4,7 @@
 set -eu
 
 packages="
-build-essential pkg-config clang libclang-rt-14-dev
+build-essential pkg-config clang clang-format libclang-rt-14-dev
 linux-source-6.1 bc bison flex libelf-dev libssl-dev xz-utils lz4 cpio gzip
 busybox-static qemu-system-x86 qemu-utils
 libjansson-dev libuv1-dev libhttp-parser-dev libsqlite3-dev libyaml-dev liblz4-dev

@@ -28,12 +28,10 @@ static int snap_create(struct cli *c, int argc, char **argv)
 {
 	const char *name = NULL, *desc = NULL, *tag = NULL;
 	bool pub = false, no_mem = false;
-	const struct opt opts[] = {{"name", 0, OPT_STR, &name},
-	                           {"no-memory", 0, OPT_FLAG, &no_mem},
-	                           {"description", 0, OPT_STR, &desc},
-	                           {"tag", 0, OPT_STR, &tag},
-	                           {"public", 0, OPT_FLAG, &pub},
-	                           {NULL, 0, 0, NULL}};
+	const struct opt opts[] = {
+		{"name", 0, OPT_STR, &name},        {"no-memory", 0, OPT_FLAG, &no_mem},
+		{"description", 0, OPT_STR, &desc}, {"tag", 0, OPT_STR, &tag},
+		{"public", 0, OPT_FLAG, &pub},      {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	json_t *body;
 	struct args a;

@@ -64,8 +64,9 @@ int main(int argc, char **argv)
 
 	if (argc != 3)
 		return 2;
-	ret = !strcmp(argv[1], "--unix") ? agent_client_connect_unix(argv[2], &c)
-					  : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
+	ret = !strcmp(argv[1], "--unix")
+	              ? agent_client_connect_unix(argv[2], &c)
+	              : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
 	if (ret) {
 		printf("FAIL agent/rawframes: cannot connect: %s\n", strerror(-ret));
 		return 1;
@@ -79,7 +80,8 @@ int main(int argc, char **argv)
 	check(!ret && reply(c, 2, code, sizeof(code)) == FRAME_ERROR && !strcmp(code, "bad_json"),
 	      "json_not_object", code);
 	ret = agent_client_send(c, FRAME_REQUEST, 0, 3, "{\"x\":1}", 7);
-	check(!ret && reply(c, 3, code, sizeof(code)) == FRAME_ERROR && !strcmp(code, "bad_request"),
+	check(!ret && reply(c, 3, code, sizeof(code)) == FRAME_ERROR &&
+	              !strcmp(code, "bad_request"),
 	      "missing_op", code);
 	ret = agent_client_send(c, FRAME_REQUEST, 0, 4, "{\"op\":\"launch\"}", 15);
 	check(!ret && reply(c, 4, code, sizeof(code)) == FRAME_ERROR && !strcmp(code, "unknown_op"),
@@ -91,7 +93,8 @@ int main(int argc, char **argv)
 	check(!ret && reply(c, 77, code, sizeof(code)) == FRAME_ERROR && !strcmp(code, "not_found"),
 	      "stdin_for_unknown_id", code);
 	ret = agent_client_send(c, FRAME_REQUEST, 0, 6, "{\"op\":\"exec\",\"argv\":[]}", 23);
-	check(!ret && reply(c, 6, code, sizeof(code)) == FRAME_ERROR && !strcmp(code, "bad_request"),
+	check(!ret && reply(c, 6, code, sizeof(code)) == FRAME_ERROR &&
+	              !strcmp(code, "bad_request"),
 	      "exec_empty_argv", code);
 
 	/* 64 MiB announced: refused unread, and the stream stays in step. */
@@ -107,7 +110,7 @@ int main(int argc, char **argv)
 		}
 		free(junk);
 		check(ret && reply(c, 7, code, sizeof(code)) == FRAME_ERROR &&
-			      !strcmp(code, "frame_too_large"),
+		              !strcmp(code, "frame_too_large"),
 		      "frame_too_large", code);
 		check(info_works(c, 8), "survives_bad_frames", "no reply to info after them");
 	}
@@ -121,8 +124,9 @@ int main(int argc, char **argv)
 	agent_client_close(c);
 
 	/* And the agent still takes new connections. */
-	ret = !strcmp(argv[1], "--unix") ? agent_client_connect_unix(argv[2], &c)
-					  : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
+	ret = !strcmp(argv[1], "--unix")
+	              ? agent_client_connect_unix(argv[2], &c)
+	              : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
 	check(!ret && info_works(c, 1), "new_connection_after_close", "cannot talk to it");
 	if (!ret)
 		agent_client_close(c);

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 		off += used;
 		if (st == FRAME_OK && f.type == FRAME_REQUEST) {
-			json_t *j = json_loadb((const char *)f.payload, f.len, JSON_REJECT_DUPLICATES, NULL);
+			json_t *j = json_loadb((const char *)f.payload, f.len,
+			                       JSON_REJECT_DUPLICATES, NULL);
 
 			json_decref(j);
 		}

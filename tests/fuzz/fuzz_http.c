@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Fuzzes the HTTP core (api/http_conn.c and the parser callbacks) without
+ * Fuzzes the HTTP core (api/http/http_conn.c and the parser callbacks) without
  * sockets, through the unit tests' fake transport. The input's first bytes
  * pick small limits and the size of the pieces it is fed in; the rest is
  * client bytes. Between pieces the "handler" side acts on what the input

@@ -40,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (ret < 0)
 			continue;
 		virtq_chain_read(&chain, 0, scratch, sizeof(scratch));
-		virtq_chain_write(&chain, 0, scratch, chain.in_len < sizeof(scratch) ? chain.in_len : sizeof(scratch));
+		virtq_chain_write(&chain, 0, scratch,
+		                  chain.in_len < sizeof(scratch) ? chain.in_len : sizeof(scratch));
 		virtq_push(&vq, chain.head, chain.in_len);
 		virtq_should_signal(&vq);
 	}

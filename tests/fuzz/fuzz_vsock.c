@@ -14,7 +14,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const char *why;
 	uint32_t port;
 
-	if (vsock_pkt_parse(data, size, size > VSOCK_HDR_SIZE ? size - VSOCK_HDR_SIZE : 0, 3, &p, &why) == 0) {
+	if (vsock_pkt_parse(data, size, size > VSOCK_HDR_SIZE ? size - VSOCK_HDR_SIZE : 0, 3, &p,
+	                    &why) == 0) {
 		/* What parses must encode back to the same header. */
 		vsock_pkt_encode(&p, &wire);
 		if (memcmp(&wire, data, sizeof(wire)))

@@ -3,7 +3,7 @@
 #define HUSK_TEST_HTTP_FAKE_H
 
 /*
- * A fake transport for the socket-free HTTP core (api/http_conn.h): what the
+ * A fake transport for the socket-free HTTP core (api/http/http_conn.h): what the
  * connection writes is collected in out, sends complete when fake_run says
  * so, and the timer fires when the test (or fuzzer) fires it. Used by the
  * unit tests and by tests/fuzz/fuzz_http.c.

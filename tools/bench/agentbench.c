@@ -32,7 +32,8 @@ static int cmp(const void *a, const void *b)
 static double timed_exec(struct agent_client *c, const char *script, int in_fd, int out_fd)
 {
 	json_t *req = json_pack("{s:s, s:[s,s,s], s:b}", "op", "exec", "argv", "sh", "-c", script,
-				"stdin", in_fd >= 0), *res = NULL;
+	                        "stdin", in_fd >= 0),
+	       *res = NULL;
 	double t0 = now_ms();
 	int ret = agent_exec(c, req, in_fd, out_fd, -1, &res);
 	double t = now_ms() - t0;
@@ -59,8 +60,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: agentbench (--unix PATH | --vsock PATH) [RUNS] [MIB]\n");
 		return 2;
 	}
-	ret = !strcmp(argv[1], "--unix") ? agent_client_connect_unix(argv[2], &c)
-					  : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
+	ret = !strcmp(argv[1], "--unix")
+	              ? agent_client_connect_unix(argv[2], &c)
+	              : agent_client_connect_vsock(argv[2], AGENT_VSOCK_PORT, &c);
 	if (ret) {
 		fprintf(stderr, "agentbench: cannot connect: %s\n", strerror(-ret));
 		return 1;

@@ -133,8 +133,8 @@ int store_list_page(struct store *s, const struct store_page *p, json_t **out)
  * Takes the store's lock itself. -ENOENT for an unknown sandbox.
  */
 int store_list_rows(struct store *s, const char *sql, const char *sandbox_id, int limit,
-		    json_t *(*row)(struct store *s, sqlite3_stmt *st), const char *key,
-		    json_t **out) __attribute__((warn_unused_result));
+                    json_t *(*row)(struct store *s, sqlite3_stmt *st), const char *key,
+                    json_t **out) __attribute__((warn_unused_result));
 
 /* The ORDER BY column for a sort name from a NULL-terminated {name, column} table, or NULL. */
 const char *store_sort_column(const char *const (*map)[2], const char *sort);

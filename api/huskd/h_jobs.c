@@ -14,7 +14,6 @@
 #include "handlers.h"
 #include "json_resp.h"
 
-
 /* The API's view of an agent job; stopped: huskd stopped it (cancelled). */
 static json_t *job_patch(json_t *aj, bool stopped, const char **status)
 {
