@@ -40,7 +40,11 @@ lib = $(BUILD)/lib/$(2)/libhusk-$(1).a
 
 # huskd (api/huskd): its state store (SQLite) in store/, the rest beside main.
 STORE_SRCS := $(sort $(wildcard api/huskd/store/*.c))
-HUSKD_SRCS := $(sort $(wildcard api/huskd/*.c)) $(STORE_SRCS)
+HUSKD_SRCS := api/huskd/agentop.c api/huskd/h_archive.c api/huskd/h_ckpt.c api/huskd/h_fs.c api/huskd/h_jobs.c \
+	api/huskd/h_sandbox.c api/huskd/h_snap.c api/huskd/h_stats.c api/huskd/huskd.c api/huskd/outbuf.c api/huskd/sbx.c \
+	api/huskd/sbx_build.c api/huskd/sbx_ckpt.c api/huskd/sbx_create.c api/huskd/sbx_exec.c api/huskd/sbx_pause.c \
+	api/huskd/sbx_setup.c api/huskd/sbx_snap.c api/huskd/task.c api/huskd/util.c api/huskd/vmm_proc.c api/huskd/waiters.c \
+	$(STORE_SRCS)
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
