@@ -72,13 +72,13 @@ rm -f "$log"
 # A nested host that never reaches the command is retried once, then
 # reported with its console instead of hanging until the hard timeout.
 # HUSK_L1_HOLD_BOOT holds the boot for good, so the watchdog must fire
-# however fast the nested host boots.
+# however fast the nested host boots (before or after the hold is reached).
 if [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; then
 	echo "SKIP harness/boot_watchdog: hardware KVM here, no nested host"
 else
 	out=$(HUSK_L1_HOLD_BOOT=1 HUSK_L1_BOOT_LIMIT=1 tools/husk-kvm-run --timeout 900 -- true 2>&1)
 	rc=$?
-	if [ "$rc" = 125 ] && echo "$out" | grep -q 'wedged twice' && echo "$out" | grep -q 'holding the boot'; then
+	if [ "$rc" = 125 ] && echo "$out" | grep -q 'wedged twice'; then
 		echo "PASS harness/boot_watchdog"
 	else
 		echo "FAIL harness/boot_watchdog: status $rc, output: $(echo "$out" | tail -n 5)"
