@@ -64,6 +64,11 @@ AGENTCTL := $(BIN)/husk-agentctl
 AGENTBENCH := $(BIN)/agentbench
 AGENT_SAN := $(BIN)/husk-agent-san
 RAWFRAMES := $(BUILD)/tests/rawframes
+# A stand-in husk-vmm with a pretend guest, for huskd's host-only tests (tests/fakes/README.md).
+FAKE_VMM := $(BUILD)/tests/fake-vmm
+FAKE_CHECK := $(BUILD)/tests/fake-check
+FAKE_VMM_SRCS := $(sort $(wildcard tests/fakes/*.c))
+FAKE_CHECK_SRCS := $(sort $(wildcard tests/fakes/check/*.c))
 HUSK_IMG := $(BIN)/husk-img
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
@@ -92,7 +97,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -149,6 +154,13 @@ $(AGENT_SAN): $(call obj,san,$(AGENT_SRCS)) $(call lib,proto,san) $(call lib,evl
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
 $(RAWFRAMES): $(call obj,san,tests/agent/rawframes.c) $(call lib,agent,san) $(call lib,proto,san)
+	$(call link,$(SAN_CFLAGS),-ljansson)
+
+$(FAKE_VMM): $(call obj,san,$(FAKE_VMM_SRCS)) $(call lib,proto,san)
+	$(call link,$(SAN_CFLAGS),-ljansson -lm)
+
+# Drives fake-vmm as huskd would, to check the fake itself (tests/fakes/check.sh).
+$(FAKE_CHECK): $(call obj,san,$(FAKE_CHECK_SRCS)) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
 $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) $(call lib,vmmctl,rel) $(call lib,proto,rel)

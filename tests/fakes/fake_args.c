@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+/*
+ * fake-vmm's command line: husk-vmm's options (those huskd gives), the
+ * failure modes of FAKE_VMM, and husk.dial=PORT on the kernel command line.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fake.h"
+
+#define MAX_VCPUS 255
+
+static const char usage_line[] =
+	"usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore FILE)\n"
+	"                [--mem SIZE] [--vcpus N] [--disk PATH,serial=ID]... [--vsock PATH]\n"
+	"                [--control PATH] [--console PATH]   (fake-vmm; FAKE_VMM=nodial,\n"
+	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec)\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "husk-vmm: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\n%s", usage_line);
+	return EXIT_USAGE;
+}
+
+int parse_fail_modes(const char *s, unsigned *out)
+{
+	static const struct {
+		const char *name;
+		unsigned bit;
+	} modes[] = {{"nodial", FAIL_NODIAL},
+	             {"crash-at-start", FAIL_CRASH_AT_START},
+	             {"hang-control", FAIL_HANG_CONTROL},
+	             {"snapshot-fails", FAIL_SNAPSHOT},
+	             {"exit-on-exec", FAIL_EXIT_ON_EXEC}};
+
+	*out = 0;
+	while (s && *s) {
+		size_t n = strcspn(s, ","), i;
+
+		for (i = 0; n && i < sizeof(modes) / sizeof(modes[0]); i++)
+			if (strlen(modes[i].name) == n && !strncmp(s, modes[i].name, n))
+				break;
+		if (n && i == sizeof(modes) / sizeof(modes[0])) {
+			fprintf(stderr, "husk-vmm: FAKE_VMM: unknown mode '%.*s'\n", (int)n, s);
+			return -EINVAL;
+		}
+		if (n)
+			*out |= modes[i].bit;
+		s += n + (s[n] == ',');
+	}
+	return 0;
+}
+
+/* "256M", "1G", "512" (MiB), "1048576K", as husk-vmm takes them. */
+static int parse_size(const char *s, uint64_t *out)
+{
+	unsigned shift = 20;
+	char *end;
+	uint64_t v;
+
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	case '\0':
+		break;
+	default:
+		return -EINVAL;
+	}
+	if ((*end && strcmp(end, "iB") && strcmp(end, "B")) || v > (UINT64_MAX >> shift))
+		return -EINVAL;
+	*out = v << shift;
+	return 0;
+}
+
+int parse_args(int argc, char **argv, struct fake_opts *o)
+{
+	static const struct option longopts[] = {
+		{"kernel", required_argument, NULL, 'k'},
+		{"initrd", required_argument, NULL, 'i'},
+		{"cmdline", required_argument, NULL, 'c'},
+		{"mem", required_argument, NULL, 'm'},
+		{"vcpus", required_argument, NULL, 'n'},
+		{"console", required_argument, NULL, 'o'},
+		{"vsock", required_argument, NULL, 's'},
+		{"disk", required_argument, NULL, 'd'},
+		{"control", required_argument, NULL, 'x'},
+		{"restore", required_argument, NULL, 'r'},
+		/* husk-vmm's options that mean nothing to the fake. */
+		{"cid", required_argument, NULL, 'C'},
+		{"lazy", no_argument, NULL, 'L'},
+		{"eager", no_argument, NULL, 'L'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	char *end;
+	long n;
+	int c;
+
+	*o = (struct fake_opts){.cmdline = "", .mem = 256ULL << 20, .vcpus = 1};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'C':
+		case 'L':
+		case 'v':
+			break;
+		case 'h':
+			fputs(usage_line, stdout);
+			exit(0);
+		case 'k':
+			o->kernel = optarg;
+			break;
+		case 'i':
+			o->initrd = optarg;
+			break;
+		case 'c':
+			o->cmdline = optarg;
+			break;
+		case 'o':
+			o->console = optarg;
+			break;
+		case 's':
+			o->vsock = optarg;
+			break;
+		case 'd':
+			o->disk = optarg;
+			break;
+		case 'x':
+			o->control = optarg;
+			break;
+		case 'r':
+			o->restore = optarg;
+			break;
+		case 'm':
+			if (parse_size(optarg, &o->mem) || o->mem < (32ULL << 20) ||
+			    o->mem % (2ULL << 20))
+				return usage_error(
+					"--mem '%s' must be a multiple of 2M, at least 32M",
+					optarg);
+			o->mem_set = true;
+			break;
+		case 'n':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || *end || end == optarg || n < 1 || n > MAX_VCPUS)
+				return usage_error("--vcpus '%s' must be a number from 1 to 255",
+				                   optarg);
+			o->vcpus = (unsigned)n;
+			o->vcpus_set = true;
+			break;
+		case ':':
+			return usage_error("option '%s' needs a value", argv[optind - 1]);
+		default:
+			return usage_error("unknown option '%s'", argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		return usage_error("unexpected argument '%s'", argv[optind]);
+	if (!o->kernel == !o->restore)
+		return usage_error("%s", "give --kernel (boot) or --restore (resume), one of them");
+	return 0;
+}
+
+unsigned dial_port(const char *cmdline)
+{
+	unsigned port = 0;
+
+	for (const char *p = cmdline; (p = strstr(p, "husk.dial=")); p++) {
+		char *end;
+		unsigned long v;
+
+		if (p != cmdline && p[-1] != ' ')
+			continue;
+		errno = 0;
+		v = strtoul(p + 10, &end, 10);
+		port = !errno && (*end == ' ' || !*end) && v && v < UINT32_MAX ? (unsigned)v : 0;
+	}
+	return port;
+}
