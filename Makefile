@@ -69,6 +69,7 @@ FAKE_VMM := $(BUILD)/tests/fake-vmm
 FAKE_CHECK := $(BUILD)/tests/fake-check
 FAKE_VMM_SRCS := $(sort $(wildcard tests/fakes/*.c))
 FAKE_CHECK_SRCS := $(sort $(wildcard tests/fakes/check/*.c))
+SESSION_TEST := $(BUILD)/tests/session-test
 HUSK_IMG := $(BIN)/husk-img
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
@@ -97,7 +98,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -162,6 +163,10 @@ $(FAKE_VMM): $(call obj,san,$(FAKE_VMM_SRCS)) $(call lib,proto,san)
 # Drives fake-vmm as huskd would, to check the fake itself (tests/fakes/check.sh).
 $(FAKE_CHECK): $(call obj,san,$(FAKE_CHECK_SRCS)) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
+
+# agent_session on a libuv loop, against the agent on the host (tests/agent/host.sh).
+$(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_fake.c) $(call lib,agent,san) $(call lib,proto,san)
+	$(call link,$(SAN_CFLAGS),-luv -ljansson)
 
 $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) $(call lib,vmmctl,rel) $(call lib,proto,rel)
 	$(call link,,-ljansson)
@@ -275,7 +280,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCLUDES)
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
-	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile
+	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -285,6 +290,8 @@ $(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c tests/unit/test_http_fake.c $(HT
 $(BUILD)/fuzz/fuzz_http: FUZZ_LIBS := -lhttp_parser
 $(BUILD)/fuzz/fuzz_snapfile: tests/fuzz/fuzz_snapfile.c $(wildcard vmm/snap/*.c) vmm/guest_mem.c
 $(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lpthread
+$(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c guest-agent/proto.c
+$(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")

@@ -12,6 +12,8 @@ for i in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
 failed=0
 "$top/tests/agent/run.sh" --unix "$sock" agent || failed=1
 "$top/build/tests/rawframes" --unix "$sock" || failed=1
+# agent_session (the libuv client) against it; T holds its files.
+"$top/build/tests/session-test" "$sock" "$T" || failed=1
 kill -TERM $agent
 wait $agent
 rc=$?
