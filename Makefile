@@ -70,6 +70,7 @@ FAKE_CHECK := $(BUILD)/tests/fake-check
 FAKE_VMM_SRCS := $(sort $(wildcard tests/fakes/*.c))
 FAKE_CHECK_SRCS := $(sort $(wildcard tests/fakes/check/*.c))
 SESSION_TEST := $(BUILD)/tests/session-test
+DIALHOST := $(BUILD)/tests/dialhost
 HUSK_IMG := $(BIN)/husk-img
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
@@ -98,7 +99,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -167,6 +168,10 @@ $(FAKE_CHECK): $(call obj,san,$(FAKE_CHECK_SRCS)) $(call lib,proto,san)
 # agent_session on a libuv loop, against the agent on the host (tests/agent/host.sh).
 $(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_fake.c) $(call lib,agent,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-luv -ljansson)
+
+# The host side of an agent that dials home (tests/agent/dial.sh, t_dial.sh).
+$(DIALHOST): $(call obj,san,tests/agent/dialhost.c) $(call lib,proto,san)
+	$(call link,$(SAN_CFLAGS),-ljansson)
 
 $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) $(call lib,vmmctl,rel) $(call lib,proto,rel)
 	$(call link,,-ljansson)

@@ -20,6 +20,7 @@ struct evloop;
 struct conn;
 struct req;
 struct child;
+struct dialer;
 
 struct agent {
 	struct evloop *loop;
@@ -30,7 +31,8 @@ struct agent {
 	struct child *children;
 	struct job *jobs;
 	unsigned nr_jobs, next_job_id;
-	json_t *env; /* the sandbox's default environment: object of strings */
+	json_t *env;           /* the sandbox's default environment: object of strings */
+	struct dialer *dialer; /* dialling home (dial.c), or NULL */
 };
 
 /* A request that lives past its first frame: it streams, or takes a stream. */
@@ -52,10 +54,36 @@ struct req {
 
 /* server.c */
 struct agent *agent_create(void);
-int agent_listen_unix(struct agent *a, const char *path) __attribute__((warn_unused_result));
-int agent_listen_vsock(struct agent *a, unsigned port) __attribute__((warn_unused_result));
 int agent_run(struct agent *a);
 void agent_destroy(struct agent *a);
+
+/*
+ * Serves fd, a connected non-blocking socket, as one more connection: the
+ * same frames, requests and flow control whichever side opened it. Takes
+ * fd (closed on failure). Returns 0 (with *out if out is not NULL) or
+ * -errno (-ENOMEM, or the loop is full).
+ */
+int conn_adopt(struct agent *a, int fd, struct conn **out) __attribute__((warn_unused_result));
+/*
+ * fn(arg) runs once when c closes, for whatever reason, after c is freed
+ * (fn may open a new connection). fn NULL: nothing runs.
+ */
+void conn_on_close(struct conn *c, void (*fn)(void *arg), void *arg);
+
+/* listen.c: listens on a Unix socket path or a vsock port; 0 or -errno. */
+int agent_listen_unix(struct agent *a, const char *path) __attribute__((warn_unused_result));
+int agent_listen_vsock(struct agent *a, unsigned port) __attribute__((warn_unused_result));
+
+/*
+ * dial.c: dials home to spec ("vsock:CID:PORT" or "unix:PATH"), says HELLO
+ * on every connection it makes and dials again whenever it ends
+ * (PROTOCOL.md, "Dialling home"). The first dial starts now; none ever
+ * blocks the loop. Returns 0, -EINVAL for a bad spec, -EEXIST if already
+ * dialling, or -errno.
+ */
+int agent_dial(struct agent *a, const char *spec) __attribute__((warn_unused_result));
+/* Stops dialling; a dialled connection stays open but is no longer redialled. */
+void dial_destroy(struct agent *a);
 
 void req_register(struct conn *c, struct req *r, uint32_t id, const struct req_ops *ops);
 void req_unregister(struct req *r);

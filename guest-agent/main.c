@@ -3,7 +3,9 @@
  * husk-agent: as PID 1 of the guest it sets the system up, then serves the
  * host over vsock (PROTOCOL.md). With husk.cmd="..." on the kernel command
  * line it instead runs that one command and powers off: the boot tests use
- * that. Outside a guest, --listen unix:PATH serves on a Unix socket.
+ * that. With husk.dial=PORT it also dials home to host port PORT (dial.c).
+ * Outside a guest, --listen unix:PATH serves on a Unix socket and --dial
+ * unix:PATH dials one.
  */
 #include <errno.h>
 #include <signal.h>
@@ -13,6 +15,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <linux/vm_sockets.h>
 
 #include "agent.h"
 #include "cmdline.h"
@@ -108,7 +112,26 @@ static void seed_env(struct agent *a)
 	}
 }
 
-static int serve(const char *listen_spec, bool pid1)
+/*
+ * husk.dial=PORT: dial the host (vsock CID 2) on that port. A bad value is
+ * reported and ignored: the guest still serves port 52.
+ */
+static void dial_from_cmdline(const char *cmdline, char *spec, size_t len)
+{
+	char port[16] = "", *end;
+	int n = cmdline_get(cmdline, "husk.dial", port, sizeof(port));
+	unsigned long p = strtoul(port, &end, 10);
+
+	if (n == -1)
+		return;
+	if (n < 0 || port[0] < '0' || port[0] > '9' || *end || p >= UINT32_MAX) {
+		say("husk.dial=%s is not a port; not dialling home", n < 0 ? "(too long)" : port);
+		return;
+	}
+	snprintf(spec, len, "vsock:%u:%lu", VMADDR_CID_HOST, p);
+}
+
+static int serve(const char *listen_spec, const char *dial_spec, bool pid1)
 {
 	struct agent *a = agent_create();
 	int ret;
@@ -131,6 +154,13 @@ static int serve(const char *listen_spec, bool pid1)
 		agent_destroy(a);
 		return 1;
 	}
+	ret = dial_spec[0] ? agent_dial(a, dial_spec) : 0;
+	if (ret) {
+		say("cannot dial '%s': %s (use unix:PATH or vsock:CID:PORT)", dial_spec,
+		    strerror(-ret));
+		agent_destroy(a);
+		return 1;
+	}
 	say("version %s ready, guest uptime %.3f s", AGENT_VERSION, init_uptime());
 	ret = agent_run(a);
 	agent_destroy(a);
@@ -141,24 +171,26 @@ int main(int argc, char **argv)
 {
 	static char cmdline[16384], cmd[16384];
 	char halt[16] = "poweroff";
-	char listen_spec[300];
+	char listen_spec[300], dial_spec[300] = "";
 	bool pid1 = getpid() == 1;
 
 	snprintf(listen_spec, sizeof(listen_spec), "vsock:%u", AGENT_VSOCK_PORT);
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--listen") && i + 1 < argc) {
 			snprintf(listen_spec, sizeof(listen_spec), "%s", argv[++i]);
+		} else if (!strcmp(argv[i], "--dial") && i + 1 < argc) {
+			snprintf(dial_spec, sizeof(dial_spec), "%s", argv[++i]);
 		} else if (!strcmp(argv[i], "--version")) {
 			printf("husk-agent %s (protocol %d)\n", AGENT_VERSION, PROTO_VERSION);
 			return 0;
 		} else if (!pid1) {
-			fprintf(stderr,
-			        "usage: husk-agent [--listen unix:PATH|vsock:PORT] [--version]\n");
+			fprintf(stderr, "usage: husk-agent [--listen unix:PATH|vsock:PORT] "
+			                "[--dial unix:PATH|vsock:CID:PORT] [--version]\n");
 			return 2;
 		}
 	}
 	if (!pid1)
-		return serve(listen_spec, false);
+		return serve(listen_spec, dial_spec, false);
 
 	init_early();
 	if (read_cmdline(cmdline, sizeof(cmdline)) == 0)
@@ -175,8 +207,9 @@ int main(int argc, char **argv)
 			run_test_command(cmd);
 			init_poweroff(!strcmp(halt, "reboot"));
 		}
+		dial_from_cmdline(cmdline, dial_spec, sizeof(dial_spec));
 	}
-	serve(listen_spec, true);
+	serve(listen_spec, dial_spec, true);
 	/* PID 1 must not exit: that would panic the guest. */
 	init_poweroff(false);
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * The agent's event loop: listeners, connections, framing, dispatch. One
- * thread; every socket and pipe is non-blocking, and each connection queues
- * at most about OUTQ_HIGH bytes before its producers wait.
+ * The agent's event loop: connections, framing, dispatch. One thread; every
+ * socket and pipe is non-blocking, and each connection queues at most about
+ * OUTQ_HIGH bytes before its producers wait. Connections come from the
+ * listeners (listen.c) and from dialling home (dial.c), served alike.
  */
 #include <errno.h>
 #include <signal.h>
@@ -13,10 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
-
-#include <linux/vm_sockets.h>
 
 #include "agent.h"
 #include "evloop.h"
@@ -32,6 +30,8 @@ struct conn {
 	unsigned held; /* while nonzero, the connection's input is not read */
 	bool dead;
 	struct req *reqs;
+	void (*on_close)(void *arg);
+	void *on_close_arg;
 	struct conn *next;
 };
 
@@ -345,6 +345,8 @@ static void conn_event(void *ctx, uint32_t events)
 static void conn_close(struct conn *c)
 {
 	struct agent *a = c->a;
+	void (*on_close)(void *arg) = c->on_close;
+	void *arg = c->on_close_arg;
 
 	c->dead = true;
 	while (c->reqs) {
@@ -364,29 +366,36 @@ static void conn_close(struct conn *c)
 	frame_reader_free(&c->rd);
 	free(c->out);
 	free(c);
+	/* Last: the hook may open a new connection. */
+	if (on_close)
+		on_close(arg);
 }
 
-static void listener_event(void *ctx, uint32_t events)
+int conn_adopt(struct agent *a, int fd, struct conn **out)
 {
-	struct agent *a = ctx;
-	struct conn *c;
-	int fd;
+	struct conn *c = calloc(1, sizeof(*c));
+	int ret = c ? evloop_add(a->loop, fd, EPOLLIN, conn_event, c) : -ENOMEM;
 
-	(void)events;
-	while ((fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
-		c = calloc(1, sizeof(*c));
-		if (!c || evloop_add(a->loop, fd, EPOLLIN, conn_event, c)) {
-			free(c);
-			close(fd);
-			continue;
-		}
-		c->a = a;
-		c->fd = fd;
-		c->events = EPOLLIN;
-		frame_reader_init(&c->rd, FRAME_MAX_PAYLOAD);
-		c->next = a->conns;
-		a->conns = c;
+	if (ret) {
+		free(c);
+		close(fd);
+		return ret;
 	}
+	c->a = a;
+	c->fd = fd;
+	c->events = EPOLLIN;
+	frame_reader_init(&c->rd, FRAME_MAX_PAYLOAD);
+	c->next = a->conns;
+	a->conns = c;
+	if (out)
+		*out = c;
+	return 0;
+}
+
+void conn_on_close(struct conn *c, void (*fn)(void *arg), void *arg)
+{
+	c->on_close = fn;
+	c->on_close_arg = arg;
 }
 
 static void sigchld_event(void *ctx, uint32_t events)
@@ -428,56 +437,6 @@ struct agent *agent_create(void)
 	return a;
 }
 
-static int agent_listen_fd(struct agent *a, int fd)
-{
-	if (listen(fd, 128) < 0 || evloop_add(a->loop, fd, EPOLLIN, listener_event, a)) {
-		int e = errno ? errno : ENOMEM;
-
-		close(fd);
-		return -e;
-	}
-	a->listen_fd = fd;
-	return 0;
-}
-
-int agent_listen_unix(struct agent *a, const char *path)
-{
-	struct sockaddr_un sa = {.sun_family = AF_UNIX};
-	int fd;
-
-	if (strlen(path) >= sizeof(sa.sun_path))
-		return -ENAMETOOLONG;
-	strcpy(sa.sun_path, path);
-	unlink(path);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(fd);
-		return -e;
-	}
-	return agent_listen_fd(a, fd);
-}
-
-int agent_listen_vsock(struct agent *a, unsigned port)
-{
-	struct sockaddr_vm sa = {
-		.svm_family = AF_VSOCK, .svm_cid = VMADDR_CID_ANY, .svm_port = port};
-	int fd = socket(AF_VSOCK, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-
-	if (fd < 0)
-		return -errno;
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
-
-		close(fd);
-		return -e;
-	}
-	return agent_listen_fd(a, fd);
-}
-
 int agent_run(struct agent *a)
 {
 	return evloop_run(a->loop);
@@ -487,6 +446,8 @@ void agent_destroy(struct agent *a)
 {
 	if (!a)
 		return;
+	/* Before the connections go: closing the dialled one must not redial. */
+	dial_destroy(a);
 	while (a->conns)
 		conn_close(a->conns);
 	jobs_destroy(a);

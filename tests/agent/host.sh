@@ -5,7 +5,8 @@ set -u
 top=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d)
 sock=$T/agent.sock
-"$top/build/bin/husk-agent-san" --listen "unix:$sock" >"$T/agent.log" 2>&1 &
+# --dial: nothing listens there until tests/agent/dial.sh, so it keeps retrying.
+"$top/build/bin/husk-agent-san" --listen "unix:$sock" --dial "unix:$T/home.sock" >"$T/agent.log" 2>&1 &
 agent=$!
 trap 'kill $agent 2>/dev/null; rm -rf "$T"' EXIT
 for i in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
@@ -14,6 +15,7 @@ failed=0
 "$top/build/tests/rawframes" --unix "$sock" || failed=1
 # agent_session (the libuv client) against it; T holds its files.
 "$top/build/tests/session-test" "$sock" "$T" || failed=1
+"$top/tests/agent/dial.sh" $agent "$sock" "$T/home.sock" "$T/agent.log" || failed=1
 kill -TERM $agent
 wait $agent
 rc=$?
