@@ -40,16 +40,17 @@ lib = $(BUILD)/lib/$(2)/libhusk-$(1).a
 
 # huskd (api/huskd): its state store (SQLite) in store/, the rest beside main.
 STORE_SRCS := $(sort $(wildcard api/huskd/store/*.c))
-HUSKD_SRCS := api/huskd/agentop.c api/huskd/h_archive.c api/huskd/h_ckpt.c api/huskd/h_fs.c api/huskd/h_jobs.c \
-	api/huskd/h_sandbox.c api/huskd/h_snap.c api/huskd/h_stats.c api/huskd/huskd.c api/huskd/outbuf.c api/huskd/sbx.c \
-	api/huskd/sbx_build.c api/huskd/sbx_ckpt.c api/huskd/sbx_create.c api/huskd/sbx_exec.c api/huskd/sbx_pause.c \
-	api/huskd/sbx_setup.c api/huskd/sbx_snap.c api/huskd/task.c api/huskd/util.c api/huskd/vmm_proc.c api/huskd/waiters.c \
-	$(STORE_SRCS)
+# huskd's layers, each calling only the ones below it: routes/ (the API on the
+# HTTP library) -> sandbox/ (the manager) -> store/ (SQLite), vmm/ (husk-vmm
+# processes), and the agent library's sessions.
+HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c \
+	api/huskd/sandbox/*.c api/huskd/vmm/*.c)) $(STORE_SRCS)
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(sort $(wildcard api/cli/*.c))
-INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/huskd -Iapi/huskd/store
+INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/huskd \
+	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/sandbox -Iapi/huskd/routes
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -99,7 +100,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(HUSK_IMG) $(IMGWRITE) \
+build: $(SBX_TEST) $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -199,11 +200,11 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),)
 
 $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
-	$(call link,$(REL_CFLAGS),-lpthread $(HTTP_LIBS) -lsqlite3)
+	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3)
 
 # huskd with sanitizers, for the API tests.
 $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),-lpthread $(HTTP_LIBS) -lsqlite3)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3)
 
 $(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS))
 	$(call link,$(REL_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
@@ -214,6 +215,13 @@ $(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS))
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS)) \
 	$(call lib,http,san) $(call lib,img,san) $(call lib,evloop,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3)
+
+# The sandbox manager's tests (tests/huskd): the real manager and store, husk-vmm played by fake-vmm.
+SBX_TEST := $(BUILD)/tests/sbx-test
+SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
+	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c)) $(STORE_SRCS)
+$(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3)
 
 # The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)

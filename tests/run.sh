@@ -68,6 +68,8 @@ suite agent tests/agent/host.sh
 suite fakes tests/fakes/check.sh
 suite img tests/img/run.sh
 suite http tests/api/run.sh
+# huskd's sandbox manager, host only: its state machine driven with a fake VMM and agent.
+suite manager build/tests/sbx-test build/tests/fake-vmm
 suite badinput tests/api/badinput.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
 suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session

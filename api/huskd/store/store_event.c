@@ -73,21 +73,6 @@ int store_event_append(struct store *s, const char *sandbox_id, const char *type
 	return ret;
 }
 
-int store_sandbox_exists(struct store *s, const char *id)
-{
-	sqlite3_stmt *st;
-	int ret;
-
-	ret = store_prepare(s, "SELECT 1 FROM sandboxes WHERE id = ?", &st);
-	if (ret < 0)
-		return ret;
-	ret = store_bind(st, "t", id);
-	if (ret == 0)
-		ret = store_step(s, st);
-	store_reset(st);
-	return ret == 1 ? 0 : ret == 0 ? -ENOENT : ret;
-}
-
 static json_t *event_json(struct store *s, sqlite3_stmt *st)
 {
 	json_t *payload = store_col_json(s, st, 4);

@@ -126,7 +126,7 @@ _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION,
                "STORE_SCHEMA_VERSION is the number of migrations");
 
 /* One integer from a query without parameters (not cached: used once per open). */
-static int query_int(struct store *s, const char *sql, int64_t *v)
+static int sql_int(struct store *s, const char *sql, int64_t *v)
 {
 	sqlite3_stmt *st;
 	int ret = store_prepare_once(s, sql, &st);
@@ -153,14 +153,14 @@ static int schema_version(struct store *s, int64_t *version, char *err, size_t e
 	int64_t app_id, tables, has_versions;
 	int ret;
 
-	ret = query_int(s, "PRAGMA application_id", &app_id);
+	ret = sql_int(s, "PRAGMA application_id", &app_id);
 	if (!ret)
-		ret = query_int(s, "SELECT count(*) FROM sqlite_schema", &tables);
+		ret = sql_int(s, "SELECT count(*) FROM sqlite_schema", &tables);
 	if (!ret)
-		ret = query_int(s,
-		                "SELECT count(*) FROM sqlite_schema "
-		                "WHERE type = 'table' AND name = 'schema_version'",
-		                &has_versions);
+		ret = sql_int(s,
+		              "SELECT count(*) FROM sqlite_schema "
+		              "WHERE type = 'table' AND name = 'schema_version'",
+		              &has_versions);
 	if (ret < 0) {
 		snprintf(err, errlen, "cannot read the schema: %s", sqlite3_errmsg(s->db));
 		return ret;
@@ -176,7 +176,7 @@ static int schema_version(struct store *s, int64_t *version, char *err, size_t e
 		         (unsigned long long)app_id);
 		return -EINVAL;
 	}
-	ret = query_int(s, "SELECT max(version) FROM schema_version", version);
+	ret = sql_int(s, "SELECT max(version) FROM schema_version", version);
 	if (ret < 0)
 		snprintf(err, errlen, "cannot read the schema version: %s", sqlite3_errmsg(s->db));
 	return ret;

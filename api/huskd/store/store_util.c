@@ -35,14 +35,6 @@ int store_new_id(const char *prefix, char out[STORE_ID_LEN])
 	return 0;
 }
 
-int64_t store_now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 char *store_iso8601(int64_t ms, char buf[STORE_ISO_LEN])
 {
 	time_t sec = (time_t)(ms / 1000);
@@ -413,4 +405,19 @@ int store_list_rows(struct store *s, const char *sql, const char *sandbox_id, in
 		*out = store_json_wrap(key, json_incref(rows));
 	json_decref(rows);
 	return ret < 0 ? ret : *out ? 0 : -ENOMEM;
+}
+
+int store_sandbox_exists(struct store *s, const char *id)
+{
+	sqlite3_stmt *st;
+	int ret;
+
+	ret = store_prepare(s, "SELECT 1 FROM sandboxes WHERE id = ?", &st);
+	if (ret < 0)
+		return ret;
+	ret = store_bind(st, "t", id);
+	if (ret == 0)
+		ret = store_step(s, st);
+	store_reset(st);
+	return ret == 1 ? 0 : ret == 0 ? -ENOENT : ret;
 }

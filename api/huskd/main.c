@@ -1,0 +1,417 @@
+// SPDX-License-Identifier: MIT
+/*
+ * huskd: the sandbox service. The REST API (api/API.md: routes/) on
+ * 127.0.0.1:PORT and a Unix socket, the sandbox manager (sandbox/) with its
+ * state in SQLite (store/), one husk-vmm per sandbox. VMMs outlive a huskd
+ * restart and are adopted again.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <unistd.h>
+
+#include "huskd_log.h"
+#include "routes.h"
+#include "sbx.h"
+#include "store.h"
+
+struct huskd {
+	uv_loop_t *loop;
+	struct store *store;
+	struct sbx_mgr *mgr;
+	struct routes *routes;
+	struct http_server *http;
+	char **keys;
+	uv_signal_t sigint, sigterm;
+};
+
+/* Keys from HUSK_API_KEY (comma-separated), else the state folder's api-keys file, made once. */
+static int load_keys(struct huskd *d, const char *state)
+{
+	const char *env = getenv("HUSK_API_KEY");
+	char path[4096], line[256], *buf = NULL, *save = NULL;
+	size_t n = 0;
+	FILE *f;
+
+	if (env && *env) {
+		buf = strdup(env);
+	} else {
+		snprintf(path, sizeof(path), "%s/api-keys", state);
+		f = fopen(path, "re");
+		if (!f) {
+			char id[STORE_ID_LEN];
+			int fd;
+
+			if (store_new_id("husk_", id))
+				return -EIO;
+			fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+			if (fd < 0 || dprintf(fd, "%s\n", id) < 0)
+				return -errno;
+			close(fd);
+			f = fopen(path, "re");
+			if (!f)
+				return -errno;
+		}
+		buf = calloc(1, 1);
+		while (buf && fgets(line, sizeof(line), f)) {
+			char *joined;
+
+			line[strcspn(line, "\r\n")] = '\0';
+			if (!line[0] || line[0] == '#')
+				continue;
+			if (asprintf(&joined, "%s%s%s", buf, *buf ? "," : "", line) < 0)
+				break;
+			free(buf);
+			buf = joined;
+		}
+		fclose(f);
+	}
+	if (!buf || !*buf) {
+		free(buf);
+		return -ENOKEY;
+	}
+	for (char *p = buf; p; p = strchr(p + 1, ','))
+		n++;
+	d->keys = calloc(n + 1, sizeof(*d->keys));
+	n = 0;
+	for (char *k = strtok_r(buf, ",", &save); d->keys && k; k = strtok_r(NULL, ",", &save))
+		d->keys[n++] = strdup(k);
+	free(buf);
+	return d->keys ? 0 : -ENOMEM;
+}
+
+/* cpu.max needs a cgroup v2 subtree of our own with the cpu controller; NULL: none. */
+static const char *setup_cgroups(void)
+{
+	static const char dir[] = "/sys/fs/cgroup/husk";
+	struct statfs fs;
+	FILE *f;
+
+	/* A v1 hierarchy (or a plain tmpfs there) would take our files and limit nothing. */
+	if (statfs("/sys/fs/cgroup", &fs) < 0 || fs.f_type != CGROUP2_SUPER_MAGIC)
+		goto off;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		goto off;
+	f = fopen("/sys/fs/cgroup/cgroup.subtree_control", "we");
+	if (!f || fputs("+cpu", f) < 0 || fclose(f) != 0)
+		goto off;
+	f = fopen("/sys/fs/cgroup/husk/cgroup.subtree_control", "we");
+	if (!f || fputs("+cpu", f) < 0 || fclose(f) != 0)
+		goto off;
+	return dir;
+off:
+	log_warn(NULL, "cgroup v2 with the cpu controller is not available here: cpu limits are "
+	               "not enforced (vCPU counts still are)");
+	return NULL;
+}
+
+/* Each sandbox holds descriptors here: as many as the system lets us have. */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			log_warn(NULL, "cannot raise the open file limit: %s", strerror(errno));
+	}
+}
+
+static void on_signal(uv_signal_t *s, int sig)
+{
+	struct huskd *d = s->data;
+
+	log_info(NULL,
+	         "signal %d: stopping; sandboxes keep running and are adopted at the next start",
+	         sig);
+	routes_close(d->routes);
+	http_server_stop(d->http);
+	sbx_mgr_close(d->mgr);
+	uv_signal_stop(&d->sigint);
+	uv_signal_stop(&d->sigterm);
+	uv_close((uv_handle_t *)&d->sigint, NULL);
+	uv_close((uv_handle_t *)&d->sigterm, NULL);
+}
+
+/*
+ * Users must know whether their sandboxes run on hardware KVM: nested ones
+ * are an order of magnitude slower. tools/husk-up sets HUSK_MODE=nested when
+ * it starts us inside its first-level VM.
+ */
+static const char *mode_text(void)
+{
+	const char *m = getenv("HUSK_MODE");
+
+	if (m && strcmp(m, "nested") == 0)
+		return "nested (inside a first-level VM under QEMU, this host has no hardware "
+		       "KVM; the API is forwarded to the host)";
+	if (access("/sys/module/kvm_intel", F_OK) == 0 || access("/sys/module/kvm_amd", F_OK) == 0)
+		return "native (hardware KVM)";
+	return "native on a /dev/kvm that is not hardware-assisted (guests run emulated)";
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+	        "usage: huskd [--port N] [--listen ADDR] [--unix PATH] [--state DIR] [--images "
+	        "DIR]\n"
+	        "             [--vmm PATH] [--public-url URL] [--output-limit SIZE] [--durable]\n"
+	        "             [--on-idle pause|terminate] [--max-guest-memory SIZE] [--log-level "
+	        "L]\n"
+	        "\n"
+	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
+	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
+	        "  --unix PATH     also listen on a Unix socket\n"
+	        "  --state DIR     state folder (default ~/.local/state/husk)\n"
+	        "  --images DIR    bzImage, initramfs.cpio, runtimes/ (default build/images)\n"
+	        "  --vmm PATH      husk-vmm (default: next to huskd)\n"
+	        "  --public-url U  base of stream URLs (default: from each request's Host)\n"
+	        "  --output-limit SIZE  output kept per stream of a command (default 64Mi)\n"
+	        "  --durable       commit to disk before answering (for machines that get cut "
+	        "off)\n"
+	        "  --on-idle pause|terminate  what timeout.idle does (default terminate; pause\n"
+	        "                  writes the sandbox to disk, the next request resumes it)\n"
+	        "  --max-guest-memory SIZE  guest memory all running sandboxes may be given\n"
+	        "                  (default: no cap; creates are refused while the host's free\n"
+	        "                  memory is short either way)\n"
+	        "  --log-level L   error, warn, info (default) or debug\n"
+	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
+	        "start).\n");
+}
+
+struct options {
+	struct http_config http;
+	struct sbx_config sbx;
+	const char *images;
+	bool durable;
+	char *state, *vmm, *kernel, *initrd;
+	const char *public_url;
+};
+
+/* 0, 1 (--help: exit 0), or 2 (bad usage, said on stderr). */
+static int parse_options(int argc, char **argv, struct options *o)
+{
+	static const struct option opts[] = {{"port", required_argument, NULL, 'p'},
+	                                     {"listen", required_argument, NULL, 'l'},
+	                                     {"unix", required_argument, NULL, 'u'},
+	                                     {"state", required_argument, NULL, 's'},
+	                                     {"images", required_argument, NULL, 'i'},
+	                                     {"vmm", required_argument, NULL, 'v'},
+	                                     {"public-url", required_argument, NULL, 'P'},
+	                                     {"output-limit", required_argument, NULL, 'o'},
+	                                     {"durable", no_argument, NULL, 'D'},
+	                                     {"on-idle", required_argument, NULL, 'I'},
+	                                     {"max-guest-memory", required_argument, NULL, 'M'},
+	                                     {"log-level", required_argument, NULL, 'L'},
+	                                     {"help", no_argument, NULL, 'h'},
+	                                     {NULL, 0, NULL, 0}};
+	enum huskd_log_level level;
+	int64_t bytes;
+	int c;
+
+	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+		switch (c) {
+		case 'p':
+			o->http.tcp_port = atoi(optarg);
+			break;
+		case 'l':
+			o->http.tcp_host = optarg;
+			break;
+		case 'u':
+			o->http.unix_path = optarg;
+			break;
+		case 's':
+			o->state = strdup(optarg);
+			break;
+		case 'i':
+			o->images = optarg;
+			break;
+		case 'v':
+			o->vmm = strdup(optarg);
+			break;
+		case 'P':
+			o->public_url = optarg;
+			break;
+		case 'D':
+			o->durable = true;
+			break;
+		case 'I':
+			if (strcmp(optarg, "pause") && strcmp(optarg, "terminate")) {
+				fprintf(stderr, "huskd: --on-idle '%s': give pause or terminate\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.idle_pause = !strcmp(optarg, "pause");
+			break;
+		case 'o':
+			if (store_parse_bytes(optarg, &bytes) || bytes < 1024) {
+				fprintf(stderr,
+				        "huskd: --output-limit '%s': give a size of at least 1Ki, "
+				        "e.g. "
+				        "64Mi\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.output_limit = (uint64_t)bytes;
+			break;
+		case 'M':
+			if (store_parse_bytes(optarg, &bytes) || bytes < (256ll << 20)) {
+				fprintf(stderr,
+				        "huskd: --max-guest-memory '%s': give a size of at least "
+				        "256Mi, "
+				        "e.g. 16Gi\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.memory_mib = (uint64_t)bytes >> 20;
+			break;
+		case 'L':
+			if (huskd_log_parse_level(optarg, &level)) {
+				fprintf(stderr,
+				        "huskd: --log-level '%s': give error, warn, info or "
+				        "debug\n",
+				        optarg);
+				return 2;
+			}
+			huskd_log_set_level(level);
+			break;
+		case 'h':
+			usage(stdout);
+			return 1;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	return 0;
+}
+
+/* The state folder, the guest images and husk-vmm; 0 or 2 (said why). */
+static int locate(struct options *o)
+{
+	const char *home = getenv("HOME");
+	char self[4096], path[4200];
+	ssize_t n;
+
+	if (!o->state && asprintf(&o->state, "%s/.local/state/husk", home ? home : "/root") < 0)
+		return 2;
+	n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	self[n > 0 ? n : 0] = '\0';
+	if (!o->vmm &&
+	    (!strrchr(self, '/') ||
+	     asprintf(&o->vmm, "%.*s/husk-vmm", (int)(strrchr(self, '/') - self), self) < 0))
+		return 2;
+	if (asprintf(&o->kernel, "%s/bzImage", o->images) < 0 ||
+	    asprintf(&o->initrd, "%s/initramfs.cpio", o->images) < 0)
+		return 2;
+	for (const char *p = o->state; (p = strchr(p + 1, '/'));) {
+		snprintf(path, sizeof(path), "%.*s", (int)(p - o->state), o->state);
+		mkdir(path, 0755);
+	}
+	mkdir(o->state, 0700);
+	if (access(o->kernel, R_OK) || access(o->initrd, R_OK) || access(o->vmm, X_OK)) {
+		fprintf(stderr,
+		        "huskd: need %s, %s and %s; run 'make' first (or give --images/--vmm)\n",
+		        o->kernel, o->initrd, o->vmm);
+		return 2;
+	}
+	o->sbx.state = o->state;
+	o->sbx.vmm = o->vmm;
+	o->sbx.kernel = o->kernel;
+	o->sbx.initrd = o->initrd;
+	return 0;
+}
+
+/* The store, the manager, the routes, the listeners; 0 or 2 (said why). */
+static int start(struct huskd *d, struct options *o)
+{
+	struct routes_config rcfg = {
+		.loop = d->loop, .state = o->state, .public_url = o->public_url};
+	char path[4200], err[512];
+	int rc;
+
+	snprintf(path, sizeof(path), "%s/huskd.db", o->state);
+	if (store_open(path, &d->store, err, sizeof(err))) {
+		fprintf(stderr, "huskd: %s\n", err);
+		return 2;
+	}
+	if (o->durable && store_set_durable(d->store)) {
+		fprintf(stderr, "huskd: cannot make %s durable\n", path);
+		return 2;
+	}
+	snprintf(path, sizeof(path), "%s/runtimes/catalog.json", o->images);
+	if (store_runtimes_load(d->store, path, err, sizeof(err)))
+		log_warn(NULL, "no runtimes: %s (run 'make images')", err);
+	if (load_keys(d, o->state)) {
+		fprintf(stderr, "huskd: no API key: set HUSK_API_KEY or write one in %s/api-keys\n",
+		        o->state);
+		return 2;
+	}
+	o->sbx.cgroup_dir = setup_cgroups();
+	rc = sbx_mgr_open(d->loop, d->store, &o->sbx, &d->mgr);
+	rcfg.keys = d->keys;
+	if (!rc)
+		rc = routes_open(d->mgr, &rcfg, &d->routes);
+	if (rc) {
+		fprintf(stderr, "huskd: cannot start: %s\n", strerror(-rc));
+		return 2;
+	}
+	rc = http_server_start(d->loop, &o->http, routes_handle, d->routes, &d->http);
+	if (rc) {
+		fprintf(stderr, "huskd: cannot listen on %s:%d%s%s: %s\n", o->http.tcp_host,
+		        o->http.tcp_port, o->http.unix_path ? " or " : "",
+		        o->http.unix_path ? o->http.unix_path : "", uv_strerror(rc));
+		return 2;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct huskd d = {.loop = uv_default_loop()};
+	struct options o = {.http = {.tcp_host = "127.0.0.1", .tcp_port = 8371},
+	                    .sbx = {.output_limit = 64ull << 20},
+	                    .images = "build/images"};
+	int rc = parse_options(argc, argv, &o);
+
+	if (rc)
+		return rc == 1 ? 0 : rc;
+	rc = locate(&o);
+	if (!rc)
+		rc = start(&d, &o);
+	if (rc)
+		return rc;
+	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
+	uv_signal_init(d.loop, &d.sigint);
+	uv_signal_init(d.loop, &d.sigterm);
+	d.sigint.data = d.sigterm.data = &d;
+	uv_signal_start(&d.sigint, on_signal, SIGINT);
+	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
+	sbx_mgr_adopt(d.mgr);
+	log_info(NULL, "listening on http://%s:%d%s%s, state in %s, mode: %s", o.http.tcp_host,
+	         http_server_port(d.http), o.http.unix_path ? " and " : "",
+	         o.http.unix_path ? o.http.unix_path : "", o.state, mode_text());
+	/* Returns once a signal closed everything and the work in flight has drained. */
+	uv_run(d.loop, UV_RUN_DEFAULT);
+	sbx_mgr_free(d.mgr);
+	routes_free(d.routes);
+	store_close(d.store);
+	for (char **k = d.keys; k && *k; k++)
+		free(*k);
+	free(d.keys);
+	free(o.state);
+	free(o.vmm);
+	free(o.kernel);
+	free(o.initrd);
+	uv_loop_close(d.loop);
+	return 0;
+}

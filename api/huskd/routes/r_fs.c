@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: MIT
+/* The /fs family, archives and PATCH /sandbox/env (API.md §5.1 (8), §5.3). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "r_int.h"
+
+ROUTE(r_fs_write)
+{
+	struct routes *rt = ctx;
+	json_t *body = body_object(r), *files;
+
+	if (!body)
+		return;
+	files = json_object_get(body, "files");
+	if (!json_is_array(files))
+		api_error(r, 400, "BAD_REQUEST",
+		          "files must be an array of {path, content (base64)}");
+	else
+		sbx_fs_write(rt->m, p[0], files, done_file, r);
+	json_decref(body);
+}
+
+static void read_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	if (err)
+		reply_error(ctx, err, S_FILE);
+	else
+		http_respond(ctx, 200, "application/octet-stream", reply->bytes, reply->len);
+}
+
+ROUTE(r_fs_read)
+{
+	struct routes *rt = ctx;
+	char path[4096];
+
+	if (http_query_get(r, "path", path, sizeof(path)) <= 0) {
+		api_error(r, 400, "BAD_REQUEST", "give the file as ?path=");
+		return;
+	}
+	sbx_fs_read(rt->m, p[0], path, read_done, r);
+}
+
+ROUTE(r_fs_list)
+{
+	struct routes *rt = ctx;
+	char path[4096] = ".";
+
+	http_query_get(r, "path", path, sizeof(path));
+	sbx_fs_list(rt->m, p[0], path, done_file, r);
+}
+
+/* rm and rmdir answer {"success":true, "found": bool} at the top level. */
+static void found_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	if (err)
+		reply_error(ctx, err, S_FILE);
+	else
+		api_ok_fields(ctx, 200, json_incref(reply->data));
+}
+
+/* mkdir, rm, rmdir: a {path, recursive} body. */
+static void fs_simple(struct http_req *r, const char *id, struct routes *rt, int what)
+{
+	json_t *body = body_object(r);
+	const char *path;
+	bool recursive;
+
+	if (!body)
+		return;
+	path = json_string_value(json_object_get(body, "path"));
+	recursive = json_is_true(json_object_get(body, "recursive"));
+	if (!path)
+		api_error(r, 400, "BAD_REQUEST", "the body needs a path");
+	else if (what == 0)
+		sbx_fs_mkdir(rt->m, id, path, recursive, done_file, r);
+	else
+		sbx_fs_rm(rt->m, id, path, what == 2, recursive, found_done, r);
+	json_decref(body);
+}
+
+ROUTE(r_fs_mkdir)
+{
+	fs_simple(r, p[0], ctx, 0);
+}
+
+ROUTE(r_fs_rm)
+{
+	fs_simple(r, p[0], ctx, 1);
+}
+
+ROUTE(r_fs_rmdir)
+{
+	fs_simple(r, p[0], ctx, 2);
+}
+
+/* tar.gz is the one format; zip would need a zip tool in every runtime. */
+static int format_ok(struct http_req *r)
+{
+	char fmt[16] = "";
+
+	if (http_query_get(r, "format", fmt, sizeof(fmt)) > 0 && strcmp(fmt, "tar.gz")) {
+		api_error(r, 400, "BAD_REQUEST", "format '%s' is not supported; use tar.gz", fmt);
+		return 0;
+	}
+	return 1;
+}
+
+static void download_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	if (err)
+		reply_error(ctx, err, S_ARCHIVE);
+	else
+		http_respond(ctx, 200, "application/gzip", reply->bytes, reply->len);
+}
+
+ROUTE(r_fs_download)
+{
+	struct routes *rt = ctx;
+	char path[4096] = ".";
+
+	if (!format_ok(r))
+		return;
+	http_query_get(r, "path", path, sizeof(path));
+	sbx_fs_download(rt->m, p[0], path, download_done, r);
+}
+
+static void upload_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	(void)reply;
+	if (err)
+		reply_error(ctx, err, S_ARCHIVE);
+	else
+		api_ok(ctx, 200, NULL);
+}
+
+ROUTE(r_fs_upload)
+{
+	static const unsigned char gz[] = {0x1f, 0x8b}, zip[] = {'P', 'K', 3, 4};
+	struct routes *rt = ctx;
+	char path[4096] = ".";
+	size_t len = 0;
+	const unsigned char *body = http_body(r, &len);
+
+	if (!format_ok(r))
+		return;
+	if (len >= 4 && !memcmp(body, zip, 4)) {
+		api_error(r, 400, "BAD_REQUEST", "zip archives are not supported; send a tar.gz");
+		return;
+	}
+	if (len < 2 || memcmp(body, gz, 2)) {
+		api_error(r, 400, "BAD_REQUEST", "the body is not a gzip-compressed tar archive");
+		return;
+	}
+	http_query_get(r, "path", path, sizeof(path));
+	/* The body lives as long as r, which is answered only when the upload is done. */
+	sbx_fs_upload(rt->m, p[0], path, body, len, upload_done, r);
+}
+
+ROUTE(r_env)
+{
+	struct routes *rt = ctx;
+	json_t *body = body_object(r), *env, *v;
+	const char *k;
+
+	if (!body)
+		return;
+	env = json_object_get(body, "env");
+	json_object_foreach(env, k, v)
+	{
+		if (!json_is_string(v) && !json_is_null(v)) {
+			api_error(r, 400, "BAD_REQUEST", "env.%s must be a string or null", k);
+			json_decref(body);
+			return;
+		}
+	}
+	if (!json_is_object(env))
+		api_error(r, 400, "BAD_REQUEST",
+		          "the body needs env: an object of strings or nulls");
+	else
+		sbx_env_set(rt->m, p[0], env, done_sandbox, r);
+	json_decref(body);
+}
+
+static void job_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	reply_done(ctx, err, reply, S_JOB);
+}
+
+ROUTE(r_job_create)
+{
+	struct routes *rt = ctx;
+	json_t *body = body_object(r);
+
+	if (!body)
+		return;
+	sbx_job_create(rt->m, p[0], json_object_get(body, "command"), job_done, r);
+	json_decref(body);
+}
+
+ROUTE(r_job_list)
+{
+	struct routes *rt = ctx;
+
+	sbx_job_list(rt->m, p[0], job_done, r);
+}
+
+ROUTE(r_job_get)
+{
+	struct routes *rt = ctx;
+
+	sbx_job_get(rt->m, p[0], p[1], job_done, r);
+}
+
+ROUTE(r_job_stop)
+{
+	struct routes *rt = ctx;
+	char force[8] = "";
+
+	http_query_get(r, "force", force, sizeof(force));
+	sbx_job_stop(rt->m, p[0], p[1], !strcmp(force, "true"), job_done, r);
+}

@@ -1,0 +1,108 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_R_INT_H
+#define HUSK_R_INT_H
+
+/* Inside the routes (api/huskd/routes/ only). */
+#include <jansson.h>
+
+#include "http.h"
+#include "huskd_log.h"
+#include "json_resp.h"
+#include "routes.h"
+#include "sbx.h"
+
+struct waiter;
+
+struct routes {
+	struct sbx_mgr *m;
+	struct routes_config cfg;
+	struct waiter *waiters; /* held long-polls */
+};
+
+#define ROUTE(name) void name(struct http_req *r, const char *const *p, void *ctx)
+
+/* What a route's errors are about: it names the 404 code (FILE_NOT_FOUND ...). */
+enum subject {
+	S_SANDBOX,
+	S_FILE,
+	S_ARCHIVE,
+	S_CHECKPOINT,
+	S_SNAPSHOT,
+	S_JOB,
+	S_EXECUTION,
+	S_BUILD
+};
+
+/* Answers the manager's error with its HTTP status and code; 5xx are logged with the cause. */
+void reply_error(struct http_req *r, const struct sbx_err *err, enum subject what);
+/* Answers 200 with the reply's data (or {"success":true}), or the error. */
+void reply_done(struct http_req *r, const struct sbx_err *err, const struct sbx_reply *reply,
+                enum subject what);
+/* sbx_done_fn adapters: ctx is the request. */
+void done_sandbox(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
+void done_file(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
+
+/* The request body as a JSON object, or NULL after answering 400. */
+json_t *body_object(struct http_req *r);
+/* A query parameter as an int (atoi), def when absent. */
+int query_int(struct http_req *r, const char *key, int def);
+/* limit (def when absent or <= 0, at most max) and offset (>= 0) from the query. */
+void query_page(struct http_req *r, int def, int max, int *limit, int *offset);
+/* The public base URL for stream links ("http://host:port"), from config or the request. */
+int base_url(struct routes *rt, struct http_req *r, char *out, size_t outlen);
+
+/* Long-polls (r_wait.c). */
+void wait_status(struct routes *rt, struct http_req *r, const char *sandbox_id, const char *set,
+                 uint64_t ms);
+void wait_execution(struct routes *rt, struct http_req *r, const char *exec_id, uint64_t ms);
+void wait_kick(void *rt, const char *id);
+void wait_drop_all(struct routes *rt);
+/* Output streams (r_stream.c). */
+void stream_serve(struct routes *rt, struct http_req *r, const char *stream_id);
+
+ROUTE(r_create);
+ROUTE(r_list);
+ROUTE(r_get);
+ROUTE(r_status);
+ROUTE(r_destroy);
+ROUTE(r_pause);
+ROUTE(r_resume);
+ROUTE(r_events);
+ROUTE(r_runtimes);
+ROUTE(r_execute);
+ROUTE(r_execution);
+ROUTE(r_execution_cancel);
+ROUTE(r_executions);
+ROUTE(r_stream);
+ROUTE(r_fs_write);
+ROUTE(r_fs_read);
+ROUTE(r_fs_list);
+ROUTE(r_fs_mkdir);
+ROUTE(r_fs_rm);
+ROUTE(r_fs_rmdir);
+ROUTE(r_fs_download);
+ROUTE(r_fs_upload);
+ROUTE(r_env);
+ROUTE(r_job_create);
+ROUTE(r_job_list);
+ROUTE(r_job_get);
+ROUTE(r_job_stop);
+ROUTE(r_stats);
+ROUTE(r_service_stats);
+ROUTE(r_ckpt_create);
+ROUTE(r_ckpt_list);
+ROUTE(r_ckpt_restore);
+ROUTE(r_ckpt_delete);
+ROUTE(r_snap_create);
+ROUTE(r_snap_list);
+ROUTE(r_snap_get);
+ROUTE(r_snap_tag);
+ROUTE(r_snap_delete);
+ROUTE(r_snap_lineage);
+ROUTE(r_snap_public_list);
+ROUTE(r_snap_public_get);
+ROUTE(r_build_init);
+ROUTE(r_build_upload);
+ROUTE(r_build_finalize);
+
+#endif

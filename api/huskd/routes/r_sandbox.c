@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: MIT
+/* The sandbox lifecycle (API.md §5.1): create, list, get, status, destroy, pause, resume. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "r_int.h"
+
+struct create {
+	struct routes *rt;
+	struct http_req *r;
+	json_t *body;
+};
+
+/* Its command, started at once (queued until the sandbox is up); the ids go in info. */
+static void start_command(struct create *c, json_t *info)
+{
+	json_t *cmd = json_object_get(c->body, "command"), *exec = NULL;
+	const char *id = json_string_value(json_object_get(info, "sandboxId"));
+	struct sbx_exec_req req = {.argv = json_object_get(cmd, "exec"),
+	                           .stream = json_object_get(c->body, "stream")};
+	struct sbx_err err = {.msg = "the Host header is too long"};
+	char base[512];
+	bool resumed;
+
+	req.base = base;
+	if (base_url(c->rt, c->r, base, sizeof(base)) ||
+	    sbx_exec_start(c->rt->m, id, &req, &exec, &resumed, &err)) {
+		log_warn(id, "its command could not start: %s", err.msg);
+		return;
+	}
+	for (const char *const *k = (const char *const[]){"executionId", "stdoutStreamUrl",
+	                                                  "stderrStreamUrl", NULL};
+	     *k; k++)
+		if (json_object_get(exec, *k))
+			json_object_set(info, *k, json_object_get(exec, *k));
+	json_decref(exec);
+}
+
+static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	struct create *c = ctx;
+	json_t *info;
+
+	if (err) {
+		reply_error(c->r, err, S_SANDBOX);
+	} else {
+		info = json_deep_copy(reply->data);
+		if (json_object_get(c->body, "command"))
+			start_command(c, info);
+		api_ok(c->r, 201,
+		       json_pack("{sOsOsO*sO*sO*}", "sandboxId", json_object_get(info, "sandboxId"),
+		                 "status", json_object_get(info, "status"), "executionId",
+		                 json_object_get(info, "executionId"), "stdoutStreamUrl",
+		                 json_object_get(info, "stdoutStreamUrl"), "stderrStreamUrl",
+		                 json_object_get(info, "stderrStreamUrl")));
+		json_decref(info);
+	}
+	json_decref(c->body);
+	free(c);
+}
+
+ROUTE(r_create)
+{
+	json_t *body = body_object(r);
+	struct create *c;
+
+	(void)p;
+	if (!body)
+		return;
+	c = calloc(1, sizeof(*c));
+	if (!c) {
+		json_decref(body);
+		api_error(r, 503, "UNAVAILABLE", "out of memory");
+		return;
+	}
+	*c = (struct create){.rt = ctx, .r = r, .body = body};
+	sbx_create(c->rt->m, body, created, c);
+}
+
+ROUTE(r_get)
+{
+	struct routes *rt = ctx;
+	char wait[256], ms[32];
+	struct sbx_err err;
+	json_t *info = NULL;
+
+	if (http_query_get(r, "waitForStatus", wait, sizeof(wait)) > 0) {
+		uint64_t n = http_query_get(r, "waitMs", ms, sizeof(ms)) > 0
+		                     ? strtoull(ms, NULL, 10)
+		                     : 60000;
+		wait_status(rt, r, p[0], wait, n);
+		return;
+	}
+	if (sbx_get(rt->m, p[0], &info, &err))
+		reply_error(r, &err, S_SANDBOX);
+	else
+		api_ok(r, 200, info);
+}
+
+ROUTE(r_status)
+{
+	char wait[256] = "", ms[32];
+	uint64_t n = 0;
+
+	if (http_query_get(r, "waitForStatus", wait, sizeof(wait)) > 0)
+		n = http_query_get(r, "waitMs", ms, sizeof(ms)) > 0 ? strtoull(ms, NULL, 10)
+		                                                    : 60000;
+	wait_status(ctx, r, p[0], wait, n);
+}
+
+ROUTE(r_destroy)
+{
+	struct routes *rt = ctx;
+	struct sbx_err err;
+
+	if (sbx_destroy(rt->m, p[0], &err))
+		reply_error(r, &err, S_SANDBOX);
+	else
+		api_ok(r, 200, NULL);
+}
+
+ROUTE(r_list)
+{
+	struct routes *rt = ctx;
+	char name[256] = "", status[32] = "", live[8] = "", sort[32] = "", dir[8] = "", del[8] = "";
+	struct sbx_list_query q = {0};
+	struct sbx_err err;
+	json_t *out = NULL;
+
+	(void)p;
+	if (http_query_get(r, "name", name, sizeof(name)) > 0)
+		q.name = name;
+	if (http_query_get(r, "status", status, sizeof(status)) > 0)
+		q.status = status;
+	if (http_query_get(r, "live", live, sizeof(live)) > 0)
+		q.live = !strcmp(live, "true") ? 1 : -1;
+	if (http_query_get(r, "sort", sort, sizeof(sort)) > 0)
+		q.sort = sort;
+	q.ascending = http_query_get(r, "direction", dir, sizeof(dir)) > 0 && !strcmp(dir, "asc");
+	if (http_query_get(r, "deletedOnly", del, sizeof(del)) > 0 && !strcmp(del, "true"))
+		q.deleted = 2;
+	query_page(r, 50, 100, &q.limit, &q.offset);
+	if (sbx_list(rt->m, &q, &out, &err))
+		reply_error(r, &err, S_SANDBOX);
+	else
+		api_ok(r, 200, out);
+}
+
+/* pause: {"success":true, "sandboxId", "status", "terminatesAt"?} at the top level. */
+static void paused(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	if (err)
+		reply_error(ctx, err, S_SANDBOX);
+	else
+		api_ok_fields(ctx, 200, json_incref(reply->data));
+}
+
+ROUTE(r_pause)
+{
+	struct routes *rt = ctx;
+
+	sbx_pause(rt->m, p[0], paused, r);
+}
+
+ROUTE(r_resume)
+{
+	struct routes *rt = ctx;
+
+	sbx_resume(rt->m, p[0], done_sandbox, r);
+}
+
+ROUTE(r_events)
+{
+	struct routes *rt = ctx;
+	char dir[8] = "";
+	json_t *out = NULL;
+
+	http_query_get(r, "direction", dir, sizeof(dir));
+	if (sbx_events(rt->m, p[0], query_int(r, "limit", 100), !strcmp(dir, "desc"), &out))
+		api_error(r, 404, "SANDBOX_NOT_FOUND", "sandbox %s not found", p[0]);
+	else
+		api_ok(r, 200, out);
+}
+
+ROUTE(r_runtimes)
+{
+	struct routes *rt = ctx;
+	struct sbx_err err = {.fault = SBX_INTERNAL, .msg = "cannot list runtimes"};
+	json_t *out = NULL;
+
+	(void)p;
+	if (sbx_runtimes(rt->m, query_int(r, "limit", 100), query_int(r, "offset", 0), &out))
+		reply_error(r, &err, S_SANDBOX);
+	else
+		api_ok(r, 200, out);
+}

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: MIT
+/*
+ * GET /streams/{id}: an execution's output, from its first byte, following
+ * it live until it ends. Any number of readers; each reads the stream's file
+ * and is paced by its own connection's send queue, never by buffering more.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "outbuf.h"
+#include "r_int.h"
+
+/* A reader's connection may hold this much unsent before we wait for it to drain. */
+#define READER_QUEUE_MAX (256 * 1024)
+#define READ_CHUNK (64 * 1024)
+
+struct reader {
+	struct outbuf *ob; /* while its command runs; NULL: the file is all there is */
+	struct http_req *r;
+	int fd;
+	uint64_t off;
+};
+
+static void reader_free(struct reader *rd)
+{
+	if (rd->ob) {
+		outbuf_unwatch(rd->ob, rd);
+		outbuf_unref(rd->ob);
+	}
+	close(rd->fd);
+	free(rd);
+}
+
+static void reader_feed(void *arg);
+
+static void reader_drained(struct http_req *r, void *arg)
+{
+	(void)r;
+	reader_feed(arg);
+}
+
+/* The client went away: forget it, and give the request back. */
+static void reader_gone(struct http_req *r, void *arg)
+{
+	reader_free(arg);
+	http_stream_end(r);
+}
+
+static void reader_feed(void *arg)
+{
+	struct reader *rd = arg;
+	char buf[READ_CHUNK];
+
+	while (http_stream_queued(rd->r) < READER_QUEUE_MAX) {
+		ssize_t n = pread(rd->fd, buf, sizeof(buf), (off_t)rd->off);
+
+		if (n > 0) {
+			if (http_stream_write(rd->r, buf, (size_t)n) < 0)
+				return; /* reader_gone() follows */
+			rd->off += (uint64_t)n;
+			continue;
+		}
+		if (n < 0 || !rd->ob || outbuf_closed(rd->ob)) {
+			struct http_req *r = rd->r;
+
+			http_on_close(r, NULL, NULL);
+			http_on_drain(r, NULL, NULL);
+			reader_free(rd);
+			http_stream_end(r);
+		}
+		return; /* caught up with a live stream: its next append calls us again */
+	}
+	http_on_drain(rd->r, reader_drained, rd);
+}
+
+void stream_serve(struct routes *rt, struct http_req *r, const char *sid)
+{
+	struct outbuf *live = NULL;
+	struct reader *rd;
+	char path[4200];
+	int fd;
+
+	if (sbx_stream(rt->m, sid, &live, path, sizeof(path)) ||
+	    (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
+		http_respond(r, 404, "text/plain", "no such stream\n", 15);
+		return;
+	}
+	rd = calloc(1, sizeof(*rd));
+	if (!rd || (live && outbuf_watch(live, reader_feed, rd))) {
+		free(rd);
+		close(fd);
+		http_respond(r, 503, "text/plain", "out of memory\n", 14);
+		return;
+	}
+	*rd = (struct reader){.ob = live, .r = r, .fd = fd};
+	if (live)
+		outbuf_ref(live);
+	http_stream_begin(r, 200, "application/octet-stream");
+	http_on_close(r, reader_gone, rd);
+	reader_feed(rd);
+}

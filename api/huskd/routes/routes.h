@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_ROUTES_H
+#define HUSK_ROUTES_H
+
+/*
+ * huskd's API (api/API.md) on the HTTP server: the only code that sees
+ * requests, JSON bodies, HTTP statuses and error codes. It calls the
+ * sandbox manager's public functions (sandbox/sbx.h) and nothing below.
+ */
+#include "http.h"
+#include "sbx.h"
+
+struct routes;
+
+struct routes_config {
+	uv_loop_t *loop;
+	char **keys;            /* accepted API keys, NULL-terminated (borrowed) */
+	const char *state;      /* the state folder, named in the 401 message */
+	const char *public_url; /* base of stream URLs; NULL: from each request's Host */
+};
+
+int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct routes **out)
+	__attribute__((warn_unused_result));
+/* The http_handler: ctx is the struct routes. */
+void routes_handle(struct http_req *r, void *ctx);
+/* huskd is stopping: answers the long-polls still held. */
+void routes_close(struct routes *rt);
+/* Once the loop has drained (answers to the last requests may still come until then). */
+void routes_free(struct routes *rt);
+
+#endif

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The manager's registry of sandboxes: lookup, lifetime (held by work in
+ * flight, freed once gone and let go), records, destroy.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sbx_int.h"
+
+int sbx_fail(struct sbx_err *err, enum sbx_fault fault, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		err->fault = fault;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return rc < 0 ? rc : -EIO;
+}
+
+int64_t sbx_now_ms(void)
+{
+	return store_now_ms();
+}
+
+void sbx_notify(struct sbx_mgr *m, const char *id)
+{
+	if (m->on_change)
+		m->on_change(m->on_change_arg, id);
+}
+
+struct sandbox *sbx_find(struct sbx_mgr *m, const char *id)
+{
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		if (!strcmp(sb->id, id))
+			return sb;
+	return NULL;
+}
+
+struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *err)
+{
+	struct sandbox *sb = sbx_find(m, id);
+	json_t *info = NULL;
+
+	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE)
+		return sb;
+	if (store_sandbox_get(m->store, id, &info, NULL))
+		sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
+	else
+		sbx_fail(err, SBX_ENDED, -ESHUTDOWN, "sandbox %s is %s", id,
+		         json_string_value(json_object_get(info, "status")));
+	json_decref(info);
+	return NULL;
+}
+
+void sbx_save(struct sandbox *sb, json_t *priv)
+{
+	int rc;
+
+	if (!sb->stored) {
+		json_decref(priv);
+		return;
+	}
+	rc = priv ? store_sandbox_update(sb->m->store, sb->id, NULL, priv, NULL) : -ENOMEM;
+
+	if (rc)
+		log_error(sb->id, "cannot record its private state: %s", strerror(-rc));
+	json_decref(priv);
+}
+
+struct sandbox *sbx_new(struct sbx_mgr *m, const char *id)
+{
+	struct sandbox *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	sb->m = m;
+	sb->state = SBX_CREATING;
+	snprintf(sb->id, sizeof(sb->id), "%s", id);
+	snprintf(sb->status, sizeof(sb->status), "creating");
+	if (asprintf(&sb->dir, "%s/sandboxes/%s", m->cfg.state, id) < 0) {
+		free(sb);
+		return NULL;
+	}
+	sb->env = json_object();
+	sb->next = m->sandboxes;
+	m->sandboxes = sb;
+	return sb;
+}
+
+void sbx_remove_dir(const char *dir)
+{
+	char path[4200];
+	struct dirent *e;
+	DIR *dp = opendir(dir);
+
+	/* Only what huskd and the VMM put there: layers, sockets, logs, snapshots. */
+	while (dp && (e = readdir(dp))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		unlink(path);
+	}
+	if (dp)
+		closedir(dp);
+	rmdir(dir);
+}
+
+static void sbx_free(struct sandbox *sb)
+{
+	struct sbx_mgr *m = sb->m;
+	struct sandbox **pp = &m->sandboxes;
+
+	while (*pp && *pp != sb)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = sb->next;
+	if (sb->cgroup)
+		rmdir(sb->cgroup);
+	json_decref(sb->env);
+	json_decref(sb->files);
+	free(sb->dir);
+	free(sb->layer);
+	free(sb->base);
+	free(sb->cgroup);
+	free(sb);
+	/* It may have been the last user of a deleted snapshot. */
+	if (!m->closing)
+		snap_gc(m);
+}
+
+void sbx_hold(struct sandbox *sb)
+{
+	sb->refs++;
+}
+
+void sbx_drop(struct sandbox *sb)
+{
+	if (sb->refs)
+		sb->refs--;
+	if (sb->refs || sb->state != SBX_GONE)
+		return;
+	if (!sb->m->closing && sb->dir)
+		sbx_remove_dir(sb->dir);
+	sbx_free(sb);
+}
+
+void sbx_mgr_on_change(struct sbx_mgr *m, void (*fn)(void *arg, const char *id), void *arg)
+{
+	m->on_change = fn;
+	m->on_change_arg = arg;
+}
+
+unsigned sbx_mgr_count(const struct sbx_mgr *m)
+{
+	unsigned n = 0;
+
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		n++;
+	return n;
+}

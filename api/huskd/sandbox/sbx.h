@@ -1,0 +1,232 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_SBX_H
+#define HUSK_SBX_H
+
+/*
+ * The sandbox manager: what huskd's routes may call, and all they may call.
+ * It never sees an HTTP request or status: a call returns 0 or -errno and
+ * fills a typed error (struct sbx_err); one that waits for a sandbox (an
+ * agent request, a pause) answers through a callback later instead. Every
+ * function runs on the loop thread and every callback runs there.
+ *
+ * A sandbox's life is the state machine of sbx_state.c (api/huskd/README.md
+ * draws it); the manager keeps one agent session per sandbox (the
+ * connection its guest's agent dialled in on) and one husk-vmm process.
+ */
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+struct store;
+struct sbx_mgr;
+struct outbuf;
+
+/* What went wrong, by kind; the routes choose the HTTP status and code. */
+enum sbx_fault {
+	SBX_OK = 0,
+	SBX_BAD_INPUT,   /* the request itself is wrong: msg names the field and the fix */
+	SBX_NO_SANDBOX,  /* no such sandbox */
+	SBX_ENDED,       /* the sandbox has ended (terminated, failed, deleted) */
+	SBX_BUSY,        /* it runs a command and takes one at a time */
+	SBX_STATE,       /* not in a state for this (paused, pausing, ...) */
+	SBX_EXISTS,      /* a name already taken */
+	SBX_NOT_FOUND,   /* the thing named (file, checkpoint, snapshot, job, build) */
+	SBX_TOO_LARGE,   /* over a size limit */
+	SBX_DENIED,      /* the guest refused for permissions */
+	SBX_NO_SPACE,    /* the guest's disk is full */
+	SBX_STEP_FAILED, /* a command the manager ran in the sandbox failed (build, archive) */
+	SBX_UNREACHABLE, /* the sandbox's agent is gone */
+	SBX_FULL,        /* the host cannot take another sandbox of this size now */
+	SBX_UNAVAILABLE, /* out of memory or descriptors: try again */
+	SBX_INTERNAL,    /* huskd's own failure (logged with its cause) */
+};
+
+struct sbx_err {
+	enum sbx_fault fault;
+	char msg[512];
+};
+
+/* A finished asynchronous call: data and bytes (either may be NULL) are borrowed. */
+struct sbx_reply {
+	json_t *data;
+	const void *bytes;
+	size_t len;
+};
+/* err is NULL on success. */
+typedef void (*sbx_done_fn)(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
+
+struct sbx_config {
+	const char *state;      /* state folder: sandboxes/, streams/, snapshots/, builds/ */
+	const char *vmm;        /* husk-vmm */
+	const char *kernel;     /* guest bzImage */
+	const char *initrd;     /* guest initramfs */
+	uint64_t output_limit;  /* bytes kept per output stream */
+	bool idle_pause;        /* timeout.idle pauses to disk instead of terminating */
+	const char *cgroup_dir; /* cgroup v2 folder for sandboxes' cpu.max, NULL: none */
+	uint64_t ready_ms;   /* a guest's agent must dial in this soon after a start (0: 180 s) */
+	uint64_t memory_mib; /* guest memory the host may hand out in all (0: from /proc/meminfo) */
+};
+
+int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,
+                 struct sbx_mgr **out) __attribute__((warn_unused_result));
+/* After a huskd restart: adopts the VMMs still running, fails the sandboxes whose VMM is gone. */
+void sbx_mgr_adopt(struct sbx_mgr *m);
+/*
+ * Lets go of every sandbox without touching its VMM (adopted at the next
+ * start): no callback reaches the routes after this. The caller then runs
+ * the loop until it has nothing left to do, and frees with sbx_mgr_free.
+ */
+void sbx_mgr_close(struct sbx_mgr *m);
+void sbx_mgr_free(struct sbx_mgr *m);
+/* fn(arg, id) runs after a sandbox's status or an execution changed (long-polls wait on it). */
+void sbx_mgr_on_change(struct sbx_mgr *m, void (*fn)(void *arg, const char *id), void *arg);
+/* Sandboxes held now (any state). */
+unsigned sbx_mgr_count(const struct sbx_mgr *m);
+
+/* ---- Lifecycle (sbx_create.c, sbx.c, sbx_pause.c) ---- */
+
+/*
+ * POST /sandbox: checks body, makes the sandbox's layer (off the loop),
+ * records it and starts its VMM; done gets the stored SandboxInfo (status
+ * "creating"). The sandbox then boots, its agent dials in, and it is set
+ * up (workspace, env, files) before it counts as idle.
+ */
+void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx);
+/* DELETE: a live one ends (its execution recorded cancelled first); a gone one is marked deleted.
+ */
+int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* Pause to disk (an idle sandbox): done gets {sandboxId, status, terminatesAt?}. */
+void sbx_pause(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
+/* Resume a paused one; done once it is idle again. */
+void sbx_resume(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
+
+/* ---- Executions (sbx_exec.c) ---- */
+
+struct sbx_exec_req {
+	json_t *argv;        /* array of strings */
+	json_t *files;       /* [{path, content: base64}] written first, or NULL */
+	uint64_t timeout_ms; /* 0: the sandbox's timeout.execution */
+	json_t *stream;      /* {stdout, stderr}: "ignore" drops one, or NULL */
+	const char *base;    /* the base URL of stream links, "http://host:port" */
+};
+
+/*
+ * Starts a command (once the sandbox is ready; a paused one is resumed
+ * first, *resumed says so). *exec gets the ExecutionInfo (status "queued"
+ * or "running", stream URLs).
+ */
+int sbx_exec_start(struct sbx_mgr *m, const char *id, const struct sbx_exec_req *req, json_t **exec,
+                   bool *resumed, struct sbx_err *err) __attribute__((warn_unused_result));
+/* Cancels an execution (CANCEL to the agent; the sandbox lives on); done once it ended. */
+void sbx_exec_cancel(struct sbx_mgr *m, const char *exec_id, sbx_done_fn done, void *ctx);
+/* An execution's record. */
+int sbx_execution_get(struct sbx_mgr *m, const char *exec_id, json_t **out, bool *terminal)
+	__attribute__((warn_unused_result));
+int sbx_executions(struct sbx_mgr *m, const char *id, int limit, json_t **out)
+	__attribute__((warn_unused_result));
+
+/*
+ * An output stream by id: *live is its outbuf while its command runs (hold
+ * it with outbuf_ref), else NULL; path gets its file either way. -ENOENT
+ * for an unknown id.
+ */
+int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, char *path,
+               size_t pathlen) __attribute__((warn_unused_result));
+
+/* ---- Agent requests: files, env, jobs, archives (sbx_ops.c, sbx_jobs.c) ---- */
+
+/* [{path, content: base64}]; done: {"filesWritten": n}. */
+void sbx_fs_write(struct sbx_mgr *m, const char *id, json_t *files, sbx_done_fn done, void *ctx);
+/* The file's bytes (up to 512 MiB; more: SBX_TOO_LARGE). */
+void sbx_fs_read(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
+/* {"files": [{path, size, isDir, isSymlink, mode, modTime}]} */
+void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
+void sbx_fs_mkdir(struct sbx_mgr *m, const char *id, const char *path, bool parents,
+                  sbx_done_fn done, void *ctx);
+/* rm / rmdir: {"found": bool} (a missing path is no error). */
+void sbx_fs_rm(struct sbx_mgr *m, const char *id, const char *path, bool dir, bool recursive,
+               sbx_done_fn done, void *ctx);
+/* A folder as tar.gz bytes / a tar.gz unpacked into a folder (bytes borrowed until done). */
+void sbx_fs_download(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done,
+                     void *ctx);
+void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const void *tgz, size_t len,
+                   sbx_done_fn done, void *ctx);
+/* PATCH env: vars of strings (null deletes); done: {"env": {...}}. */
+void sbx_env_set(struct sbx_mgr *m, const char *id, json_t *vars, sbx_done_fn done, void *ctx);
+/* Jobs (background processes); done: the Job, or {"jobs": [...]}. */
+void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, sbx_done_fn done, void *ctx);
+void sbx_job_list(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
+void sbx_job_get(struct sbx_mgr *m, const char *id, const char *job, sbx_done_fn done, void *ctx);
+void sbx_job_stop(struct sbx_mgr *m, const char *id, const char *job, bool force, sbx_done_fn done,
+                  void *ctx);
+
+/* ---- Checkpoints and snapshots (sbx_ckpt.c, sbx_snap.c, sbx_build.c) ---- */
+
+void sbx_ckpt_create(struct sbx_mgr *m, const char *id, const char *name, sbx_done_fn done,
+                     void *ctx);
+void sbx_ckpt_restore(struct sbx_mgr *m, const char *id, const char *ref, sbx_done_fn done,
+                      void *ctx);
+int sbx_ckpt_list(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+int sbx_ckpt_delete(struct sbx_mgr *m, const char *id, const char *ref, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* body: name, tag, description, public, memory (checked by the route); done: SnapshotInfo. */
+void sbx_snap_create(struct sbx_mgr *m, const char *id, json_t *body, sbx_done_fn done, void *ctx);
+
+struct sbx_snap_query {
+	const char *sandbox_id, *sort;
+	bool ascending, public_only;
+	int limit, offset;
+};
+int sbx_snap_list(struct sbx_mgr *m, const struct sbx_snap_query *q, json_t **out,
+                  struct sbx_err *err) __attribute__((warn_unused_result));
+int sbx_snap_get(struct sbx_mgr *m, const char *ref, bool public_only, json_t **out,
+                 struct sbx_err *err) __attribute__((warn_unused_result));
+/* tag: a string, or JSON null to remove it. */
+int sbx_snap_tag(struct sbx_mgr *m, const char *ref, json_t *tag, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+int sbx_snap_delete(struct sbx_mgr *m, const char *ref, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+int sbx_snap_lineage(struct sbx_mgr *m, const char *ref, int limit, json_t **out,
+                     struct sbx_err *err) __attribute__((warn_unused_result));
+/* Declarative builds (API.md §5.8 (38)-(40)). */
+int sbx_build_init(struct sbx_mgr *m, json_t *body, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+int sbx_build_upload(struct sbx_mgr *m, const char *build, const void *tgz, size_t len,
+                     struct sbx_err *err) __attribute__((warn_unused_result));
+void sbx_build_finalize(struct sbx_mgr *m, const char *build, json_t *body, sbx_done_fn done,
+                        void *ctx);
+
+/* ---- Records (sbx_query.c) ---- */
+
+int sbx_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* {sandboxId, status, exitCode?} for status long-polls. */
+int sbx_status(struct sbx_mgr *m, const char *id, json_t **out) __attribute__((warn_unused_result));
+
+struct sbx_list_query {
+	const char *name, *status, *sort;
+	int live;    /* 0 any, 1 only live, -1 only ended */
+	int deleted; /* 0 hide, 1 include, 2 only */
+	bool ascending;
+	int limit, offset;
+};
+int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+int sbx_events(struct sbx_mgr *m, const char *id, int limit, bool descending, json_t **out)
+	__attribute__((warn_unused_result));
+int sbx_runtimes(struct sbx_mgr *m, int limit, int offset, json_t **out)
+	__attribute__((warn_unused_result));
+/* Usage in [from_ms, to_ms] and the live sandboxes by status. */
+int sbx_usage(struct sbx_mgr *m, int64_t from_ms, int64_t to_ms, json_t **out)
+	__attribute__((warn_unused_result));
+
+/* "250ms", "5m", "1h30m", "0s" → milliseconds; -EINVAL if it is not a Go duration. */
+int parse_duration_ms(const char *s, uint64_t *ms) __attribute__((warn_unused_result));
+/* Milliseconds since the epoch. */
+int64_t sbx_now_ms(void);
+
+#endif

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+/*
+ * After a huskd restart: every sandbox the store calls live is taken up
+ * again. A VMM still running (same pid and start time) is adopted and its
+ * agent, which dials home again by itself, brings it back up; a sandbox
+ * paused to disk stays paused; one whose VMM is gone, or which was still
+ * starting, failed.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sbx_int.h"
+
+static char *priv_string(json_t *priv, const char *key)
+{
+	const char *s = json_string_value(json_object_get(priv, key));
+
+	return s ? strdup(s) : NULL;
+}
+
+/* The sandbox's fields as create recorded them. */
+static void restore_fields(struct sandbox *sb, json_t *priv)
+{
+	const char *snap = json_string_value(json_object_get(priv, "baseSnapshot"));
+
+	sb->stored = true;
+	sb->oneshot = json_is_true(json_object_get(priv, "oneshot"));
+	sb->exec_timeout_ms = (uint64_t)json_integer_value(json_object_get(priv, "execTimeoutMs"));
+	sb->idle_ms = (uint64_t)json_integer_value(json_object_get(priv, "idleMs"));
+	sb->paused_ms = (uint64_t)json_integer_value(json_object_get(priv, "pausedMs"));
+	sb->mem_mib = (uint64_t)json_integer_value(json_object_get(priv, "memMib"));
+	sb->vcpus = (unsigned)json_integer_value(json_object_get(priv, "vcpus"));
+	sb->cpu_millis = json_integer_value(json_object_get(priv, "cpuMillis"));
+	if (sb->cpu_millis <= 0)
+		sb->cpu_millis = (int64_t)sb->vcpus * 1000;
+	sb->layer = priv_string(priv, "layer");
+	sb->base = priv_string(priv, "base");
+	snprintf(sb->base_snap, sizeof(sb->base_snap), "%s", snap ? snap : "");
+	if (sb->m->cfg.cgroup_dir &&
+	    asprintf(&sb->cgroup, "%s/%s", sb->m->cfg.cgroup_dir, sb->id) < 0)
+		sb->cgroup = NULL;
+	/* A restart during its start-up may have left the quota lifted. */
+	sb->cpu_limited = false;
+	json_decref(sb->env);
+	sb->env = json_deep_copy(json_object_get(priv, "env"));
+	if (!sb->env)
+		sb->env = json_object();
+}
+
+/* Marks a sandbox that cannot be taken up failed, and lets it go. */
+static void adopt_fail(struct sandbox *sb, const char *why)
+{
+	sb->end_status = "failed";
+	log_error(sb->id, "failed: %s", why);
+	sbx_to(sb, SBX_STOPPING, why, NULL);
+}
+
+static void adopt_one(struct sbx_mgr *m, json_t *row)
+{
+	const char *id = json_string_value(json_object_get(row, "sandboxId"));
+	const char *status = json_string_value(json_object_get(row, "status"));
+	json_t *priv = json_object_get(row, "private");
+	pid_t pid = (pid_t)json_integer_value(json_object_get(priv, "pid"));
+	uint64_t start = (uint64_t)json_integer_value(json_object_get(priv, "starttime"));
+	char path[4200];
+	struct sandbox *sb;
+	int n = 0;
+
+	if (!id || !status)
+		return;
+	sb = sbx_new(m, id);
+	if (!sb)
+		return;
+	restore_fields(sb, priv);
+	snprintf(sb->status, sizeof(sb->status), "%s", status);
+	if (store_abandon_unfinished(m->store, id, "huskd restarted while it ran", &n) == 0 && n)
+		log_warn(id, "%d unfinished command(s) marked failed: huskd restarted", n);
+	if (!strcmp(status, "paused")) {
+		/* Paused to its snapshot file: no VMM to adopt; the next request resumes it. */
+		snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
+		if (access(path, R_OK) < 0) {
+			adopt_fail(sb,
+			           "huskd restarted and the paused sandbox's memory.snap is gone");
+			return;
+		}
+		sbx_to(sb, SBX_PAUSED, NULL, NULL);
+		log_info(id, "paused on disk; resumes when asked for");
+		return;
+	}
+	if (!strcmp(status, "creating")) {
+		/* Its setup (files from the request) is lost with the old huskd. */
+		if (sbx_vmm_adopt(sb, pid, start) == 0)
+			sbx_vmm_stop(sb);
+		adopt_fail(sb, "huskd restarted while the sandbox was starting");
+		return;
+	}
+	if (sbx_vmm_adopt(sb, pid, start)) {
+		adopt_fail(sb, "huskd restarted and the sandbox's VMM was no longer running");
+		return;
+	}
+	log_info(id, "adopted its running VMM (pid %d); waiting for its agent to dial in",
+	         (int)pid);
+	sbx_to(sb, SBX_ADOPTING, NULL, NULL);
+	sbx_vmm_unpark(sb);
+	if (sb->oneshot && !strcmp(status, "running"))
+		sbx_end(sb, "terminated", "huskd restarted during a one-shot command", NULL);
+}
+
+void sbx_mgr_adopt(struct sbx_mgr *m)
+{
+	json_t *rows = NULL, *row;
+	size_t i;
+
+	if (store_sandboxes_live(m->store, &rows))
+		return;
+	json_array_foreach(rows, i, row)
+	{
+		adopt_one(m, row);
+	}
+	json_decref(rows);
+	snap_gc(m);
+}

@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Agent requests on a sandbox's session: sbx_call() waits until the
+ * sandbox is ready (resuming a paused one), sbx_call_now() sends at once
+ * (its setup, while it starts). Every call holds the sandbox until its
+ * done() has run. Also: an agent ERROR as a typed error, and writing a
+ * list of files (setup, execute, the files API).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto.h"
+#include "sbx_int.h"
+#include "sbx_text.h"
+
+struct call {
+	struct sandbox *sb;
+	json_t *req;
+	struct agent_input in;
+	bool has_in;
+	const struct sbx_call_ops *ops;
+	void *arg;
+};
+
+static void call_data(void *arg, uint8_t type, const void *p, size_t len)
+{
+	struct call *c = arg;
+
+	if (c->ops->data)
+		c->ops->data(c->arg, type, p, len);
+}
+
+static void call_end(struct call *c, int rc, json_t *reply, const struct sbx_err *err)
+{
+	struct sandbox *sb = c->sb;
+
+	c->ops->done(c->arg, rc, reply, err);
+	json_decref(c->req);
+	free(c);
+	sbx_drop(sb);
+}
+
+static void call_done(void *arg, int rc, json_t *reply)
+{
+	struct call *c = arg;
+	struct sbx_err err;
+
+	if (rc < 0) {
+		sbx_fail(&err, SBX_UNREACHABLE, rc,
+		         rc == -ECANCELED ? "the sandbox stopped during the request"
+		                          : "the sandbox's agent went away during the request (%s)",
+		         strerror(-rc));
+		call_end(c, rc, NULL, &err);
+		return;
+	}
+	call_end(c, rc, reply, NULL);
+}
+
+static const struct agent_call_ops call_ops = {.data = call_data, .done = call_done};
+
+static struct agent_call *call_send(struct call *c)
+{
+	struct sandbox *sb = c->sb;
+	struct agent_call *ac = NULL;
+	struct sbx_err err;
+	int rc;
+
+	if (!sb->session) {
+		sbx_fail(&err, SBX_UNREACHABLE, -ENOTCONN, "sandbox %s: its agent is not connected",
+		         sb->id);
+		call_end(c, -ENOTCONN, NULL, &err);
+		return NULL;
+	}
+	rc = agent_call_start(sb->session, c->req, c->has_in ? &c->in : NULL, &call_ops, c, &ac);
+	if (rc) {
+		sbx_fail(&err, SBX_UNREACHABLE, rc, "sandbox %s: cannot reach its agent: %s",
+		         sb->id, strerror(-rc));
+		call_end(c, rc, NULL, &err);
+		return NULL;
+	}
+	return ac;
+}
+
+static void call_ready(struct sandbox *sb, const struct sbx_err *err, void *arg)
+{
+	struct call *c = arg;
+
+	if (err) {
+		call_end(c, -EIO, NULL, err);
+		return;
+	}
+	sbx_touch(sb);
+	call_send(c);
+}
+
+static struct call *call_new(struct sandbox *sb, json_t *req, const struct agent_input *in,
+                             const struct sbx_call_ops *ops, void *arg)
+{
+	struct call *c = calloc(1, sizeof(*c));
+	struct sbx_err err;
+
+	if (!c) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		ops->done(arg, -ENOMEM, NULL, &err);
+		return NULL;
+	}
+	*c = (struct call){.sb = sb, .req = json_incref(req), .ops = ops, .arg = arg};
+	if (in) {
+		c->in = *in;
+		c->has_in = true;
+	}
+	sbx_hold(sb);
+	return c;
+}
+
+void sbx_call(struct sandbox *sb, json_t *req, const struct agent_input *in,
+              const struct sbx_call_ops *ops, void *arg)
+{
+	struct call *c = call_new(sb, req, in, ops, arg);
+
+	if (c)
+		sbx_when_ready(sb, call_ready, c);
+}
+
+struct agent_call *sbx_call_now(struct sandbox *sb, json_t *req, const struct agent_input *in,
+                                const struct sbx_call_ops *ops, void *arg)
+{
+	struct call *c = call_new(sb, req, in, ops, arg);
+
+	return c ? call_send(c) : NULL;
+}
+
+void sbx_agent_error(json_t *reply, struct sbx_err *err, const char *what)
+{
+	const char *code = json_string_value(json_object_get(reply, "code"));
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+	enum sbx_fault f = SBX_INTERNAL;
+
+	if (!code)
+		f = SBX_INTERNAL;
+	else if (!strcmp(code, "not_found"))
+		f = SBX_NOT_FOUND;
+	else if (!strcmp(code, "is_a_directory") || !strcmp(code, "not_a_directory") ||
+	         !strcmp(code, "bad_request"))
+		f = SBX_BAD_INPUT;
+	else if (!strcmp(code, "exists") || !strcmp(code, "busy"))
+		f = SBX_EXISTS;
+	else if (!strcmp(code, "permission_denied"))
+		f = SBX_DENIED;
+	else if (!strcmp(code, "no_space"))
+		f = SBX_NO_SPACE;
+	sbx_fail(err, f, -EIO, "%s%s%s", what ? what : "", what ? ": " : "",
+	         msg ? msg : "the sandbox refused the request");
+}
+
+/* ---- a list of files, one file.write each ---- */
+
+struct files {
+	struct sandbox *sb;
+	json_t *files;
+	size_t next;
+	bool now; /* sbx_call_now: the sandbox is still starting */
+	unsigned char *data;
+	sbx_files_fn done;
+	void *arg;
+};
+
+static void files_step(struct files *f);
+
+static void file_written(void *arg, int rc, json_t *reply, const struct sbx_err *err)
+{
+	struct files *f = arg;
+	struct sbx_err e;
+	const char *path =
+		json_string_value(json_object_get(json_array_get(f->files, f->next - 1), "path"));
+
+	free(f->data);
+	f->data = NULL;
+	if (rc) {
+		if (rc > 0)
+			sbx_agent_error(reply, &e, path);
+		else
+			e = *err;
+		f->done(f->sb, &e, f->arg);
+		sbx_drop(f->sb);
+		json_decref(f->files);
+		free(f);
+		return;
+	}
+	files_step(f);
+}
+
+static const struct sbx_call_ops file_ops = {.done = file_written};
+
+static void files_step(struct files *f)
+{
+	json_t *file = json_array_get(f->files, f->next), *req;
+	const char *path, *b64;
+	struct agent_input in = {.type = FRAME_DATA};
+	char full[4096];
+	struct sbx_err err;
+	size_t len = 0;
+
+	if (!file) {
+		f->done(f->sb, NULL, f->arg);
+		sbx_drop(f->sb);
+		json_decref(f->files);
+		free(f);
+		return;
+	}
+	f->next++;
+	path = json_string_value(json_object_get(file, "path"));
+	b64 = json_string_value(json_object_get(file, "content"));
+	f->data = b64 ? base64_decode(b64, &len) : NULL;
+	if (!path || !f->data) {
+		sbx_fail(&err, SBX_BAD_INPUT, -EINVAL, "files[%zu] needs a path and base64 content",
+		         f->next - 1);
+		f->done(f->sb, &err, f->arg);
+		sbx_drop(f->sb);
+		json_decref(f->files);
+		free(f);
+		return;
+	}
+	workspace_path(WORKSPACE, path, full, sizeof(full));
+	in.data = f->data;
+	in.len = len;
+	req = json_pack("{sssssb}", "op", "file.write", "path", full, "mkdirs", 1);
+	if (f->now)
+		sbx_call_now(f->sb, req, &in, &file_ops, f);
+	else
+		sbx_call(f->sb, req, &in, &file_ops, f);
+	json_decref(req);
+}
+
+void sbx_files_write(struct sandbox *sb, json_t *files, bool now, sbx_files_fn done, void *arg)
+{
+	struct files *f = calloc(1, sizeof(*f));
+	struct sbx_err err;
+
+	if (!f) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		done(sb, &err, arg);
+		return;
+	}
+	*f = (struct files){
+		.sb = sb, .files = json_incref(files), .now = now, .done = done, .arg = arg};
+	sbx_hold(sb);
+	files_step(f);
+}
+
+/* ---- a command run for huskd's own purposes, its output captured ---- */
+
+struct run {
+	struct sandbox *sb;
+	json_t *req;
+	struct sbx_run_out out;
+	size_t cap;
+	sbx_run_fn done;
+	void *arg;
+};
+
+static void run_data(void *arg, uint8_t type, const void *p, size_t len)
+{
+	struct run *r = arg;
+
+	if (type == FRAME_STDERR) {
+		size_t room = sizeof(r->out.err) - 1 - r->out.err_len;
+
+		len = len < room ? len : room;
+		memcpy(r->out.err + r->out.err_len, p, len);
+		r->out.err_len += len;
+		r->out.err[r->out.err_len] = '\0';
+		return;
+	}
+	if (type == FRAME_STDOUT)
+		sbx_buf_add(&r->out.buf, p, len, r->cap);
+}
+
+static void run_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)
+{
+	struct run *r = arg;
+	struct sbx_err e;
+
+	if (rc > 0) {
+		sbx_agent_error(reply, &e, "the sandbox refused the command");
+		err = &e;
+	}
+	if (!rc)
+		r->out.exit_code = (int)json_integer_value(json_object_get(reply, "exit_code"));
+	/* The first line of stderr says why, as a shell would. */
+	r->out.err[strcspn(r->out.err, "\n")] = '\0';
+	r->done(r->sb, rc ? err : NULL, &r->out, r->arg);
+	free(r->out.buf.data);
+	json_decref(r->req);
+	sbx_drop(r->sb);
+	free(r);
+}
+
+static const struct sbx_call_ops run_ops = {.data = run_data, .done = run_done};
+
+void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
+             sbx_run_fn done, void *arg)
+{
+	struct run *r = calloc(1, sizeof(*r));
+	struct sbx_err err;
+
+	if (!r) {
+		json_decref(argv);
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		done(sb, &err, NULL, arg);
+		return;
+	}
+	*r = (struct run){.sb = sb, .cap = cap, .done = done, .arg = arg};
+	r->req = json_pack("{sssoss}", "op", "exec", "argv", argv, "cwd", "/");
+	if (r->req && in)
+		json_object_set_new(r->req, "stdin", json_true());
+	sbx_hold(sb);
+	sbx_call(sb, r->req, in, &run_ops, r);
+}

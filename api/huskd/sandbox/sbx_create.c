@@ -1,0 +1,382 @@
+// SPDX-License-Identifier: MIT
+/*
+ * POST /sandbox: the request checked, the host asked whether it can take
+ * one more, the sandbox's copy-on-write layer made off the loop, its record
+ * written, its VMM started (booting, or resuming a snapshot's memory).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "img.h"
+#include "sbx_base.h"
+#include "sbx_int.h"
+
+#define DEFAULT_MEM (512ll << 20)
+#define MAX_VCPUS 16
+/* A forgotten sandbox must not hold a VM forever; timeout.idle "0s" means never. */
+#define DEFAULT_IDLE_MS (10 * 60 * 1000)
+/* What a booting guest touches, and what the host keeps for itself, in MiB. */
+#define BOOT_FOOTPRINT_MIB 128
+#define HOST_RESERVE_MIB 256
+
+struct create {
+	sbx_done_fn done;
+	void *ctx;
+	struct sbx_base base;
+	json_t *pub, *priv;
+	int64_t disk;       /* resources.disk, 0: the base's size */
+	const char *warm;   /* the snapshot's memory to resume from, or NULL */
+	uint64_t vsize;     /* the layer's size */
+	char err[384];      /* from the worker */
+	enum sbx_fault why; /* from the worker */
+};
+
+/* Reads resources into what the VMM gets. */
+static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *millis, int64_t *disk,
+                          struct sbx_err *err)
+{
+	const char *m = json_string_value(json_object_get(res, "memory"));
+	const char *c = json_string_value(json_object_get(res, "cpu"));
+	const char *k = json_string_value(json_object_get(res, "disk"));
+
+	*mem = DEFAULT_MEM;
+	*millis = 1000;
+	*disk = 0;
+	if (!m)
+		m = json_string_value(json_object_get(rt_req, "memory"));
+	if (m && (store_parse_bytes(m, mem) || *mem < (64ll << 20) || *mem > (64ll << 30)))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "resources.memory '%s': give a size from 64Mi to 64Gi, e.g. 512Mi",
+		                m);
+	if (*mem < (256ll << 20))
+		*mem = 256ll << 20; /* below this a runtime's language does not start reliably */
+	if (c && (store_parse_cpu(c, millis) || *millis < 100 || *millis > MAX_VCPUS * 1000))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "resources.cpu '%s': give millicores (500m) or cores (2), up to %d",
+		                c, MAX_VCPUS);
+	if (k && (store_parse_bytes(k, disk) || *disk <= 0 || *disk > (1ll << 40)))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "resources.disk '%s': give a size such as 2Gi", k);
+	return 0;
+}
+
+/* Timeouts and the other fields the sandbox keeps; the request's shape checked. */
+static int plan_limits(json_t *body, struct sandbox *sb, struct sbx_err *err)
+{
+	json_t *cmd = json_object_get(body, "command"), *env = json_object_get(body, "env");
+	json_t *timeout = json_object_get(body, "timeout");
+	const char *dur, *mode;
+
+	if (env && !json_is_object(env))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL, "env must be an object of strings");
+	if (cmd && !json_is_array(json_object_get(cmd, "exec")))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "command.exec must be an array of strings");
+	sb->idle_ms = DEFAULT_IDLE_MS;
+	if (timeout && (dur = json_string_value(json_object_get(timeout, "execution"))) &&
+	    parse_duration_ms(dur, &sb->exec_timeout_ms))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "timeout.execution '%s' is not a duration such as 30s or 5m", dur);
+	if (timeout && (dur = json_string_value(json_object_get(timeout, "idle"))) &&
+	    parse_duration_ms(dur, &sb->idle_ms))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "timeout.idle '%s' is not a duration such as 10m or 1h (0s: never)",
+		                dur);
+	if (timeout && (dur = json_string_value(json_object_get(timeout, "paused"))) &&
+	    parse_duration_ms(dur, &sb->paused_ms))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "timeout.paused '%s' is not a duration such as 30m or 24h (0s: "
+		                "never)",
+		                dur);
+	mode = cmd ? json_string_value(json_object_get(cmd, "mode")) : NULL;
+	sb->oneshot = mode && !strcmp(mode, "oneshot");
+	if (env)
+		json_object_update(sb->env, env);
+	sb->files = json_array();
+	if (json_is_array(json_object_get(cmd, "files")))
+		json_array_extend(sb->files, json_object_get(cmd, "files"));
+	if (json_is_array(json_object_get(body, "files")))
+		json_array_extend(sb->files, json_object_get(body, "files"));
+	if (!json_array_size(sb->files)) {
+		json_decref(sb->files);
+		sb->files = NULL;
+	}
+	return 0;
+}
+
+/*
+ * Whether the host can take one more guest of mem_mib now. Guests touch
+ * their memory lazily, so what counts is what is free, not what was
+ * promised; --max-guest-memory (cfg.memory_mib) caps the promises too.
+ */
+static int admit(struct sbx_mgr *m, uint64_t mem_mib, struct sbx_err *err)
+{
+	unsigned long long kib = 0;
+	uint64_t promised = 0, need;
+	struct rlimit nofile;
+	char line[256];
+	unsigned n = 0;
+	FILE *f;
+
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
+		if (sb->state != SBX_PAUSED && sb->state != SBX_GONE)
+			promised += sb->mem_mib;
+		n++;
+	}
+	if (m->cfg.memory_mib && promised + mem_mib > m->cfg.memory_mib)
+		return sbx_fail(err, SBX_FULL, -ENOSPC,
+		                "the host is full: its sandboxes hold %llu MiB of the %llu MiB of "
+		                "guest memory it may hand out, and this one asks for %llu MiB; end "
+		                "or pause some, or ask for less memory",
+		                (unsigned long long)promised, (unsigned long long)m->cfg.memory_mib,
+		                (unsigned long long)mem_mib);
+	f = fopen("/proc/meminfo", "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
+			break;
+	if (f)
+		fclose(f);
+	need = HOST_RESERVE_MIB + (mem_mib < BOOT_FOOTPRINT_MIB ? mem_mib : BOOT_FOOTPRINT_MIB);
+	if (kib && kib / 1024 < need)
+		return sbx_fail(err, SBX_FULL, -ENOSPC,
+		                "the host is out of memory for another sandbox: %llu MiB available "
+		                "with %u sandboxes running, a new one needs about %llu MiB; end or "
+		                "pause some and try again",
+		                kib / 1024, n, (unsigned long long)need);
+	/* Each sandbox holds a few descriptors in huskd (its session, listener, pidfd, streams). */
+	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+	    (uint64_t)(n + 1) * 8 + 64 > nofile.rlim_cur)
+		return sbx_fail(err, SBX_FULL, -EMFILE,
+		                "the host is full: %u sandboxes use huskd's %llu file descriptors "
+		                "(raise huskd's RLIMIT_NOFILE to run more)",
+		                n, (unsigned long long)nofile.rlim_cur);
+	return 0;
+}
+
+/* The sandbox's cgroup, its cpu not limited yet; NULL where cgroups are not ours. */
+static char *make_cgroup(struct sbx_mgr *m, const char *id)
+{
+	char *dir;
+
+	if (!m->cfg.cgroup_dir || asprintf(&dir, "%s/%s", m->cfg.cgroup_dir, id) < 0)
+		return NULL;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		log_warn(id, "cannot make cgroup %s (%s); cpu is not limited", dir,
+		         strerror(errno));
+		free(dir);
+		return NULL;
+	}
+	return dir;
+}
+
+/* On a worker: the layer over the base, of the disk size asked for. */
+static int layer_work(struct sandbox *sb, void *arg)
+{
+	struct create *c = arg;
+	struct img_create_opts o = {.backing = c->base.path, .backing_fmt = IMG_FMT_QCOW2};
+	struct img *b;
+	char e[256] = "";
+	int rc = img_open(&b, c->base.path, IMG_FMT_QCOW2, IMG_RDONLY, e, sizeof(e));
+
+	if (rc) {
+		c->why = SBX_INTERNAL;
+		snprintf(c->err, sizeof(c->err), "the base image is unusable: %s", e);
+		return rc;
+	}
+	o.size = img_size(b);
+	(void)img_close(b);
+	/* The base's file system must fit: a smaller disk would cut it off. */
+	if (c->disk && (uint64_t)c->disk < o.size) {
+		c->why = SBX_BAD_INPUT;
+		snprintf(c->err, sizeof(c->err),
+		         "resources.disk must be at least %llu MiB for this runtime",
+		         (unsigned long long)(o.size >> 20));
+		return -EINVAL;
+	}
+	if (c->disk)
+		o.size = ((uint64_t)c->disk + 511) & ~511ull;
+	c->vsize = o.size;
+	if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		c->why = SBX_INTERNAL;
+		snprintf(c->err, sizeof(c->err), "cannot make %s: %s", sb->dir, strerror(-rc));
+		return rc;
+	}
+	rc = img_create(sb->layer, &o, e, sizeof(e));
+	if (rc) {
+		c->why = SBX_INTERNAL;
+		snprintf(c->err, sizeof(c->err), "cannot create the sandbox's disk: %s", e);
+	}
+	return rc;
+}
+
+static void create_free(struct create *c)
+{
+	sbx_base_free(&c->base);
+	json_decref(c->pub);
+	json_decref(c->priv);
+	free(c);
+}
+
+/* Creation failed before the sandbox was up: it goes, and the request says why. */
+static void create_fail(struct sandbox *sb, struct create *c, const struct sbx_err *err)
+{
+	c->done(c->ctx, err, NULL);
+	sb->end_status = "failed";
+	if (sb->stored)
+		log_error(sb->id, "failed: %s", err->msg);
+	sbx_to(sb, SBX_STOPPING, err->msg, NULL);
+	create_free(c);
+}
+
+static void layer_done(struct sandbox *sb, int rc, void *arg)
+{
+	struct create *c = arg;
+	struct sbx_reply reply = {0};
+	struct sbx_err err;
+	char e[512];
+	json_t *info = NULL;
+
+	if (rc) {
+		sbx_fail(&err, c->why ? c->why : SBX_INTERNAL, rc, "%s",
+		         c->err[0] ? c->err : strerror(-rc));
+		create_fail(sb, c, &err);
+		return;
+	}
+	json_object_set_new(json_object_get(c->pub, "resources"), "disk",
+	                    json_sprintf("%lluMi", (unsigned long long)(c->vsize >> 20)));
+	rc = store_sandbox_insert(sb->m->store, c->pub, c->priv, &info);
+	if (rc) {
+		sbx_fail(&err, SBX_INTERNAL, rc, "cannot record the sandbox: %s", strerror(-rc));
+		create_fail(sb, c, &err);
+		return;
+	}
+	sb->stored = true;
+	sb->cgroup = make_cgroup(sb->m, sb->id);
+	rc = sbx_vmm_start(sb, c->warm, e, sizeof(e));
+	if (rc) {
+		json_decref(info);
+		sbx_fail(&err, SBX_INTERNAL, rc, "%s", e);
+		create_fail(sb, c, &err);
+		return;
+	}
+	sbx_to(sb, c->warm ? SBX_RESTORING : SBX_BOOTING, NULL, NULL);
+	log_info(sb->id, "created: %s%s%s, %llu MiB, %lldm cpu%s",
+	         json_string_value(json_object_get(c->base.rt, "name")),
+	         c->base.snap ? " from snapshot " : "",
+	         c->base.snap ? json_string_value(json_object_get(c->base.snap, "snapshotId")) : "",
+	         (unsigned long long)sb->mem_mib, (long long)sb->cpu_millis,
+	         c->warm ? ", resumed from its memory" : "");
+	reply.data = info;
+	c->done(c->ctx, NULL, &reply);
+	json_decref(info);
+	create_free(c);
+}
+
+/* The SandboxInfo to record: what the request asked for, as the sandbox gets it. */
+static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t mem)
+{
+	json_t *cmd = json_object_get(body, "command"), *timeout = json_object_get(body, "timeout");
+	json_t *pub;
+
+	pub = json_pack("{sssss{ssss}s{ssss}s{sosos{}}sssssb}", "sandboxId", sb->id, "status",
+	                "creating", "runtime", "id", json_string_value(json_object_get(rt, "id")),
+	                "name", json_string_value(json_object_get(rt, "name")), "org", "id",
+	                "org_local", "name", "local", "resources", "memory",
+	                json_sprintf("%lldMi", (long long)(mem >> 20)), "cpu",
+	                json_sprintf("%lldm", (long long)sb->cpu_millis), "disk", "region", "local",
+	                "mode", sb->oneshot ? "oneshot" : "interactive", "networkEnabled", 0);
+	if (!pub)
+		return NULL;
+	for (const char *const *k =
+	             (const char *const[]){"name", "description", "metadata", "projectId",
+	                                   "dependencies", "packages", NULL};
+	     *k; k++)
+		if (json_object_get(body, *k))
+			json_object_set(pub, *k, json_object_get(body, *k));
+	if (timeout)
+		json_object_set(pub, "timeout", timeout);
+	if (cmd)
+		json_object_set_new(pub, "command",
+		                    json_pack("{sOss}", "exec", json_object_get(cmd, "exec"),
+		                              "mode", sb->oneshot ? "oneshot" : "interactive"));
+	return pub;
+}
+
+void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
+{
+	struct create *c = calloc(1, sizeof(*c));
+	char id[STORE_ID_LEN], layer[4200];
+	struct sandbox *sb = NULL;
+	int64_t mem, millis;
+	struct sbx_err err;
+	int rc;
+
+	if (!c || store_new_id("sbx_", id)) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	c->done = done;
+	c->ctx = ctx;
+	rc = sbx_base_find(m, body, &c->base, &err);
+	if (!rc)
+		rc = plan_resources(json_object_get(body, "resources"),
+		                    json_object_get(c->base.rt, "requirements"), &mem, &millis,
+		                    &c->disk, &err);
+	if (!rc)
+		rc = admit(m, (uint64_t)mem >> 20, &err);
+	if (rc)
+		goto fail;
+	sb = sbx_new(m, id);
+	if (!sb) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	snprintf(layer, sizeof(layer), "%s/layer.qcow2", sb->dir);
+	sb->layer = strdup(layer);
+	sb->mem_mib = (uint64_t)mem >> 20;
+	sb->cpu_millis = millis;
+	sb->vcpus = (unsigned)((millis + 999) / 1000);
+	/* A built snapshot's env first, the request's over it. */
+	if (json_is_object(json_object_get(c->base.snap_priv, "env")))
+		json_object_update(sb->env, json_object_get(c->base.snap_priv, "env"));
+	rc = plan_limits(body, sb, &err);
+	if (rc)
+		goto fail;
+	c->pub = public_info(body, sb, c->base.rt, mem);
+	c->priv = json_pack("{sssssbsIsIsIsOsIsIsI}", "dir", sb->dir, "layer", layer, "oneshot",
+	                    sb->oneshot, "execTimeoutMs", (json_int_t)sb->exec_timeout_ms, "idleMs",
+	                    (json_int_t)sb->idle_ms, "pausedMs", (json_int_t)sb->paused_ms, "env",
+	                    sb->env, "memMib", (json_int_t)sb->mem_mib, "vcpus",
+	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
+	if (!c->pub || !c->priv || !sb->layer) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		goto fail;
+	}
+	sbx_base_apply(sb, &c->base, c->pub, c->priv);
+	/* A snapshot with memory of this shape: resume it rather than boot. */
+	c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus);
+	rc = sbx_work(sb, layer_work, layer_done, c);
+	if (rc) {
+		sbx_fail(&err, SBX_UNAVAILABLE, rc, "cannot queue the sandbox's disk: %s",
+		         uv_strerror(rc));
+		goto fail;
+	}
+	return;
+fail:
+	if (sb) {
+		sb->end_status = "failed";
+		sbx_to(sb, SBX_STOPPING, NULL, NULL);
+	}
+	if (c) {
+		done(ctx, &err, NULL);
+		create_free(c);
+	} else {
+		done(ctx, &err, NULL);
+	}
+}

@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Executions: one command at a time per sandbox, run as one exec request
+ * on the sandbox's agent session. Its output frames go straight into the
+ * execution's output streams (files that HTTP readers follow); its RESULT
+ * ends it. Cancel is the protocol's CANCEL frame: the guest kills the
+ * process group and the sandbox lives on. A sandbox that ends first records
+ * its execution as cancelled at once, before its VMM goes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "outbuf.h"
+#include "proto.h"
+#include "sbx_int.h"
+
+/* How long the guest waits after SIGTERM before SIGKILL, on cancel and timeout. */
+#define GRACE_MS 2000
+
+enum exec_phase {
+	EXEC_QUEUED,  /* waiting for the sandbox to be ready */
+	EXEC_FILES,   /* the request's files being written */
+	EXEC_RUNNING, /* the exec request in flight */
+	EXEC_ENDED,   /* recorded; waits only for its request's done() */
+};
+
+struct execution {
+	struct sandbox *sb;
+	char id[STORE_ID_LEN];
+	enum exec_phase phase;
+	json_t *req, *files;
+	struct outbuf *out[2];
+	bool in_flight;          /* its files or exec request have not had their done() */
+	struct agent_call *call; /* the exec request, while in flight */
+	char cancel_why[256];
+	/* sbx_exec_cancel callers, answered once it ended. */
+	sbx_done_fn cancel_done;
+	void *cancel_ctx;
+};
+
+/* The record's patch for a finished execution: status, exitCode, error, truncation. */
+static json_t *result_patch(struct execution *e, int rc, json_t *r, const char *why,
+                            const char **status)
+{
+	json_t *patch = json_object();
+	json_int_t code;
+
+	if (rc || !r) {
+		*status = e->cancel_why[0] ? "cancelled" : "failed";
+		code = e->cancel_why[0] ? 137 : 1;
+		json_object_set_new(patch, "error",
+		                    json_string(e->cancel_why[0] ? e->cancel_why
+		                                : why            ? why
+		                                      : "the sandbox's agent went away"));
+	} else {
+		code = json_integer_value(json_object_get(r, "exit_code"));
+		if (json_is_true(json_object_get(r, "timed_out"))) {
+			*status = "timeout";
+			json_object_set_new(patch, "error",
+			                    json_string("the command ran past its timeout"));
+		} else if (json_is_true(json_object_get(r, "cancelled")) || e->cancel_why[0]) {
+			*status = "cancelled";
+			json_object_set_new(
+				patch, "error",
+				json_string(e->cancel_why[0] ? e->cancel_why : "cancelled"));
+		} else {
+			*status = code == 0 ? "completed" : "failed";
+		}
+		if (json_object_get(r, "duration_ms"))
+			json_object_set(patch, "durationMs", json_object_get(r, "duration_ms"));
+	}
+	json_object_set_new(patch, "exitCode", json_integer(code));
+	if ((e->out[0] && outbuf_truncated(e->out[0])) ||
+	    (e->out[1] && outbuf_truncated(e->out[1])))
+		json_object_set_new(patch, "outputTruncated", json_true());
+	return patch;
+}
+
+static void exec_free(struct execution *e)
+{
+	struct sandbox *sb = e->sb;
+
+	for (int i = 0; i < 2; i++)
+		outbuf_unref(e->out[i]);
+	json_decref(e->req);
+	json_decref(e->files);
+	free(e);
+	sbx_drop(sb);
+}
+
+/*
+ * Records the end (rc/r: the agent's answer; why: the reason without one)
+ * and lets the sandbox go on: idle again, or ended after a oneshot.
+ */
+static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
+{
+	struct sandbox *sb = e->sb;
+	struct sbx_mgr *m = sb->m;
+	const char *status;
+	json_t *patch = result_patch(e, rc, r, why, &status), *rec = NULL, *sbpatch;
+	struct sbx_reply reply = {0};
+
+	e->phase = EXEC_ENDED;
+	for (int i = 0; i < 2; i++)
+		if (e->out[i])
+			outbuf_close(e->out[i]);
+	if (store_execution_update(m->store, e->id, status, patch, NULL, &rec))
+		log_error(sb->id, "cannot record the end of %s", e->id);
+	log_debug(sb->id, "%s %s (exit %lld)", e->id, status,
+	          (long long)json_integer_value(json_object_get(patch, "exitCode")));
+	if (sb->exec == e)
+		sb->exec = NULL;
+	sbx_notify(m, e->id);
+	if (e->cancel_done) {
+		reply.data = rec;
+		e->cancel_done(e->cancel_ctx, NULL, &reply);
+		e->cancel_done = NULL;
+	}
+	json_decref(rec);
+	if (sb->state == SBX_RUNNING) {
+		if (sb->oneshot) {
+			sbpatch = json_pack("{sO}", "exitCode", json_object_get(patch, "exitCode"));
+			sbx_end(sb, "terminated", "its command ended", sbpatch);
+			json_decref(sbpatch);
+		} else {
+			sbx_to(sb, SBX_IDLE, NULL, NULL);
+		}
+	}
+	json_decref(patch);
+	if (!e->in_flight)
+		exec_free(e);
+}
+
+static void exec_data(void *arg, uint8_t type, const void *p, size_t len)
+{
+	struct execution *e = arg;
+	struct outbuf *ob = e->out[type == FRAME_STDERR];
+
+	if (e->phase == EXEC_RUNNING && ob && (type == FRAME_STDOUT || type == FRAME_STDERR))
+		outbuf_append(ob, p, len);
+}
+
+static void exec_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)
+{
+	struct execution *e = arg;
+	char why[600];
+
+	e->in_flight = false;
+	e->call = NULL;
+	if (e->phase == EXEC_ENDED) {
+		exec_free(e); /* recorded already: the sandbox stopped */
+		return;
+	}
+	if (rc > 0)
+		snprintf(why, sizeof(why), "the agent refused the command: %s",
+		         json_string_value(json_object_get(reply, "message")));
+	else if (rc < 0)
+		snprintf(why, sizeof(why), "%s", err->msg);
+	exec_end(e, rc, rc ? NULL : reply, rc ? why : NULL);
+}
+
+static const struct sbx_call_ops exec_ops = {.data = exec_data, .done = exec_done};
+
+static void run(struct sandbox *sb, struct execution *e)
+{
+	struct agent_call *call;
+
+	e->phase = EXEC_RUNNING;
+	e->in_flight = true;
+	call = sbx_call_now(sb, e->req, NULL, &exec_ops, e);
+	/* NULL: done() ran already, and e may be gone. */
+	if (call)
+		e->call = call;
+}
+
+static void files_done(struct sandbox *sb, const struct sbx_err *err, void *arg)
+{
+	struct execution *e = arg;
+
+	e->in_flight = false;
+	if (e->phase == EXEC_ENDED)
+		exec_free(e);
+	else if (err)
+		exec_end(e, -EIO, NULL, err->msg);
+	else if (e->cancel_why[0])
+		exec_end(e, -ECANCELED, NULL, e->cancel_why);
+	else
+		run(sb, e);
+}
+
+/* The queued command starts (the sandbox just became RUNNING). */
+static void exec_begin(struct sandbox *sb)
+{
+	struct execution *e = sb->exec;
+
+	if (!e || e->phase != EXEC_QUEUED)
+		return;
+	if (store_execution_update(sb->m->store, e->id, "running", NULL, NULL, NULL))
+		log_error(sb->id, "cannot record %s as running", e->id);
+	sbx_notify(sb->m, e->id);
+	if (json_array_size(e->files)) {
+		e->phase = EXEC_FILES;
+		e->in_flight = true;
+		sbx_files_write(sb, e->files, true, files_done, e);
+		return;
+	}
+	run(sb, e);
+}
+
+void sbx_up(struct sandbox *sb, const char *reason)
+{
+	if (!reason)
+		reason = sb->up_reason;
+	sb->up_reason = NULL;
+	if (!sb->exec) {
+		sbx_to(sb, SBX_IDLE, reason, NULL);
+		return;
+	}
+	if (sbx_to(sb, SBX_RUNNING, reason, NULL) == 0)
+		exec_begin(sb);
+}
+
+/* Asks the agent to stop e's command; its RESULT ends e as cancelled. */
+static void cancel(struct execution *e, const char *why)
+{
+	if (!e->cancel_why[0])
+		snprintf(e->cancel_why, sizeof(e->cancel_why), "%s", why);
+	if (e->phase == EXEC_RUNNING && e->call)
+		agent_call_cancel(e->call);
+}
+
+void sbx_exec_abort(struct sandbox *sb, const char *why)
+{
+	struct execution *e = sb->exec;
+
+	if (!e || e->phase == EXEC_ENDED)
+		return;
+	/* The guest may outlive this (a failed resume): stop the command there too. */
+	cancel(e, why);
+	exec_end(e, -ECANCELED, NULL, why);
+}
+
+/* An output stream of e unless the request says "ignore"; its URL goes in info. */
+static int exec_stream(struct execution *e, int which, const struct sbx_exec_req *req, json_t *info,
+                       json_t *priv)
+{
+	static const char *const names[] = {"stdout", "stderr"};
+	const char *want = json_string_value(json_object_get(req->stream, names[which]));
+	struct sbx_mgr *m = e->sb->m;
+	char sid[STORE_ID_LEN], key[32];
+	int rc;
+
+	if (want && !strcmp(want, "ignore"))
+		return 0;
+	rc = store_new_id("str_", sid);
+	if (!rc)
+		rc = outbuf_create(m->streams, sid, m->cfg.output_limit, &e->out[which]);
+	if (rc)
+		return rc;
+	snprintf(key, sizeof(key), "%sStreamUrl", names[which]);
+	json_object_set_new(info, key, json_sprintf("%s/streams/%s", req->base, sid));
+	snprintf(key, sizeof(key), "%sStream", names[which]);
+	json_object_set_new(priv, key, json_string(sid));
+	return 0;
+}
+
+static int check_request(const struct sbx_exec_req *req, struct sbx_err *err)
+{
+	json_t *v;
+	size_t i;
+
+	if (!json_is_array(req->argv) || !json_array_size(req->argv))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "command must be a non-empty array of strings");
+	json_array_foreach(req->argv, i, v)
+	{
+		if (!json_is_string(v))
+			return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+			                "command[%zu] must be a string", i);
+	}
+	if (req->files && !json_is_array(req->files))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "files must be an array of {path, content}");
+	return 0;
+}
+
+/* The execution record and its streams; *info the ExecutionInfo. */
+static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, json_t **info,
+                    struct sbx_err *err)
+{
+	struct execution *e = calloc(1, sizeof(*e));
+	uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : sb->exec_timeout_ms;
+	json_t *priv = json_object();
+	int rc;
+
+	if (!e || store_new_id("exec_", e->id)) {
+		free(e);
+		json_decref(priv);
+		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+	}
+	e->sb = sb;
+	e->req = json_pack("{sssOsssOsbsIsI}", "op", "exec", "argv", req->argv, "cwd", WORKSPACE,
+	                   "env", sb->env, "stdin", 0, "timeout_ms", (json_int_t)timeout_ms,
+	                   "grace_ms", (json_int_t)GRACE_MS);
+	e->files = req->files ? json_incref(req->files) : NULL;
+	*info = json_pack("{sssssssO}", "executionId", e->id, "sandboxId", sb->id, "type", "exec",
+	                  "command", req->argv);
+	rc = e->req && *info && priv ? 0 : -ENOMEM;
+	if (!rc)
+		rc = exec_stream(e, 0, req, *info, priv);
+	if (!rc)
+		rc = exec_stream(e, 1, req, *info, priv);
+	if (!rc)
+		rc = store_execution_insert(sb->m->store, *info, priv);
+	json_decref(priv);
+	if (rc) {
+		for (int k = 0; k < 2; k++)
+			outbuf_unref(e->out[k]);
+		json_decref(*info);
+		*info = NULL;
+		json_decref(e->req);
+		json_decref(e->files);
+		free(e);
+		return sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s",
+		                strerror(-rc));
+	}
+	json_object_set_new(*info, "status", json_string("queued"));
+	sbx_hold(sb);
+	sb->exec = e;
+	return 0;
+}
+
+int sbx_exec_start(struct sbx_mgr *m, const char *id, const struct sbx_exec_req *req, json_t **exec,
+                   bool *resumed, struct sbx_err *err)
+{
+	struct sandbox *sb = sbx_lookup(m, id, err);
+	int rc;
+
+	*exec = NULL;
+	*resumed = false;
+	if (!sb)
+		return -ENOENT;
+	rc = check_request(req, err);
+	if (rc)
+		return rc;
+	if (sb->exec)
+		return sbx_fail(err, SBX_BUSY, -EBUSY,
+		                "sandbox %s is already running a command; wait for its result", id);
+	if ((sb->state == SBX_IDLE || sb->state == SBX_RUNNING) && !sb->session)
+		return sbx_fail(err, SBX_UNREACHABLE, -ENOTCONN,
+		                "sandbox %s: its agent is not connected (it dials in again by "
+		                "itself; try again)",
+		                id);
+	rc = exec_new(sb, req, exec, err);
+	if (rc)
+		return rc;
+	sbx_touch(sb);
+	switch (sb->state) {
+	case SBX_IDLE:
+		sbx_up(sb, NULL);
+		json_object_set_new(*exec, "status", json_string("running"));
+		break;
+	case SBX_PAUSED:
+	case SBX_PAUSING:
+	case SBX_FREEZING:
+	case SBX_RESUMING:
+		/* It runs once the sandbox is up again; a paused one resumes for it. */
+		*resumed = true;
+		sbx_wake(sb);
+		break;
+	default:
+		break; /* starting: it runs once the sandbox is up */
+	}
+	return 0;
+}
+
+/* The live execution with id, or NULL. */
+static struct execution *exec_find(struct sbx_mgr *m, const char *exec_id)
+{
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		if (sb->exec && !strcmp(sb->exec->id, exec_id))
+			return sb->exec;
+	return NULL;
+}
+
+void sbx_exec_cancel(struct sbx_mgr *m, const char *exec_id, sbx_done_fn done, void *ctx)
+{
+	struct execution *e = exec_find(m, exec_id);
+	struct sbx_reply reply = {0};
+	struct sbx_err err;
+	json_t *rec = NULL;
+
+	if (!e || e->phase == EXEC_ENDED || e->cancel_done) {
+		if (store_execution_get(m->store, exec_id, &rec, NULL)) {
+			sbx_fail(&err, SBX_NOT_FOUND, -ENOENT, "execution %s not found", exec_id);
+			done(ctx, &err, NULL);
+			return;
+		}
+		if (e && e->cancel_done) {
+			sbx_fail(&err, SBX_STATE, -EALREADY, "execution %s is being cancelled",
+			         exec_id);
+			done(ctx, &err, NULL);
+		} else {
+			/* It ended already: its record says how. */
+			reply.data = rec;
+			done(ctx, NULL, &reply);
+		}
+		json_decref(rec);
+		return;
+	}
+	e->cancel_done = done;
+	e->cancel_ctx = ctx;
+	log_info(e->sb->id, "cancelling %s by request", e->id);
+	if (e->phase == EXEC_QUEUED) {
+		snprintf(e->cancel_why, sizeof(e->cancel_why), "cancelled by request");
+		exec_end(e, -ECANCELED, NULL, e->cancel_why);
+		return;
+	}
+	cancel(e, "cancelled by request");
+}
+
+int sbx_execution_get(struct sbx_mgr *m, const char *exec_id, json_t **out, bool *terminal)
+{
+	const char *st;
+	int rc = store_execution_get(m->store, exec_id, out, NULL);
+
+	if (rc)
+		return rc;
+	st = json_string_value(json_object_get(*out, "status"));
+	*terminal = st && (!strcmp(st, "completed") || !strcmp(st, "failed") ||
+	                   !strcmp(st, "timeout") || !strcmp(st, "cancelled"));
+	return 0;
+}
+
+int sbx_executions(struct sbx_mgr *m, const char *id, int limit, json_t **out)
+{
+	return store_execution_list(m->store, id, limit, out);
+}
+
+int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, char *path,
+               size_t pathlen)
+{
+	*live = NULL;
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		for (int i = 0; sb->exec && i < 2; i++)
+			if (sb->exec->out[i] && !strcmp(outbuf_id(sb->exec->out[i]), stream_id))
+				*live = sb->exec->out[i];
+	return outbuf_file(m->streams, stream_id, path, pathlen);
+}

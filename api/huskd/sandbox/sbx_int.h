@@ -1,0 +1,299 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_SBX_INT_H
+#define HUSK_SBX_INT_H
+
+/*
+ * Inside the sandbox manager (api/huskd/sandbox/ only). Its files call one
+ * way, from the top of this list to the bottom, never back up:
+ *
+ *   sbx_life.c        the manager's reactions: what a VMM exit, a dial-in,
+ *                     a countdown or a stop means in each state (the hooks)
+ *   public requests   sbx_create, _adopt, _build, _snap, _ckpt, _ops, _jobs,
+ *                     _query, _snapdb: what the routes call
+ *   flows             sbx_pause.c (pause, freeze, resume), sbx_setup.c
+ *   executions        sbx_exec.c (and sbx_up: a sandbox comes up)
+ *   agent requests    sbx_call.c
+ *   resources         sbx_vmm.c (VMM process, dial-in), sbx_ctl.c (control
+ *                     socket), sbx_work.c (off the loop)
+ *   the state machine sbx_state.c: sbx_to(), the only code that changes a
+ *                     state; countdowns; waiters; sbx_end()
+ *   the registry      sbx.c: lookup, lifetime, records
+ *   leaves            sbx_text.c, sbx_cgroup.c, outbuf.c, sbx_snapdb's gc
+ *
+ * What happens below (a VMM exits, an agent dials in, a countdown ends) goes
+ * up only through the hooks in struct sbx_mgr, filled by sbx_life.c.
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <uv.h>
+
+#include "agent_session.h"
+#include "huskd_log.h"
+#include "sbx.h"
+#include "sbx_text.h"
+#include "store.h"
+
+/* The guest's working folder: relative paths in the API are under it. */
+#define WORKSPACE "/home/agentuity"
+/* The host port the guest's agent dials (husk.dial=): its socket is vsock.sock_53. */
+#define DIAL_PORT 53
+
+enum sbx_state {
+	SBX_CREATING,  /* its layer is being made; not recorded yet */
+	SBX_BOOTING,   /* VMM booting a kernel: waiting for the agent to dial in, then setup */
+	SBX_RESTORING, /* VMM started from a snapshot's memory (a warm create) */
+	SBX_ADOPTING,  /* a VMM from before a huskd restart: waiting for its agent to dial again */
+	SBX_IDLE,      /* ready, no command running */
+	SBX_RUNNING,   /* ready, its one command running */
+	SBX_PAUSING,   /* VMM parking its vCPUs, writing memory.snap, quitting */
+	SBX_PAUSED,    /* on disk: memory.snap and its layers, no VMM */
+	SBX_FREEZING,  /* paused, its layers being reworked (checkpoint, snapshot) off the loop */
+	SBX_RESUMING,  /* VMM started from memory.snap */
+	SBX_REBOOTING, /* VMM booting afresh on a restored checkpoint's disk */
+	SBX_STOPPING,  /* ending: its VMM killed, waiting for it to exit */
+	SBX_GONE,      /* ended; freed once nothing holds it */
+	SBX_NSTATES
+};
+
+struct sandbox;
+struct execution;
+struct vmm_proc;
+struct vmm_ctl;
+
+/* Runs when the sandbox is ready (err NULL), or never will be (err says why). */
+typedef void (*sbx_ready_fn)(struct sandbox *sb, const struct sbx_err *err, void *arg);
+
+struct sbx_waiter {
+	sbx_ready_fn fn;
+	void *arg;
+	struct sbx_waiter *next;
+};
+
+/*
+ * What a pause is for. freeze (may be NULL) runs off the loop once the VMM
+ * has quit (state FREEZING); after runs on the loop with the outcome and
+ * moves the sandbox on (resume, reboot, stay paused, end).
+ */
+struct sbx_pause_plan {
+	const char *reason; /* for the "paused" event */
+	int (*freeze)(struct sandbox *sb, void *arg, char *err, size_t errlen);
+	void (*after)(struct sandbox *sb, int rc, const char *err, void *arg);
+	void *arg;
+};
+
+/* How the manager reacts to what happens below it; sbx_life.c fills them. */
+struct sbx_hooks {
+	void (*vmm_exited)(struct sandbox *sb, int status); /* exit status, -1 unknown */
+	void (*agent_hello)(struct sandbox *sb);            /* its agent dialled in */
+	void (*timer)(struct sandbox *sb);                  /* the state's countdown ran out */
+	void (*wake)(struct sandbox *sb);                   /* paused, and the guest is needed */
+	void (*stopping)(struct sandbox *sb); /* it entered STOPPING: stop what runs */
+};
+
+struct sbx_mgr {
+	uv_loop_t *loop;
+	struct store *store;
+	struct sbx_config cfg; /* strings copied */
+	const struct sbx_hooks *hooks;
+	char *streams; /* state/streams */
+	struct sandbox *sandboxes;
+	void (*on_change)(void *arg, const char *id);
+	void *on_change_arg;
+	bool closing;
+};
+
+struct sandbox {
+	struct sbx_mgr *m;
+	char id[STORE_ID_LEN];
+	enum sbx_state state;
+	char status[16];        /* the public status last recorded */
+	const char *end_status; /* STOPPING: terminated, failed or deleted */
+	bool stored;            /* it has a row in the store */
+	unsigned refs;          /* work in flight that holds it (sbx_hold) */
+	char *dir;              /* state/sandboxes/<id> */
+	char *layer;            /* its top disk layer */
+	char *base;             /* the image its layers sit on (runtime or snapshot) */
+	char base_snap[STORE_ID_LEN];
+	char *cgroup;
+	bool cpu_limited;
+	struct vmm_proc *vmm;
+	bool quit_sent;      /* PAUSING: told to quit after its snapshot */
+	struct vmm_ctl *ctl; /* a control command awaiting its answer */
+	void (*ctl_fn)(struct sandbox *, int, const char *); /* who gets that answer */
+	uv_pipe_t *dial;                                     /* listener on dir/vsock.sock_53 */
+	struct agent_session *session;
+	void *setup;       /* the setup under way (sbx_setup.c), NULL for none */
+	uv_timer_t *timer; /* the state's countdown (idle, paused, readiness) */
+	struct execution *exec;
+	struct sbx_waiter *waiters;
+	struct sbx_pause_plan plan; /* PAUSING, FREEZING: what the pause is for */
+	char pause_err[512];        /* why a pause or its plan's work failed */
+	long long pause_t0;         /* when the pause or resume began (monotonic ms) */
+	const char *up_reason;      /* the event's reason once it is up again */
+	json_t *env;                /* the sandbox's environment (create + setEnv) */
+	json_t *files;              /* files for its setup (create), NULL after */
+	bool oneshot;
+	uint64_t exec_timeout_ms, idle_ms, paused_ms;
+	uint64_t mem_mib;
+	unsigned vcpus;
+	int64_t cpu_millis;
+	struct sandbox *next;
+};
+
+/* ---- sbx.c: the registry ---- */
+struct sandbox *sbx_new(struct sbx_mgr *m, const char *id);
+struct sandbox *sbx_find(struct sbx_mgr *m, const char *id);
+/* The live sandbox id names, or NULL with err (NO_SANDBOX or ENDED). */
+struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *err);
+void sbx_hold(struct sandbox *sb);
+/* Lets go; frees an ended sandbox once nothing holds it. */
+void sbx_drop(struct sandbox *sb);
+/* Fills err (fault, printf message); returns -errno for the caller's return. */
+int sbx_fail(struct sbx_err *err, enum sbx_fault fault, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Records private fields of the sandbox (a JSON patch, stolen); logs a failure. */
+void sbx_save(struct sandbox *sb, json_t *priv);
+void sbx_notify(struct sbx_mgr *m, const char *id);
+/* Removes the sandbox's folder and what huskd keeps in it. */
+void sbx_remove_dir(const char *dir);
+/* Removes the files of deleted snapshots nothing is built on any more (sbx_snapdb.c). */
+void snap_gc(struct sbx_mgr *m);
+
+/* ---- sbx_state.c: the state machine ---- */
+const char *sbx_state_name(enum sbx_state s);
+/* Whether the table allows from → to. */
+bool sbx_can(enum sbx_state from, enum sbx_state to);
+/* BOOTING, RESTORING, ADOPTING, RESUMING, REBOOTING: a VMM, not yet an agent. */
+bool sbx_starting(enum sbx_state s);
+/*
+ * The one way a state changes: -EINVAL (logged as a bug) for a move the
+ * table refuses. reason goes with the status change's event; patch (may be
+ * NULL) is merged into the sandbox's record (e.g. exitCode).
+ */
+int sbx_to(struct sandbox *sb, enum sbx_state to, const char *reason, json_t *patch);
+/* Ends a sandbox: status terminated, failed or deleted, with reason (logged). */
+void sbx_end(struct sandbox *sb, const char *status, const char *reason, json_t *patch);
+/* The guest answers requests: IDLE or RUNNING with an agent session. */
+bool sbx_ready(const struct sandbox *sb);
+/* Using the sandbox counts as activity: its idle countdown starts again. */
+void sbx_touch(struct sandbox *sb);
+/* Runs fn once ready (now if it is; a paused sandbox is woken for it). */
+void sbx_when_ready(struct sandbox *sb, sbx_ready_fn fn, void *arg);
+/* Runs the waiters: with err (they fail) or NULL (ready). */
+void sbx_waiters_run(struct sandbox *sb, const struct sbx_err *err);
+/* Paused and needed (a request, a command): the wake hook resumes it. */
+void sbx_wake(struct sandbox *sb);
+/* Closes its timer (the manager lets go of it). */
+void sbx_state_release(struct sandbox *sb);
+/* huskd stops: the sandbox is let go as it is (GONE here, its record untouched). */
+void sbx_state_forget(struct sandbox *sb);
+
+/* ---- sbx_vmm.c: the VMM process and the agent's dial-in ---- */
+/* Starts a VMM (booting, or from the memory file restore); 0 or -errno with err. */
+int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen);
+/* Takes up a VMM from before a huskd restart (same pid and start time), and its dial-in. */
+int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime);
+/* Kills the VMM (SIGKILL); its exit follows through the vmm_exited hook. */
+void sbx_vmm_stop(struct sandbox *sb);
+/* Why the VMM ended (its status, its last words in vmm.log), for a status and the log. */
+void sbx_vmm_exit_reason(struct sandbox *sb, int status, char *out, size_t len);
+/* Listens for the guest's agent on dir/vsock.sock_53 (before any VMM starts). */
+int sbx_dial_listen(struct sandbox *sb);
+/* Closes the session and the listener. */
+void sbx_dial_close(struct sandbox *sb);
+
+/* ---- sbx_ctl.c: the VMM's control socket ---- */
+#define SBX_CTL_TIMEOUT_MS 15000
+/* rc 0 for OK (reply: the rest of the line), -EPROTO for ERR, else -errno. */
+typedef void (*sbx_ctl_fn)(struct sandbox *sb, int rc, const char *reply);
+/* Sends one command; the sandbox is held until fn has run. 0 or -errno (no fn then). */
+int sbx_ctl(struct sandbox *sb, const char *cmd, unsigned timeout_ms, sbx_ctl_fn fn);
+/* huskd lets go: the answer is not waited for (fn does not run). */
+void sbx_ctl_abort(struct sandbox *sb);
+/* An adopted VMM may have been parked by a pause that huskd's restart cut short. */
+void sbx_vmm_unpark(struct sandbox *sb);
+
+/* ---- sbx_work.c: image and file work off the loop ---- */
+/* Runs work(sb, arg) on a worker thread, then done(sb, rc, arg) on the loop; holds sb. */
+int sbx_work(struct sandbox *sb, int (*work)(struct sandbox *sb, void *arg),
+             void (*done)(struct sandbox *sb, int rc, void *arg), void *arg)
+	__attribute__((warn_unused_result));
+
+/* ---- sbx_call.c: agent requests ---- */
+struct sbx_call_ops {
+	void (*data)(void *arg, uint8_t type, const void *p, size_t len);
+	/* rc 0 RESULT, 1 ERROR (reply {code, message}), <0 with err filled. */
+	void (*done)(void *arg, int rc, json_t *reply, const struct sbx_err *err);
+};
+/*
+ * Sends req (reference kept by the caller) with in (may be NULL) to the
+ * sandbox's agent once it is ready (waking it if paused). done always runs
+ * once. Holds the sandbox meanwhile.
+ */
+void sbx_call(struct sandbox *sb, json_t *req, const struct agent_input *in,
+              const struct sbx_call_ops *ops, void *arg);
+/*
+ * The same at once, on the current session (its setup while the sandbox
+ * starts, its command): the agent request (valid until done), or NULL when
+ * done() already ran with why not.
+ */
+struct agent_call *sbx_call_now(struct sandbox *sb, json_t *req, const struct agent_input *in,
+                                const struct sbx_call_ops *ops, void *arg);
+/* An agent ERROR reply as a typed error (not_found → SBX_NOT_FOUND ...); what prefixes it. */
+void sbx_agent_error(json_t *reply, struct sbx_err *err, const char *what);
+/* What sbx_run captured: stdout (up to its cap), the start of stderr, the exit code. */
+struct sbx_run_out {
+	struct sbx_buf buf; /* stdout; buf.over: it went past the cap */
+	int exit_code;
+	char err[1024]; /* stderr's first line */
+	size_t err_len;
+};
+/* err: the command could not run (out is NULL then or partial); else out->exit_code says. */
+typedef void (*sbx_run_fn)(struct sandbox *sb, const struct sbx_err *err,
+                           const struct sbx_run_out *out, void *arg);
+/*
+ * Runs argv (stolen) in / once the sandbox is ready, stdin from in (may be
+ * NULL), stdout kept up to cap bytes.
+ */
+void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
+             sbx_run_fn done, void *arg);
+typedef void (*sbx_files_fn)(struct sandbox *sb, const struct sbx_err *err, void *arg);
+/* Writes [{path, content: base64}] (relative paths: the workspace), one by one; now: sbx_call_now.
+ */
+void sbx_files_write(struct sandbox *sb, json_t *files, bool now, sbx_files_fn done, void *arg);
+
+/* ---- sbx_exec.c: executions ---- */
+/*
+ * The sandbox is up (again): RUNNING with its queued command started, or
+ * IDLE. reason (NULL: sb->up_reason) goes with the status change's event.
+ */
+void sbx_up(struct sandbox *sb, const char *reason);
+/* Ends the sandbox's execution as cancelled with why (stop, VMM gone), recorded at once. */
+void sbx_exec_abort(struct sandbox *sb, const char *why);
+
+/* ---- sbx_setup.c: a guest that just dialled in ---- */
+enum sbx_setup_kind {
+	SETUP_BOOTED,   /* after a boot: workspace, env, the create request's files */
+	SETUP_RESTORED, /* a warm create: the clock, then as after a boot */
+	SETUP_RESUMED,  /* after a resume: the clock and the random generator only */
+};
+/* done: err NULL once set up (the sandbox is not moved: done decides). */
+void sbx_setup_start(struct sandbox *sb, enum sbx_setup_kind kind,
+                     void (*done)(struct sandbox *sb, const struct sbx_err *err));
+
+/* ---- sbx_pause.c: pause, freeze, resume ---- */
+/* Pauses an idle sandbox to disk for plan; -EBUSY and friends with err when it cannot. */
+int sbx_pause_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struct sbx_err *err);
+/* The same for a sandbox already paused: the plan's work and after() at once. */
+int sbx_freeze_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struct sbx_err *err);
+/* A paused sandbox runs again: a VMM from its memory.snap; then up (or err to waiters). */
+int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err);
+/* PAUSING: the VMM exited (status 0 after its snapshot and quit: paused). */
+void sbx_pause_vmm_gone(struct sandbox *sb, int status);
+/* RESUMING: the VMM exited before the guest was up; it stays paused, its memory.snap kept. */
+void sbx_resume_failed(struct sandbox *sb, const char *why);
+/* RESUMING: its agent dialled in. */
+void sbx_resume_hello(struct sandbox *sb);
+
+#endif

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The top of the manager: what the events from below mean in each state.
+ * A VMM exits, a guest's agent dials in, a countdown runs out, someone
+ * needs a paused guest, a sandbox starts to stop: the layers underneath
+ * report these through the hooks, and only this file decides what follows.
+ * Also the manager itself (open, close) and destroy.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "sbx_int.h"
+#include "vmm_proc.h"
+
+static void vmm_exited(struct sandbox *sb, int status)
+{
+	char reason[400];
+
+	switch (sb->state) {
+	case SBX_STOPPING:
+		sbx_to(sb, SBX_GONE, NULL, NULL);
+		break;
+	case SBX_PAUSING:
+		sbx_pause_vmm_gone(sb, status);
+		break;
+	case SBX_RESUMING:
+		sbx_vmm_exit_reason(sb, status, reason, sizeof(reason));
+		sbx_resume_failed(sb, reason);
+		break;
+	default:
+		sbx_vmm_exit_reason(sb, status, reason, sizeof(reason));
+		sbx_end(sb, "failed", reason, NULL);
+		break;
+	}
+}
+
+/* A booted (or warm-started, or rebooted) guest is set up: it is up, or it failed. */
+static void set_up(struct sandbox *sb, const struct sbx_err *err)
+{
+	char reason[640];
+
+	if (err) {
+		snprintf(reason, sizeof(reason), "cannot prepare the sandbox: %s", err->msg);
+		sbx_end(sb, "failed", reason, NULL);
+		return;
+	}
+	sbx_up(sb, NULL);
+}
+
+static void agent_hello(struct sandbox *sb)
+{
+	switch (sb->state) {
+	case SBX_BOOTING:
+	case SBX_REBOOTING:
+		sbx_setup_start(sb, SETUP_BOOTED, set_up);
+		break;
+	case SBX_RESTORING:
+		/* A warm start: the snapshot's guest, with this sandbox's env and files. */
+		sbx_setup_start(sb, SETUP_RESTORED, set_up);
+		break;
+	case SBX_RESUMING:
+		sbx_resume_hello(sb);
+		break;
+	case SBX_ADOPTING:
+		sbx_up(sb, !strcmp(sb->status, "running")
+		                   ? "huskd restarted: the running command was lost"
+		                   : NULL);
+		break;
+	default:
+		/* A dial-in while it runs: the agent's connection was reset; nothing to redo. */
+		break;
+	}
+}
+
+static void idle_ran_out(struct sandbox *sb)
+{
+	struct sbx_pause_plan plan = {
+		.reason = "idle: paused instead of terminated (huskd --on-idle pause)"};
+	struct sbx_err err;
+	char why[128];
+
+	if (sb->m->cfg.idle_pause) {
+		if (sbx_pause_start(sb, &plan, &err) == 0) {
+			log_info(sb->id, "idle for %llu s: pausing it (--on-idle pause)",
+			         (unsigned long long)(sb->idle_ms / 1000));
+			return;
+		}
+		log_warn(sb->id, "idle, but cannot pause it (%s): terminating", err.msg);
+	}
+	snprintf(why, sizeof(why), "idle for %llu s: reaped (timeout.idle)",
+	         (unsigned long long)(sb->idle_ms / 1000));
+	sbx_end(sb, "terminated", why, NULL);
+}
+
+static void timer(struct sandbox *sb)
+{
+	char why[160];
+
+	switch (sb->state) {
+	case SBX_IDLE:
+		idle_ran_out(sb);
+		break;
+	case SBX_PAUSED:
+		snprintf(why, sizeof(why), "paused for %llu s: terminated (timeout.paused)",
+		         (unsigned long long)(sb->paused_ms / 1000));
+		sbx_end(sb, "terminated", why, NULL);
+		break;
+	case SBX_RESUMING:
+		/* Its memory.snap is still there: the VMM's exit takes it back to PAUSED. */
+		log_error(sb->id,
+		          "its agent did not dial in within %.1f s of the resume; stopping "
+		          "that VMM",
+		          (double)sb->m->cfg.ready_ms / 1000);
+		sbx_vmm_stop(sb);
+		break;
+	default:
+		if (!sbx_starting(sb->state))
+			break;
+		snprintf(why, sizeof(why), "the sandbox's agent did not dial in within %.1f s",
+		         (double)sb->m->cfg.ready_ms / 1000);
+		sbx_end(sb, "failed", why, NULL);
+		break;
+	}
+}
+
+static void wake(struct sandbox *sb)
+{
+	struct sbx_err err;
+
+	if (sbx_resume_start(sb, "resumed to serve a request", &err) == 0)
+		return;
+	if (sb->exec)
+		sbx_exec_abort(sb, err.msg);
+	sbx_waiters_run(sb, &err);
+}
+
+static void stopping(struct sandbox *sb)
+{
+	/* Recorded before its VMM goes; the layer is thrown away, so no clean shutdown. */
+	if (sb->exec)
+		sbx_exec_abort(sb, "the sandbox was stopped");
+	sbx_dial_close(sb);
+	sbx_vmm_stop(sb);
+}
+
+static const struct sbx_hooks hooks = {
+	.vmm_exited = vmm_exited,
+	.agent_hello = agent_hello,
+	.timer = timer,
+	.wake = wake,
+	.stopping = stopping,
+};
+
+int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
+{
+	struct sandbox *sb = sbx_find(m, id);
+	json_t *info = NULL;
+	int rc;
+
+	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE) {
+		sbx_end(sb, "deleted", "destroyed by request", NULL);
+		return 0;
+	}
+	rc = store_sandbox_get(m->store, id, &info, NULL);
+	if (rc == -ENOENT)
+		return sbx_fail(err, SBX_NO_SANDBOX, rc, "sandbox %s not found", id);
+	if (!rc && strcmp(json_string_value(json_object_get(info, "status")), "deleted"))
+		rc = store_sandbox_set_status(m->store, id, "deleted", "destroyed by request");
+	json_decref(info);
+	sbx_notify(m, id);
+	/* -EINVAL: already deleted, or a status the store keeps (nothing to do). */
+	if (rc && rc != -EINVAL)
+		return sbx_fail(err, SBX_INTERNAL, rc, "cannot destroy %s: %s", id, strerror(-rc));
+	return 0;
+}
+
+int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,
+                 struct sbx_mgr **out)
+{
+	struct sbx_mgr *m = calloc(1, sizeof(*m));
+	char path[4200];
+
+	if (!m)
+		return -ENOMEM;
+	m->loop = loop;
+	m->store = store;
+	m->hooks = &hooks;
+	m->cfg = *cfg;
+	m->cfg.state = strdup(cfg->state);
+	m->cfg.vmm = strdup(cfg->vmm);
+	m->cfg.kernel = strdup(cfg->kernel);
+	m->cfg.initrd = strdup(cfg->initrd);
+	m->cfg.cgroup_dir = cfg->cgroup_dir ? strdup(cfg->cgroup_dir) : NULL;
+	if (!m->cfg.ready_ms)
+		m->cfg.ready_ms = 180000;
+	if (!m->cfg.state || !m->cfg.vmm || !m->cfg.kernel || !m->cfg.initrd ||
+	    asprintf(&m->streams, "%s/streams", cfg->state) < 0) {
+		m->streams = NULL;
+		sbx_mgr_free(m);
+		return -ENOMEM;
+	}
+	for (const char *const *sub =
+	             (const char *const[]){"sandboxes", "streams", "snapshots", "builds", NULL};
+	     *sub; sub++) {
+		snprintf(path, sizeof(path), "%s/%s", cfg->state, *sub);
+		mkdir(path, 0700);
+	}
+	*out = m;
+	return 0;
+}
+
+void sbx_mgr_close(struct sbx_mgr *m)
+{
+	struct sandbox *sb, *next;
+
+	m->closing = true;
+	m->on_change = NULL;
+	/* VMMs run on, to be adopted; what huskd holds for them goes. */
+	for (sb = m->sandboxes; sb; sb = next) {
+		next = sb->next;
+		sbx_hold(sb);
+		sbx_ctl_abort(sb);
+		sbx_dial_close(sb);
+		if (sb->vmm) {
+			vmm_proc_release(sb->vmm);
+			sb->vmm = NULL;
+		}
+		/* Their owners (requests) go with the HTTP server. */
+		while (sb->waiters) {
+			struct sbx_waiter *w = sb->waiters;
+
+			sb->waiters = w->next;
+			free(w);
+		}
+		sbx_state_forget(sb);
+		sbx_drop(sb);
+	}
+}
+
+void sbx_mgr_free(struct sbx_mgr *m)
+{
+	if (!m)
+		return;
+	/* Work still in flight when the loop stopped: its sandboxes go with it. */
+	while (m->sandboxes) {
+		m->sandboxes->refs = 0;
+		sbx_state_forget(m->sandboxes);
+		sbx_drop(m->sandboxes);
+	}
+	free((char *)m->cfg.state);
+	free((char *)m->cfg.vmm);
+	free((char *)m->cfg.kernel);
+	free((char *)m->cfg.initrd);
+	free((char *)m->cfg.cgroup_dir);
+	free(m->streams);
+	free(m);
+}

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+/* The records the routes read: sandboxes, their events, runtimes, usage. */
+#include <errno.h>
+#include <string.h>
+
+#include "sbx_int.h"
+
+int sbx_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
+{
+	if (store_sandbox_get(m->store, id, out, NULL))
+		return sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
+	return 0;
+}
+
+int sbx_status(struct sbx_mgr *m, const char *id, json_t **out)
+{
+	json_t *info = NULL;
+	int rc = store_sandbox_get(m->store, id, &info, NULL);
+
+	if (rc)
+		return rc;
+	*out = json_pack("{sssO}", "sandboxId", id, "status", json_object_get(info, "status"));
+	if (*out && json_object_get(info, "exitCode"))
+		json_object_set(*out, "exitCode", json_object_get(info, "exitCode"));
+	json_decref(info);
+	return *out ? 0 : -ENOMEM;
+}
+
+int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, struct sbx_err *err)
+{
+	struct store_sandbox_filter f = {.name = q->name,
+	                                 .status = q->status,
+	                                 .sort = q->sort,
+	                                 .ascending = q->ascending,
+	                                 .limit = q->limit,
+	                                 .offset = q->offset};
+
+	f.live = q->live > 0 ? STORE_ONLY : q->live < 0 ? STORE_EXCLUDE : STORE_ANY;
+	f.deleted = q->deleted == 2   ? STORE_DELETED_ONLY
+	            : q->deleted == 1 ? STORE_DELETED_INCLUDE
+	                              : STORE_DELETED_HIDE;
+	if (store_sandbox_list(m->store, &f, out))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL, "bad list query (sort or status)");
+	return 0;
+}
+
+int sbx_events(struct sbx_mgr *m, const char *id, int limit, bool descending, json_t **out)
+{
+	return store_event_list(m->store, id, limit, descending, out);
+}
+
+int sbx_runtimes(struct sbx_mgr *m, int limit, int offset, json_t **out)
+{
+	return store_runtime_list(m->store, NULL, false, limit, offset, out);
+}
+
+int sbx_usage(struct sbx_mgr *m, int64_t from_ms, int64_t to_ms, json_t **out)
+{
+	json_t *usage = NULL, *live = NULL, *counts, *v;
+	size_t i;
+
+	if (store_usage(m->store, from_ms, to_ms, &usage) ||
+	    store_sandboxes_live(m->store, &live)) {
+		json_decref(usage);
+		return -EIO;
+	}
+	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "totalActive", (int)json_array_size(live),
+	                   "running", 0, "idle", 0, "creating", 0, "paused", 0);
+	json_array_foreach(live, i, v)
+	{
+		const char *st = json_string_value(json_object_get(v, "status"));
+		json_t *n = st && counts ? json_object_get(counts, st) : NULL;
+
+		if (n)
+			json_integer_set(n, json_integer_value(n) + 1);
+	}
+	json_decref(live);
+	if (!counts || json_object_set_new(usage, "live", counts)) {
+		json_decref(usage);
+		return -ENOMEM;
+	}
+	*out = usage;
+	return 0;
+}

@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A guest whose agent just dialled in is made ready: after a boot the
+ * workspace, the sandbox's env and the create request's files; after a
+ * restore from memory, first the guest's clock and random generator
+ * ("resumed"). Requests on the new session, one after another; the caller
+ * is told how it went and decides what follows. A newer dial-in makes an
+ * older setup moot.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "sbx_int.h"
+
+enum { STEP_RESUMED, STEP_MKDIR, STEP_ENV, STEP_FILES, STEP_DONE };
+static const char *const step_names[] = {"resumed", "workspace", "env", "files"};
+
+struct setup {
+	struct sandbox *sb;
+	int step;
+	bool resumed; /* send "resumed" first */
+	bool prepare; /* the workspace, the env and the files */
+	void (*done)(struct sandbox *sb, const struct sbx_err *err);
+};
+
+/* Hands the outcome over, unless a newer setup or the sandbox's end made it moot. */
+static void setup_end(struct setup *s, const struct sbx_err *err)
+{
+	struct sandbox *sb = s->sb;
+
+	if (sb->setup == s) {
+		sb->setup = NULL;
+		if (sb->state != SBX_STOPPING && sb->state != SBX_GONE)
+			s->done(sb, err);
+	}
+	sbx_drop(sb);
+	free(s);
+}
+
+static void setup_fail(struct setup *s, const char *why)
+{
+	struct sbx_err err;
+
+	sbx_fail(&err, SBX_INTERNAL, -EIO, "%s: %s", step_names[s->step], why);
+	setup_end(s, &err);
+}
+
+static void setup_step(struct setup *s);
+
+static void step_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)
+{
+	struct setup *s = arg;
+	const char *msg = json_string_value(json_object_get(reply, "message"));
+
+	/* An agent too old for "resumed" still runs: the clock is only late. */
+	if (rc > 0 && s->step == STEP_RESUMED) {
+		log_warn(s->sb->id, "its agent cannot set the clock: %s", msg ? msg : "refused");
+		rc = 0;
+	}
+	if (rc) {
+		setup_fail(s, rc > 0 ? (msg ? msg : "refused by the agent") : err->msg);
+		return;
+	}
+	s->step++;
+	setup_step(s);
+}
+
+static const struct sbx_call_ops step_ops = {.done = step_done};
+
+static void files_done(struct sandbox *sb, const struct sbx_err *err, void *arg)
+{
+	struct setup *s = arg;
+
+	if (err) {
+		setup_fail(s, err->msg);
+		return;
+	}
+	json_decref(sb->files);
+	sb->files = NULL;
+	s->step++;
+	setup_step(s);
+}
+
+/* The "resumed" request: the wall clock now and 32 fresh bytes for the CRNG. */
+static json_t *resumed_req(void)
+{
+	unsigned char seed[32];
+	char hex[2 * sizeof(seed) + 1];
+	struct timespec ts;
+	json_t *req;
+
+	if (getrandom(seed, sizeof(seed), 0) != (ssize_t)sizeof(seed))
+		return NULL;
+	for (size_t i = 0; i < sizeof(seed); i++)
+		snprintf(hex + 2 * i, 3, "%02x", seed[i]);
+	clock_gettime(CLOCK_REALTIME, &ts);
+	req = json_pack("{sssIss}", "op", "resumed", "time_ns",
+	                (json_int_t)ts.tv_sec * 1000000000 + ts.tv_nsec, "seed", hex);
+	explicit_bzero(hex, sizeof(hex));
+	explicit_bzero(seed, sizeof(seed));
+	return req;
+}
+
+static void setup_step(struct setup *s)
+{
+	struct sandbox *sb = s->sb;
+	json_t *req = NULL;
+
+	/* Moot: the sandbox stopped, or a newer dial-in took over. */
+	if (sb->setup != s || sb->state == SBX_STOPPING || sb->state == SBX_GONE) {
+		setup_end(s, NULL);
+		return;
+	}
+	if (s->step == STEP_RESUMED && !s->resumed)
+		s->step++;
+	if (s->step == STEP_MKDIR && !s->prepare)
+		s->step = STEP_DONE;
+	if (s->step == STEP_ENV && !json_object_size(sb->env))
+		s->step++;
+	if (s->step == STEP_FILES && !json_array_size(sb->files))
+		s->step++;
+	switch (s->step) {
+	case STEP_RESUMED:
+		req = resumed_req();
+		break;
+	case STEP_MKDIR:
+		req = json_pack("{sssssb}", "op", "file.mkdir", "path", WORKSPACE, "parents", 1);
+		break;
+	case STEP_ENV:
+		req = json_pack("{sssO}", "op", "env.set", "vars", sb->env);
+		break;
+	case STEP_FILES:
+		sbx_files_write(sb, sb->files, true, files_done, s);
+		return;
+	default:
+		setup_end(s, NULL);
+		return;
+	}
+	if (!req) {
+		setup_fail(s, "out of memory");
+		return;
+	}
+	sbx_call_now(sb, req, NULL, &step_ops, s);
+	json_decref(req);
+}
+
+void sbx_setup_start(struct sandbox *sb, enum sbx_setup_kind kind,
+                     void (*done)(struct sandbox *sb, const struct sbx_err *err))
+{
+	struct setup *s = calloc(1, sizeof(*s));
+	struct sbx_err err;
+
+	if (!s) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory for its setup");
+		done(sb, &err);
+		return;
+	}
+	*s = (struct setup){.sb = sb,
+	                    .step = STEP_RESUMED,
+	                    .resumed = kind != SETUP_BOOTED,
+	                    .prepare = kind != SETUP_RESUMED,
+	                    .done = done};
+	sbx_hold(sb);
+	sb->setup = s;
+	setup_step(s);
+}

@@ -1,0 +1,259 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A sandbox's husk-vmm process and its guest agent's connection. huskd
+ * listens on dir/vsock.sock_53 before a VMM starts; the guest's agent dials
+ * host port 53 after every boot and restore (husk.dial=53), the VMM connects
+ * that to the socket, and the accepted connection becomes the sandbox's one
+ * agent session: its HELLO is the sign the guest is up. A VMM's exit comes
+ * through its pidfd, in one place (vmm_exit). What either means is decided
+ * above (sbx_life.c): this file reports through the hooks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sbx_int.h"
+#include "vmm_proc.h"
+
+/* ---- the agent's dial-in ---- */
+
+static void session_hello(void *arg, json_t *hello)
+{
+	struct sandbox *sb = arg;
+
+	log_debug(sb->id, "agent dialled in (dial %lld)",
+	          (long long)json_integer_value(json_object_get(hello, "dial")));
+	sbx_hold(sb);
+	sb->m->hooks->agent_hello(sb);
+	sbx_drop(sb);
+}
+
+static void session_closed(void *arg, int rc)
+{
+	struct sandbox *sb = arg;
+	struct agent_session *s = sb->session;
+
+	sb->session = NULL;
+	agent_session_close(s);
+	/* Expected while its VMM pauses or stops; otherwise the agent dials again. */
+	if (sb->state == SBX_IDLE || sb->state == SBX_RUNNING)
+		log_warn(sb->id,
+		         "its agent's connection ended (%s); waiting for it to dial in again",
+		         rc ? strerror(-rc) : "closed");
+}
+
+static const struct agent_session_ops session_ops = {
+	.hello = session_hello,
+	.closed = session_closed,
+};
+
+static void dial_in(uv_stream_t *server, int status)
+{
+	struct sandbox *sb = server->data;
+	struct agent_session *s = NULL;
+	int rc;
+
+	if (status < 0) {
+		log_warn(sb->id, "its agent's dial-in failed: %s", uv_strerror(status));
+		return;
+	}
+	rc = agent_session_accept(server, &session_ops, sb, &s);
+	if (rc) {
+		log_error(sb->id, "cannot take its agent's connection: %s", strerror(-rc));
+		return;
+	}
+	/* A new dial replaces the old connection (the guest restarted or was restored). */
+	if (sb->session)
+		agent_session_close(sb->session);
+	sb->session = s;
+}
+
+static void dial_path(const struct sandbox *sb, char *out, size_t len)
+{
+	snprintf(out, len, "%s/vsock.sock_%d", sb->dir, DIAL_PORT);
+}
+
+int sbx_dial_listen(struct sandbox *sb)
+{
+	char path[4200];
+	int rc;
+
+	if (sb->dial)
+		return 0;
+	sb->dial = calloc(1, sizeof(*sb->dial));
+	if (!sb->dial)
+		return -ENOMEM;
+	dial_path(sb, path, sizeof(path));
+	unlink(path); /* a stale socket from before a restart */
+	rc = uv_pipe_init(sb->m->loop, sb->dial, 0);
+	if (rc) {
+		free(sb->dial);
+		sb->dial = NULL;
+		return rc;
+	}
+	sb->dial->data = sb;
+	rc = uv_pipe_bind(sb->dial, path);
+	if (!rc)
+		rc = uv_listen((uv_stream_t *)sb->dial, 4, dial_in);
+	if (rc) {
+		log_error(sb->id, "cannot listen on %s: %s", path, uv_strerror(rc));
+		sbx_dial_close(sb);
+	}
+	return rc;
+}
+
+static void dial_closed(uv_handle_t *h)
+{
+	free(h);
+}
+
+void sbx_dial_close(struct sandbox *sb)
+{
+	char path[4200];
+
+	if (sb->session) {
+		struct agent_session *s = sb->session;
+
+		sb->session = NULL;
+		agent_session_close(s);
+	}
+	if (sb->dial) {
+		uv_close((uv_handle_t *)sb->dial, dial_closed);
+		sb->dial = NULL;
+		dial_path(sb, path, sizeof(path));
+		unlink(path);
+	}
+}
+
+/* ---- the VMM ---- */
+
+/* The last line husk-vmm wrote, as ": line", or "" (for the reason of a failure). */
+static void vmm_last_words(const char *dir, char *out, size_t outlen)
+{
+	char path[4200], buf[1024];
+	off_t end;
+	ssize_t n;
+	int fd;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "%s/vmm.log", dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	n = pread(fd, buf, sizeof(buf) - 1,
+	          end > (off_t)sizeof(buf) - 1 ? end - (off_t)sizeof(buf) + 1 : 0);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	/* A usage error ends with a pointer to --help: the line before says what was wrong. */
+	for (int drop = 0; drop < 2; drop++) {
+		char *nl;
+
+		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+			buf[--n] = '\0';
+		nl = strrchr(buf, '\n');
+		if (!strstr(nl ? nl : buf, "Try 'husk-vmm --help'"))
+			break;
+		if (!nl)
+			return;
+		*nl = '\0';
+		n = nl - buf;
+	}
+	snprintf(out, outlen, ": %.150s", strrchr(buf, '\n') ? strrchr(buf, '\n') + 1 : buf);
+}
+
+/* The one place a VMM's exit comes in (its pidfd): the manager above decides. */
+static void vmm_exit(struct vmm_proc *p, int status, void *arg)
+{
+	struct sandbox *sb = arg;
+
+	(void)p;
+	if (sb->vmm) {
+		vmm_proc_release(sb->vmm);
+		sb->vmm = NULL;
+	}
+	sbx_hold(sb);
+	sb->m->hooks->vmm_exited(sb, status);
+	sbx_drop(sb);
+}
+
+int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
+{
+	struct sbx_mgr *m = sb->m;
+	char cmdline[64];
+	struct vmm_spec spec;
+	int rc;
+
+	snprintf(cmdline, sizeof(cmdline), "husk.dial=%d", DIAL_PORT);
+	spec = (struct vmm_spec){.vmm = m->cfg.vmm,
+	                         .kernel = m->cfg.kernel,
+	                         .initrd = m->cfg.initrd,
+	                         .dir = sb->dir,
+	                         .disk = sb->layer,
+	                         .serial = sb->id + strlen(sb->id) - 20,
+	                         .cgroup = sb->cgroup,
+	                         .mem_mib = sb->mem_mib,
+	                         .vcpus = sb->vcpus,
+	                         .cmdline = cmdline,
+	                         .restore = restore};
+	rc = sbx_dial_listen(sb);
+	if (rc) {
+		snprintf(err, errlen, "cannot listen for the sandbox's agent: %s", uv_strerror(rc));
+		return rc;
+	}
+	rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
+	if (rc)
+		return rc;
+	sb->quit_sent = false;
+	if (sb->stored)
+		sbx_save(sb, json_pack("{sIsI}", "pid", (json_int_t)vmm_proc_pid(sb->vmm),
+		                       "starttime", (json_int_t)vmm_proc_starttime(sb->vmm)));
+	return 0;
+}
+
+void sbx_vmm_stop(struct sandbox *sb)
+{
+	int rc = sb->vmm ? vmm_proc_kill(sb->vmm, SIGKILL) : 0;
+
+	if (rc)
+		log_warn(sb->id, "cannot kill its VMM: %s", strerror(-rc));
+}
+
+int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime)
+{
+	int rc = vmm_proc_adopt(sb->m->loop, pid, starttime, vmm_exit, sb, &sb->vmm);
+
+	if (rc)
+		return rc;
+	/* Its agent dials the socket again once it sees the old huskd gone. */
+	rc = sbx_dial_listen(sb);
+	if (rc) {
+		vmm_proc_release(sb->vmm);
+		sb->vmm = NULL;
+	}
+	return rc;
+}
+
+void sbx_vmm_exit_reason(struct sandbox *sb, int status, char *out, size_t len)
+{
+	char last[160];
+
+	vmm_last_words(sb->dir, last, sizeof(last));
+	if (status == -1)
+		snprintf(out, len,
+		         "husk-vmm ended (adopted after a restart: its exit status is "
+		         "unknown)%s",
+		         last);
+	else if (status == 3)
+		snprintf(out, len, "the guest crashed (husk-vmm exit status 3)%s", last);
+	else if (status >= 128)
+		snprintf(out, len, "husk-vmm was killed by signal %d%s", status - 128, last);
+	else
+		snprintf(out, len, "husk-vmm exited unexpectedly (status %d)%s", status, last);
+}

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_SBX_TEST_H
+#define HUSK_SBX_TEST_H
+
+/*
+ * Host-only tests of huskd's sandbox manager (api/huskd/sandbox/): the real
+ * manager and store on a libuv loop, husk-vmm played by build/tests/fake-vmm
+ * (tests/fakes/README.md), whose pretend guest dials in and serves the agent
+ * protocol. No KVM. Waits are for events, bounded generously; nothing here
+ * depends on how fast the machine is.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "sbx_int.h"
+
+/* Long enough for any event here on a loaded machine; reaching it is a failure. */
+#define T_WAIT_MS 60000
+
+struct t_env {
+	uv_loop_t *loop;
+	struct store *store;
+	struct sbx_mgr *m;
+	char root[256]; /* temp folder: state/, images/ */
+	struct sbx_config cfg;
+	unsigned changes; /* on_change calls */
+};
+
+extern struct t_env T;
+extern int t_failed, t_passed;
+
+/* A PASS or FAIL line for name; returns cond. */
+bool t_check(const char *name, bool cond, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Opens the store and the manager on T.root (made by t_setup), with cfg as in T.cfg. */
+void t_open(void);
+/* Lets go (VMMs run on), drains the loop, frees. */
+void t_close(void);
+/* Ends every fake VMM the tests started (their processes outlive the manager). */
+void t_kill_all(void);
+
+/* Runs the loop until pred(arg) or ms pass; true if pred came true. */
+bool t_wait(bool (*pred)(void *arg), void *arg, unsigned ms);
+/* Runs the loop for whatever is ready now (no waiting). */
+void t_spin(void);
+
+/* Creates a sandbox from body (JSON text) with FAKE_VMM=mode (NULL: none); its id or NULL. */
+const char *t_create(const char *body, const char *mode, char *err, size_t errlen);
+struct sandbox *t_sb(const char *id);
+/* Destroys it and waits until it is gone. */
+void t_destroy(const char *id);
+/* The state (SBX_GONE once freed). */
+enum sbx_state t_state(const char *id);
+bool t_wait_state(const char *id, enum sbx_state s);
+/* The public status in the store ("" if none). */
+const char *t_status(const char *id, char *buf, size_t len);
+pid_t t_vmm_pid(const char *id);
+/* Whether process pid has exited (reaped here if it was this process's child). */
+bool t_ended(pid_t pid);
+
+/* Starts argv (JSON text) in id; the execution id, or NULL with why in err. */
+const char *t_exec_start(const char *id, const char *argv, uint64_t timeout_ms, char *err,
+                         size_t errlen);
+/* Waits for the execution to end; its record (caller decrefs) or NULL. */
+json_t *t_exec_wait(const char *exec_id);
+/* Starts, waits, returns the record. */
+json_t *t_exec(const char *id, const char *argv);
+
+/* An async manager call's outcome, for sbx_done_fn users. */
+struct t_done {
+	bool done;
+	bool ok;
+	enum sbx_fault fault;
+	char msg[512];
+	json_t *data;
+};
+void t_done_cb(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
+/* Waits for d->done; false if it never came. */
+bool t_wait_done(struct t_done *d);
+void t_done_reset(struct t_done *d);
+
+/* The test groups. */
+void t_table(void);
+void t_lifecycle(void);
+void t_executions(void);
+void t_failures(void);
+void t_adoption(void);
+
+#endif

@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+/*
+ * What goes wrong: a VMM that exits in every state that has one, a guest
+ * whose agent never dials, a VMM that crashes, a control socket that never
+ * answers, a snapshot that cannot be written. Each ends (or recovers) the
+ * one sandbox, says why, and leaves the manager serving.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sbx_test.h"
+
+/* The reason recorded with the failed status (its lifecycle:failed event). */
+static void failed_reason(const char *id, char *out, size_t len)
+{
+	json_t *ev = NULL, *e;
+	size_t i;
+
+	out[0] = '\0';
+	if (sbx_events(T.m, id, 100, false, &ev))
+		return;
+	json_array_foreach(json_object_get(ev, "events"), i, e)
+	{
+		json_t *p = json_object_get(e, "event");
+		const char *to = json_string_value(json_object_get(p, "to"));
+
+		if (to && !strcmp(to, "failed"))
+			snprintf(out, len, "%s", json_string_value(json_object_get(p, "reason")));
+	}
+	json_decref(ev);
+}
+
+/* Kills the sandbox's VMM in the state it is in; it must fail, with the signal as reason. */
+static void kill_in(const char *name, const char *id, enum sbx_state s)
+{
+	char st[32], why[512];
+	pid_t pid = t_vmm_pid(id);
+	bool there = t_state(id) == s && pid > 0;
+
+	if (there)
+		kill(pid, SIGKILL);
+	t_wait_state(id, SBX_GONE);
+	failed_reason(id, why, sizeof(why));
+	t_check(name,
+	        there && !strcmp(t_status(id, st, sizeof(st)), "failed") &&
+	                strstr(why, "killed by signal 9"),
+	        "in %s: %s, reason '%s'", sbx_state_name(s), st, why);
+}
+
+static const char *up(const char *body, const char *mode)
+{
+	char err[512];
+	const char *id = t_create(body, mode, err, sizeof(err));
+
+	if (id && !mode && !t_wait_state(id, SBX_IDLE))
+		return NULL;
+	return id;
+}
+
+static void vmm_exits(void)
+{
+	char id[STORE_ID_LEN], err[512], sid[STORE_ID_LEN] = "", body[128];
+	const char *p;
+	struct t_done d = {0};
+	json_t *snap;
+
+	if ((p = up("{}", "nodial"))) {
+		snprintf(id, sizeof(id), "%s", p);
+		kill_in("vmm_exit_booting_fails", id, SBX_BOOTING);
+	}
+	if ((p = up("{}", NULL))) {
+		snprintf(id, sizeof(id), "%s", p);
+		kill_in("vmm_exit_idle_fails", id, SBX_IDLE);
+	}
+	if ((p = up("{}", NULL))) {
+		snprintf(id, sizeof(id), "%s", p);
+		p = t_exec_start(id, "[\"sleep\",\"600\"]", 0, err, sizeof(err));
+		if (p)
+			t_wait_state(id, SBX_RUNNING);
+		kill_in("vmm_exit_running_fails", id, SBX_RUNNING);
+	}
+	/* A pause whose VMM never answers: PAUSING until the VMM is gone. */
+	if ((p = up("{}", "hang-control"))) {
+		snprintf(id, sizeof(id), "%s", p);
+		t_wait_state(id, SBX_IDLE);
+		sbx_pause(T.m, id, t_done_cb, &d);
+		kill_in("vmm_exit_pausing_fails", id, SBX_PAUSING);
+		t_check("pause_answered_when_vmm_dies", t_wait_done(&d) && !d.ok, "%s", d.msg);
+		t_done_reset(&d);
+	}
+	/* A warm start whose guest never dials: RESTORING. */
+	if ((p = up("{}", NULL))) {
+		snprintf(id, sizeof(id), "%s", p);
+		snap = json_pack("{ssss}", "name", "fail-snap", "tag", "latest");
+		sbx_snap_create(T.m, id, snap, t_done_cb, &d);
+		if (t_wait_done(&d) && d.ok)
+			snprintf(sid, sizeof(sid), "%s",
+			         json_string_value(json_object_get(d.data, "snapshotId")));
+		t_done_reset(&d);
+		json_decref(snap);
+		t_destroy(id);
+		snprintf(body, sizeof(body), "{\"snapshot\":\"%s\"}", sid);
+		if ((p = up(body, "nodial"))) {
+			snprintf(id, sizeof(id), "%s", p);
+			kill_in("vmm_exit_restoring_fails", id, SBX_RESTORING);
+		}
+	}
+	/* A checkpoint restore whose guest never dials: REBOOTING. */
+	if ((p = up("{}", NULL))) {
+		snprintf(id, sizeof(id), "%s", p);
+		sbx_ckpt_create(T.m, id, "c", t_done_cb, &d);
+		t_wait_done(&d);
+		t_done_reset(&d);
+		setenv("FAKE_VMM", "nodial", 1);
+		sbx_ckpt_restore(T.m, id, "c", t_done_cb, &d);
+		t_wait_state(id, SBX_REBOOTING);
+		unsetenv("FAKE_VMM");
+		kill_in("vmm_exit_rebooting_fails", id, SBX_REBOOTING);
+		t_check("restore_answered_when_vmm_dies", t_wait_done(&d) && !d.ok, "%s", d.msg);
+		t_done_reset(&d);
+	}
+}
+
+/* A resume whose VMM dies keeps the sandbox paused, its memory.snap intact. */
+static void resume_fails(void)
+{
+	char id[STORE_ID_LEN], st[32];
+	const char *p = up("{}", NULL);
+	struct t_done d = {0};
+	pid_t pid;
+
+	if (!p) {
+		t_check("vmm_exit_resuming_stays_paused", false, "no sandbox");
+		return;
+	}
+	snprintf(id, sizeof(id), "%s", p);
+	sbx_pause(T.m, id, t_done_cb, &d);
+	t_wait_done(&d);
+	t_done_reset(&d);
+	setenv("FAKE_VMM", "nodial", 1);
+	sbx_resume(T.m, id, t_done_cb, &d);
+	unsetenv("FAKE_VMM");
+	pid = t_vmm_pid(id);
+	if (t_state(id) == SBX_RESUMING && pid > 0)
+		kill(pid, SIGKILL);
+	t_check("vmm_exit_resuming_stays_paused",
+	        pid > 0 && t_wait_done(&d) && !d.ok && t_state(id) == SBX_PAUSED &&
+	                !strcmp(t_status(id, st, sizeof(st)), "paused"),
+	        "%s; state %s", d.msg, sbx_state_name(t_state(id)));
+	t_done_reset(&d);
+	sbx_resume(T.m, id, t_done_cb, &d);
+	t_check("resume_after_failed_resume", t_wait_done(&d) && d.ok && t_state(id) == SBX_IDLE,
+	        "%s", d.msg);
+	t_done_reset(&d);
+	t_destroy(id);
+}
+
+static void start_failures(void)
+{
+	char id[STORE_ID_LEN], st[32], why[512];
+	uint64_t ready = T.m->cfg.ready_ms;
+	const char *p;
+
+	if ((p = up("{}", "crash-at-start"))) {
+		snprintf(id, sizeof(id), "%s", p);
+		t_wait_state(id, SBX_GONE);
+		failed_reason(id, why, sizeof(why));
+		t_check("guest_crash_fails_with_vmm_words",
+		        !strcmp(t_status(id, st, sizeof(st)), "failed") && strstr(why, "crashed") &&
+		                strstr(why, "crashing at start"),
+		        "%s: '%s'", st, why);
+	}
+	/* Its agent never dials: the readiness countdown ends it. */
+	T.m->cfg.ready_ms = 300;
+	if ((p = up("{}", "nodial"))) {
+		snprintf(id, sizeof(id), "%s", p);
+		t_wait_state(id, SBX_GONE);
+		failed_reason(id, why, sizeof(why));
+		t_check("readiness_timeout_fails",
+		        !strcmp(t_status(id, st, sizeof(st)), "failed") &&
+		                strstr(why, "did not dial in"),
+		        "%s: '%s'", st, why);
+	}
+	T.m->cfg.ready_ms = ready;
+}
+
+static void agent_and_control_failures(void)
+{
+	char id[STORE_ID_LEN], st[32], err[512];
+	struct t_done d = {0};
+	const char *p, *eid;
+	json_t *rec;
+
+	if ((p = up("{}", "exit-on-exec"))) {
+		snprintf(id, sizeof(id), "%s", p);
+		t_wait_state(id, SBX_IDLE);
+		eid = t_exec_start(id, "[\"true\"]", 0, err, sizeof(err));
+		rec = eid ? t_exec_wait(eid) : NULL;
+		t_check("vmm_exit_during_exec_ends_both",
+		        rec &&
+		                strcmp(json_string_value(json_object_get(rec, "status")),
+		                       "completed") &&
+		                t_wait_state(id, SBX_GONE) &&
+		                !strcmp(t_status(id, st, sizeof(st)), "failed"),
+		        "%s", st);
+		json_decref(rec);
+	}
+	if ((p = up("{}", "snapshot-fails"))) {
+		snprintf(id, sizeof(id), "%s", p);
+		t_wait_state(id, SBX_IDLE);
+		sbx_pause(T.m, id, t_done_cb, &d);
+		t_check("failed_snapshot_guest_runs_on",
+		        t_wait_done(&d) && !d.ok && strstr(d.msg, "No space left") &&
+		                t_state(id) == SBX_IDLE,
+		        "%s; state %s", d.msg, sbx_state_name(t_state(id)));
+		t_done_reset(&d);
+		rec = t_exec(id, "[\"true\"]");
+		t_check("usable_after_failed_snapshot",
+		        rec && !strcmp(json_string_value(json_object_get(rec, "status")),
+		                       "completed"),
+		        "no");
+		json_decref(rec);
+		t_destroy(id);
+	}
+}
+
+void t_failures(void)
+{
+	vmm_exits();
+	resume_fails();
+	start_failures();
+	agent_and_control_failures();
+}
