@@ -72,6 +72,7 @@ FAKE_VMM_SRCS := $(sort $(wildcard tests/fakes/*.c))
 FAKE_CHECK_SRCS := $(sort $(wildcard tests/fakes/check/*.c))
 SESSION_TEST := $(BUILD)/tests/session-test
 DIALHOST := $(BUILD)/tests/dialhost
+SBX_TEST := $(BUILD)/tests/sbx-test
 HUSK_IMG := $(BIN)/husk-img
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
@@ -100,7 +101,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(SBX_TEST) $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -217,7 +218,6 @@ $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_S
 	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3)
 
 # The sandbox manager's tests (tests/huskd): the real manager and store, husk-vmm played by fake-vmm.
-SBX_TEST := $(BUILD)/tests/sbx-test
 SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
 	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c)) $(STORE_SRCS)
 $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)

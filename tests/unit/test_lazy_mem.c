@@ -176,7 +176,8 @@ UNIT_TEST(lazy_mem_corrupt_chunk_stops_the_vm)
 
 		lazy_mem_release_reader(l);
 		(void)*p; /* must not wait for ever: the loader gives up and lets go */
-		/* The loader thread stops the VM right after; a minute bounds a hang, not a speed. */
+		/* The loader thread stops the VM right after; a minute bounds a hang, not a speed.
+		 */
 		for (int i = 0; i < 6000 && !atomic_load(&vm.stopping); i++)
 			usleep(10000);
 		CHECK(atomic_load(&vm.stopping));
