@@ -71,6 +71,8 @@ suite http tests/api/run.sh
 # huskd's sandbox manager, host only: its state machine driven with a fake VMM and agent.
 suite manager build/tests/sbx-test build/tests/fake-vmm
 suite badinput tests/api/badinput.sh
+# huskd under load, host only (fake VMM): the published client, vanishing clients, cancels, destroys.
+suite load tests/api/load.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
 suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh

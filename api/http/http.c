@@ -36,6 +36,9 @@ struct http_server {
 	uv_loop_t *loop;
 	struct http_limits lim;
 	unsigned max_conns;
+	void (*refused)(unsigned count, unsigned limit);
+	unsigned nrefused;   /* refused since the last report */
+	uint64_t refused_ms; /* when that report was */
 	http_handler handler;
 	void *ctx;
 	uv_tcp_t tcp;
@@ -244,6 +247,15 @@ static void on_connection(uv_stream_t *listener, int status)
 	/* Over the limit (or stopping): accepted and closed at once. */
 	if (uv_accept(listener, &sc->h.stream) < 0 || s->nconns >= s->max_conns || s->stopping) {
 		uv_close(&sc->h.handle, free_handle_data);
+		/* Refused without a word to the client: the operator hears of it. */
+		if (s->nconns >= s->max_conns && s->refused && !s->stopping) {
+			s->nrefused++;
+			if (uv_now(s->loop) - s->refused_ms >= 10000 || !s->refused_ms) {
+				s->refused(s->nrefused, s->max_conns);
+				s->nrefused = 0;
+				s->refused_ms = uv_now(s->loop);
+			}
+		}
 		return;
 	}
 	uv_timer_init(s->loop, &sc->timer);
@@ -372,6 +384,7 @@ int http_server_start(uv_loop_t *loop, const struct http_config *cfg, http_handl
 	s->port = -1;
 	http_limits_init(&s->lim, cfg);
 	s->max_conns = cfg->max_connections ? cfg->max_connections : 1024;
+	s->refused = cfg->refused;
 	/* The parser's own head limit must not undercut ours (it is process-wide). */
 	if (s->lim.max_header_bytes + 4096 > HTTP_MAX_HEADER_SIZE)
 		http_parser_set_max_header_size((uint32_t)(s->lim.max_header_bytes + 4096));

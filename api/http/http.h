@@ -39,6 +39,8 @@ struct http_config {
 	unsigned request_timeout_ms; /* 0: 30000. Head + body not in by then: 408, close */
 	unsigned idle_timeout_ms;    /* 0: 75000. Keep-alive idle, or a client not reading */
 	unsigned max_connections;    /* 0: 1024. Beyond it new connections are closed at once */
+	/* Told (at most every 10 s) when connections were refused for the limit; may be NULL. */
+	void (*refused)(unsigned count, unsigned limit);
 };
 
 /* Called once per complete request, on the loop thread; answers now or later. */

@@ -113,16 +113,30 @@ off:
 	return NULL;
 }
 
-/* Each sandbox holds descriptors here: as many as the system lets us have. */
-static void raise_nofile(void)
+/*
+ * Each sandbox holds descriptors here: as many as the system lets us have.
+ * Returns how many HTTP connections to take at once: half of them.
+ */
+static unsigned raise_nofile(void)
 {
 	struct rlimit rl;
 
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+	if (getrlimit(RLIMIT_NOFILE, &rl))
+		return 0;
+	if (rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max;
-		if (setrlimit(RLIMIT_NOFILE, &rl))
-			log_warn(NULL, "cannot raise the open file limit: %s", strerror(errno));
+		if (setrlimit(RLIMIT_NOFILE, &rl) && getrlimit(RLIMIT_NOFILE, &rl))
+			return 0;
 	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 131072)
+		return 65536;
+	return rl.rlim_cur > 256 ? (unsigned)(rl.rlim_cur / 2) : 0;
+}
+
+static void connections_refused(unsigned count, unsigned limit)
+{
+	log_error(NULL, "%u connection(s) refused: huskd holds its limit of %u at once", count,
+	          limit);
 }
 
 static void on_signal(uv_signal_t *s, int sig)
@@ -374,6 +388,23 @@ static int start(struct huskd *d, struct options *o)
 	return 0;
 }
 
+/* What main made, freed; the loop run once more for handles that close asynchronously. */
+static void cleanup(struct huskd *d, struct options *o)
+{
+	uv_run(d->loop, UV_RUN_NOWAIT);
+	sbx_mgr_free(d->mgr);
+	routes_free(d->routes);
+	store_close(d->store);
+	for (char **k = d->keys; k && *k; k++)
+		free(*k);
+	free(d->keys);
+	free(o->state);
+	free(o->vmm);
+	free(o->kernel);
+	free(o->initrd);
+	uv_loop_close(d->loop);
+}
+
 int main(int argc, char **argv)
 {
 	struct huskd d = {.loop = uv_default_loop()};
@@ -382,15 +413,20 @@ int main(int argc, char **argv)
 	                    .images = "build/images"};
 	int rc = parse_options(argc, argv, &o);
 
-	if (rc)
+	if (rc) {
+		cleanup(&d, &o);
 		return rc == 1 ? 0 : rc;
+	}
+	signal(SIGPIPE, SIG_IGN);
+	o.http.max_connections = raise_nofile();
+	o.http.refused = connections_refused;
 	rc = locate(&o);
 	if (!rc)
 		rc = start(&d, &o);
-	if (rc)
+	if (rc) {
+		cleanup(&d, &o);
 		return rc;
-	signal(SIGPIPE, SIG_IGN);
-	raise_nofile();
+	}
 	uv_signal_init(d.loop, &d.sigint);
 	uv_signal_init(d.loop, &d.sigterm);
 	d.sigint.data = d.sigterm.data = &d;
@@ -402,16 +438,6 @@ int main(int argc, char **argv)
 	         o.http.unix_path ? o.http.unix_path : "", o.state, mode_text());
 	/* Returns once a signal closed everything and the work in flight has drained. */
 	uv_run(d.loop, UV_RUN_DEFAULT);
-	sbx_mgr_free(d.mgr);
-	routes_free(d.routes);
-	store_close(d.store);
-	for (char **k = d.keys; k && *k; k++)
-		free(*k);
-	free(d.keys);
-	free(o.state);
-	free(o.vmm);
-	free(o.kernel);
-	free(o.initrd);
-	uv_loop_close(d.loop);
+	cleanup(&d, &o);
 	return 0;
 }

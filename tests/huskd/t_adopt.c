@@ -52,7 +52,25 @@ void t_adoption(void)
 	t_wait_done(&d);
 	t_done_reset(&d);
 
-	t_close();
+	/* Waiting on a sandbox that is still starting when huskd stops: told, not dropped. */
+	{
+		struct sbx_exec_req req = {.base = "http://t", .argv = json_pack("[s]", "true")};
+		json_t *files = json_pack("[{ssss}]", "path", "w.txt", "content", "eA==");
+		struct sbx_err e;
+		json_t *exec = NULL;
+		bool resumed;
+
+		if (sbx_exec_start(T.m, starting.id, &req, &exec, &resumed, &e))
+			exec = NULL;
+		sbx_fs_write(T.m, starting.id, files, t_done_cb, &d);
+		t_close();
+		t_check("close_answers_what_waits", d.done && !d.ok && d.fault == SBX_UNAVAILABLE,
+		        "done %d: %s", d.done, d.msg);
+		t_done_reset(&d);
+		json_decref(exec);
+		json_decref(files);
+		json_decref(req.argv);
+	}
 	t_check("close_leaves_vmms_running",
 	        !t_ended(idle.pid) && !t_ended(running.pid) && !t_ended(starting.pid),
 	        "a VMM ended with the manager");

@@ -227,8 +227,60 @@ static void agent_and_control_failures(void)
 	}
 }
 
+/* Requests under way when their sandbox is destroyed: each answered, with the end as the reason. */
+static void destroyed_meanwhile(void)
+{
+	char id[STORE_ID_LEN];
+	struct t_done pause = {0}, ckpt = {0}, list = {0};
+	const char *p = up("{}", NULL);
+	json_t *rec;
+
+	if (!p) {
+		t_check("pause_answered_when_destroyed", false, "no sandbox");
+		return;
+	}
+	snprintf(id, sizeof(id), "%s", p);
+	sbx_pause(T.m, id, t_done_cb, &pause);
+	t_destroy(id);
+	t_check("pause_answered_when_destroyed",
+	        t_wait_done(&pause) && !pause.ok && pause.fault == SBX_ENDED, "%s", pause.msg);
+	t_done_reset(&pause);
+	if ((p = up("{}", NULL))) {
+		snprintf(id, sizeof(id), "%s", p);
+		sbx_ckpt_create(T.m, id, "doomed", t_done_cb, &ckpt);
+		sbx_fs_list(T.m, id, ".", t_done_cb, &list);
+		t_destroy(id);
+		t_check("checkpoint_answered_when_destroyed", t_wait_done(&ckpt) && !ckpt.ok,
+		        "ok %d: %s", ckpt.ok, ckpt.msg);
+		t_check("request_in_flight_ends_with_the_sandbox",
+		        t_wait_done(&list) && (list.ok || list.fault == SBX_ENDED), "fault %d: %s",
+		        list.fault, list.msg);
+		t_done_reset(&ckpt);
+		t_done_reset(&list);
+	}
+	/* A VMM that dies under a command: the command failed, and says why. */
+	if ((p = up("{}", "exit-on-exec"))) {
+		char err[512];
+		const char *eid;
+
+		snprintf(id, sizeof(id), "%s", p);
+		t_wait_state(id, SBX_IDLE);
+		eid = t_exec_start(id, "[\"true\"]", 0, err, sizeof(err));
+		rec = eid ? t_exec_wait(eid) : NULL;
+		t_check("vmm_death_fails_command_with_cause",
+		        rec && !strcmp(json_string_value(json_object_get(rec, "status")), "failed") &&
+		                strstr(json_string_value(json_object_get(rec, "error")) ?: "",
+		                       "exited unexpectedly"),
+		        "%s: %s", json_string_value(json_object_get(rec, "status")),
+		        json_string_value(json_object_get(rec, "error")));
+		json_decref(rec);
+		t_wait_state(id, SBX_GONE);
+	}
+}
+
 void t_failures(void)
 {
+	destroyed_meanwhile();
 	vmm_exits();
 	resume_fails();
 	start_failures();

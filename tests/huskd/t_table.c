@@ -43,6 +43,7 @@ static struct sandbox *bare(enum sbx_state from, int n)
 	if (sb) {
 		sbx_hold(sb);
 		sb->state = from;
+		sb->end_status = "terminated";
 	}
 	return sb;
 }

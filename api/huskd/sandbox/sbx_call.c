@@ -47,11 +47,16 @@ static void call_done(void *arg, int rc, json_t *reply)
 	struct call *c = arg;
 	struct sbx_err err;
 
-	if (rc < 0) {
+	if (rc < 0 && (c->sb->state == SBX_STOPPING || c->sb->state == SBX_GONE))
+		sbx_fail(&err, SBX_ENDED, rc, "sandbox %s has ended (%s) during the request",
+		         c->sb->id, c->sb->end_status ? c->sb->end_status : "stopped");
+	else if (rc < 0)
 		sbx_fail(&err, SBX_UNREACHABLE, rc,
-		         rc == -ECANCELED ? "the sandbox stopped during the request"
-		                          : "the sandbox's agent went away during the request (%s)",
+		         "the sandbox's agent went away during the request (%s); it dials in again "
+		         "by "
+		         "itself: try again",
 		         strerror(-rc));
+	if (rc < 0) {
 		call_end(c, rc, NULL, &err);
 		return;
 	}

@@ -107,7 +107,9 @@ static int create_freeze(struct sandbox *sb, void *arg, char *err, size_t errlen
 static void create_up(struct sandbox *sb, const struct sbx_err *err, void *arg)
 {
 	/* The checkpoint exists either way; a failed resume is the sandbox's own problem. */
-	if (err)
+	if (err && err->fault == SBX_ENDED)
+		log_info(sb->id, "ended right after its checkpoint: %s", err->msg);
+	else if (err)
 		log_error(sb->id, "after its checkpoint it did not resume: %s", err->msg);
 	answer(arg, NULL);
 }

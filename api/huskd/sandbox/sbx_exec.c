@@ -23,6 +23,7 @@ enum exec_phase {
 	EXEC_QUEUED,  /* waiting for the sandbox to be ready */
 	EXEC_FILES,   /* the request's files being written */
 	EXEC_RUNNING, /* the exec request in flight */
+	EXEC_LOST,    /* the agent's connection broke under it: why is not known yet */
 	EXEC_ENDED,   /* recorded; waits only for its request's done() */
 };
 
@@ -153,12 +154,30 @@ static void exec_done(void *arg, int rc, json_t *reply, const struct sbx_err *er
 		exec_free(e); /* recorded already: the sandbox stopped */
 		return;
 	}
+	/*
+	 * The connection broke, and the VMM's exit (if that is why) may not have
+	 * come in yet: the command is lost with it, but its record waits for the
+	 * cause (the sandbox's end, or the agent dialling in again).
+	 */
+	if (rc < 0 && err->fault == SBX_UNREACHABLE && !e->cancel_why[0]) {
+		e->phase = EXEC_LOST;
+		return;
+	}
 	if (rc > 0)
 		snprintf(why, sizeof(why), "the agent refused the command: %s",
 		         json_string_value(json_object_get(reply, "message")));
 	else if (rc < 0)
 		snprintf(why, sizeof(why), "%s", err->msg);
 	exec_end(e, rc, rc ? NULL : reply, rc ? why : NULL);
+}
+
+void sbx_exec_lost(struct sandbox *sb)
+{
+	struct execution *e = sb->exec;
+
+	if (e && e->phase == EXEC_LOST)
+		exec_end(e, -ECONNRESET, NULL,
+		         "the sandbox's agent connection broke; the command ended with it");
 }
 
 static const struct sbx_call_ops exec_ops = {.data = exec_data, .done = exec_done};
@@ -231,7 +250,7 @@ static void cancel(struct execution *e, const char *why)
 		agent_call_cancel(e->call);
 }
 
-void sbx_exec_abort(struct sandbox *sb, const char *why)
+void sbx_exec_abort(struct sandbox *sb, const char *why, bool failed)
 {
 	struct execution *e = sb->exec;
 
@@ -239,6 +258,8 @@ void sbx_exec_abort(struct sandbox *sb, const char *why)
 		return;
 	/* The guest may outlive this (a failed resume): stop the command there too. */
 	cancel(e, why);
+	if (failed)
+		e->cancel_why[0] = '\0';
 	exec_end(e, -ECANCELED, NULL, why);
 }
 
@@ -413,7 +434,7 @@ void sbx_exec_cancel(struct sbx_mgr *m, const char *exec_id, sbx_done_fn done, v
 	e->cancel_done = done;
 	e->cancel_ctx = ctx;
 	log_info(e->sb->id, "cancelling %s by request", e->id);
-	if (e->phase == EXEC_QUEUED) {
+	if (e->phase == EXEC_QUEUED || e->phase == EXEC_LOST) {
 		snprintf(e->cancel_why, sizeof(e->cancel_why), "cancelled by request");
 		exec_end(e, -ECANCELED, NULL, e->cancel_why);
 		return;

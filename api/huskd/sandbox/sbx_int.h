@@ -80,6 +80,7 @@ struct sbx_pause_plan {
 	int (*freeze)(struct sandbox *sb, void *arg, char *err, size_t errlen);
 	void (*after)(struct sandbox *sb, int rc, const char *err, void *arg);
 	void *arg;
+	bool working; /* freeze runs off the loop now: arg is in use there */
 };
 
 /* How the manager reacts to what happens below it; sbx_life.c fills them. */
@@ -109,6 +110,7 @@ struct sandbox {
 	enum sbx_state state;
 	char status[16];        /* the public status last recorded */
 	const char *end_status; /* STOPPING: terminated, failed or deleted */
+	char end_reason[400];   /* STOPPING: why */
 	bool stored;            /* it has a row in the store */
 	unsigned refs;          /* work in flight that holds it (sbx_hold) */
 	char *dir;              /* state/sandboxes/<id> */
@@ -182,6 +184,8 @@ void sbx_touch(struct sandbox *sb);
 void sbx_when_ready(struct sandbox *sb, sbx_ready_fn fn, void *arg);
 /* Runs the waiters: with err (they fail) or NULL (ready). */
 void sbx_waiters_run(struct sandbox *sb, const struct sbx_err *err);
+/* The agent session came or went while the sandbox is up: its countdown follows. */
+void sbx_session_changed(struct sandbox *sb);
 /* Paused and needed (a request, a command): the wake hook resumes it. */
 void sbx_wake(struct sandbox *sb);
 /* Closes its timer (the manager lets go of it). */
@@ -269,8 +273,13 @@ void sbx_files_write(struct sandbox *sb, json_t *files, bool now, sbx_files_fn d
  * IDLE. reason (NULL: sb->up_reason) goes with the status change's event.
  */
 void sbx_up(struct sandbox *sb, const char *reason);
-/* Ends the sandbox's execution as cancelled with why (stop, VMM gone), recorded at once. */
-void sbx_exec_abort(struct sandbox *sb, const char *why);
+/*
+ * Ends the sandbox's execution at once, recorded with why: cancelled (a
+ * destroy, a stop), or failed (the sandbox failed under it).
+ */
+void sbx_exec_abort(struct sandbox *sb, const char *why, bool failed);
+/* The agent dialled in again: a command its old connection took down is recorded as lost. */
+void sbx_exec_lost(struct sandbox *sb);
 
 /* ---- sbx_setup.c: a guest that just dialled in ---- */
 enum sbx_setup_kind {
@@ -295,5 +304,7 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status);
 void sbx_resume_failed(struct sandbox *sb, const char *why);
 /* RESUMING: its agent dialled in. */
 void sbx_resume_hello(struct sandbox *sb);
+/* The sandbox stops: a pause's plan ends with why (or once its work off the loop is done). */
+void sbx_plan_abort(struct sandbox *sb, const char *why);
 
 #endif

@@ -69,8 +69,12 @@ static void agent_hello(struct sandbox *sb)
 		                   ? "huskd restarted: the running command was lost"
 		                   : NULL);
 		break;
+	case SBX_IDLE:
+	case SBX_RUNNING:
+		/* A dial-in while it is up: its old connection broke, and a command with it. */
+		sbx_exec_lost(sb);
+		break;
 	default:
-		/* A dial-in while it runs: the agent's connection was reset; nothing to redo. */
 		break;
 	}
 }
@@ -99,6 +103,13 @@ static void timer(struct sandbox *sb)
 {
 	char why[160];
 
+	if ((sb->state == SBX_IDLE || sb->state == SBX_RUNNING) && !sb->session) {
+		snprintf(why, sizeof(why),
+		         "its agent's connection broke and it did not dial in again within %.1f s",
+		         (double)sb->m->cfg.ready_ms / 1000);
+		sbx_end(sb, "failed", why, NULL);
+		return;
+	}
 	switch (sb->state) {
 	case SBX_IDLE:
 		idle_ran_out(sb);
@@ -133,15 +144,26 @@ static void wake(struct sandbox *sb)
 	if (sbx_resume_start(sb, "resumed to serve a request", &err) == 0)
 		return;
 	if (sb->exec)
-		sbx_exec_abort(sb, err.msg);
+		sbx_exec_abort(sb, err.msg, true);
 	sbx_waiters_run(sb, &err);
 }
 
 static void stopping(struct sandbox *sb)
 {
+	const char *status = sb->end_status ? sb->end_status : "terminated";
+	bool failed = !strcmp(status, "failed");
+	char why[480];
+
 	/* Recorded before its VMM goes; the layer is thrown away, so no clean shutdown. */
-	if (sb->exec)
-		sbx_exec_abort(sb, "the sandbox was stopped");
+	if (sb->exec) {
+		snprintf(why, sizeof(why), "the sandbox %s: %s",
+		         failed                       ? "failed"
+		         : !strcmp(status, "deleted") ? "was destroyed"
+		                                      : "was terminated",
+		         sb->end_reason);
+		sbx_exec_abort(sb, why, failed);
+	}
+	sbx_plan_abort(sb, sb->end_reason);
 	sbx_dial_close(sb);
 	sbx_vmm_stop(sb);
 }
@@ -215,7 +237,9 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 void sbx_mgr_close(struct sbx_mgr *m)
 {
 	struct sandbox *sb, *next;
+	struct sbx_err err;
 
+	sbx_fail(&err, SBX_UNAVAILABLE, -ESHUTDOWN, "huskd is stopping; try again once it is back");
 	m->closing = true;
 	m->on_change = NULL;
 	/* VMMs run on, to be adopted; what huskd holds for them goes. */
@@ -228,13 +252,11 @@ void sbx_mgr_close(struct sbx_mgr *m)
 			vmm_proc_release(sb->vmm);
 			sb->vmm = NULL;
 		}
-		/* Their owners (requests) go with the HTTP server. */
-		while (sb->waiters) {
-			struct sbx_waiter *w = sb->waiters;
-
-			sb->waiters = w->next;
-			free(w);
-		}
+		/* What waited or ran is told, so its owner (a request) can go. */
+		if (sb->exec)
+			sbx_exec_abort(sb, "huskd stopped while the command was under way", true);
+		if (sb->waiters)
+			sbx_waiters_run(sb, &err);
 		sbx_state_forget(sb);
 		sbx_drop(sb);
 	}

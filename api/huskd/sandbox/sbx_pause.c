@@ -51,7 +51,7 @@ static void plan_end(struct sandbox *sb, int rc, const char *err)
 	if (sb->state == SBX_PAUSED && (sb->waiters || sb->exec) &&
 	    sbx_resume_start(sb, "resumed to serve a request", &e)) {
 		if (sb->exec)
-			sbx_exec_abort(sb, e.msg);
+			sbx_exec_abort(sb, e.msg, true);
 		sbx_waiters_run(sb, &e);
 	}
 	sbx_drop(sb);
@@ -164,7 +164,21 @@ int sbx_pause_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struc
 static void frozen(struct sandbox *sb, int rc, void *arg)
 {
 	(void)arg;
+	sb->plan.working = false;
+	/* Stopped meanwhile: whatever the work did, the plan's sandbox is gone. */
+	if (sb->state == SBX_STOPPING || sb->state == SBX_GONE) {
+		snprintf(sb->pause_err, sizeof(sb->pause_err), "sandbox %s has ended (%s)", sb->id,
+		         sb->end_status);
+		rc = -ESHUTDOWN;
+	}
 	plan_end(sb, rc, sb->pause_err);
+}
+
+void sbx_plan_abort(struct sandbox *sb, const char *why)
+{
+	/* Its work off the loop still uses the plan: frozen() ends it when that is done. */
+	if (sb->plan.after && !sb->plan.working)
+		plan_end(sb, -ESHUTDOWN, why);
 }
 
 static int freeze_work(struct sandbox *sb, void *arg)
@@ -184,6 +198,7 @@ static void plan_go(struct sandbox *sb)
 	}
 	sbx_to(sb, SBX_FREEZING, NULL, NULL);
 	rc = sbx_work(sb, freeze_work, frozen, NULL);
+	sb->plan.working = rc == 0;
 	if (rc) {
 		snprintf(sb->pause_err, sizeof(sb->pause_err), "cannot queue the work: %s",
 		         uv_strerror(rc));
@@ -284,7 +299,7 @@ void sbx_resume_failed(struct sandbox *sb, const char *why)
 	sbx_fail(&err, SBX_INTERNAL, -EIO, "cannot resume sandbox %s: %s", sb->id, why);
 	/* Who waited hears first, so that PAUSED does not wake it again for them. */
 	if (sb->exec)
-		sbx_exec_abort(sb, err.msg);
+		sbx_exec_abort(sb, err.msg, true);
 	sbx_waiters_run(sb, &err);
 	sbx_to(sb, SBX_PAUSED, "its resume failed", NULL);
 }

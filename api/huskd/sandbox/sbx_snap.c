@@ -152,7 +152,9 @@ static int record(struct sandbox *sb, struct snap *s)
 
 static void resumed(struct sandbox *sb, const struct sbx_err *err, void *arg)
 {
-	if (err)
+	if (err && err->fault == SBX_ENDED)
+		log_info(sb->id, "ended right after its snapshot: %s", err->msg);
+	else if (err)
 		log_error(sb->id, "after its snapshot it did not resume: %s", err->msg);
 	snap_end(arg, NULL);
 }

@@ -110,9 +110,14 @@ static void timer_start(struct sandbox *sb, uint64_t ms)
 /* The countdown a state runs: idle and paused timeouts, the wait for the agent. */
 static void timer_arm(struct sandbox *sb)
 {
+	bool up = sb->state == SBX_IDLE || sb->state == SBX_RUNNING;
+
 	if (sb->timer)
 		uv_timer_stop(sb->timer);
-	if (sb->state == SBX_IDLE && sb->idle_ms)
+	/* Up, but its agent's connection is gone: it must dial in again in time. */
+	if (up && !sb->session)
+		timer_start(sb, sb->m->cfg.ready_ms);
+	else if (sb->state == SBX_IDLE && sb->idle_ms)
 		timer_start(sb, sb->idle_ms);
 	else if (sb->state == SBX_PAUSED && sb->paused_ms)
 		timer_start(sb, sb->paused_ms);
@@ -123,6 +128,12 @@ static void timer_arm(struct sandbox *sb)
 void sbx_touch(struct sandbox *sb)
 {
 	if (sb->state == SBX_IDLE)
+		timer_arm(sb);
+}
+
+void sbx_session_changed(struct sandbox *sb)
+{
+	if (sb->state == SBX_IDLE || sb->state == SBX_RUNNING)
 		timer_arm(sb);
 }
 
@@ -285,6 +296,7 @@ void sbx_end(struct sandbox *sb, const char *status, const char *reason, json_t 
 	if (sb->state == SBX_STOPPING || sb->state == SBX_GONE)
 		return;
 	sb->end_status = status;
+	snprintf(sb->end_reason, sizeof(sb->end_reason), "%s", reason ? reason : status);
 	if (!strcmp(status, "failed"))
 		log_error(sb->id, "failed: %s", reason ? reason : "(no reason)");
 	else

@@ -44,6 +44,7 @@ static void session_closed(void *arg, int rc)
 		log_warn(sb->id,
 		         "its agent's connection ended (%s); waiting for it to dial in again",
 		         rc ? strerror(-rc) : "closed");
+	sbx_session_changed(sb);
 }
 
 static const struct agent_session_ops session_ops = {
@@ -70,6 +71,7 @@ static void dial_in(uv_stream_t *server, int status)
 	if (sb->session)
 		agent_session_close(sb->session);
 	sb->session = s;
+	sbx_session_changed(sb);
 }
 
 static void dial_path(const struct sandbox *sb, char *out, size_t len)
