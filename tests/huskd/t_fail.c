@@ -268,7 +268,9 @@ static void destroyed_meanwhile(void)
 		eid = t_exec_start(id, "[\"true\"]", 0, err, sizeof(err));
 		rec = eid ? t_exec_wait(eid) : NULL;
 		t_check("vmm_death_fails_command_with_cause",
-		        rec && !strcmp(json_string_value(json_object_get(rec, "status")), "failed") &&
+		        rec &&
+		                !strcmp(json_string_value(json_object_get(rec, "status")),
+		                        "failed") &&
 		                strstr(json_string_value(json_object_get(rec, "error")) ?: "",
 		                       "exited unexpectedly"),
 		        "%s: %s", json_string_value(json_object_get(rec, "status")),
