@@ -12,6 +12,7 @@ const client = new SandboxClient({ url: process.env.HUSK_URL, apiKey: process.en
 const runs = Number(process.env.HUSK_BENCH_API_RUNS ?? 5);
 const execs = Number(process.env.HUSK_BENCH_API_EXECS ?? 50);
 const parallel = Number(process.env.HUSK_BENCH_API_PARALLEL ?? 20);
+const holdMax = Number(process.env.HUSK_BENCH_API_HOLD_MAX ?? 150);
 const now = () => performance.now();
 const pct = (a, p) => {
 	const s = [...a].sort((x, y) => x - y);
@@ -125,3 +126,25 @@ out('parallel_ok', each.filter((e) => e.ok).length);
 out('parallel_wall_ms', now() - t0);
 out('parallel_each_p50_ms', pct(each.map((e) => e.ms), 50));
 out('parallel_each_max_ms', Math.max(...each.map((e) => e.ms)));
+
+// 4. How many this host holds: sandboxes created one after another and kept,
+// each shown up by one command, until huskd refuses one (or the cap).
+{
+	const held = [];
+	let why = `the cap of ${holdMax}`;
+	const h0 = now();
+	while (held.length < holdMax) {
+		try {
+			const s = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+			held.push(s);
+			await exec(s, ['true']);
+		} catch (e) {
+			why = `${e?.status ?? ''} ${e?.message ?? e}`.trim().replace(/\s+/g, ' ');
+			break;
+		}
+	}
+	out('hold_n', held.length);
+	out('hold_ms', now() - h0);
+	console.log(`hold_why=${why}`);
+	await Promise.all(held.map((s) => s.destroy().catch(() => {})));
+}

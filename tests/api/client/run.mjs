@@ -62,6 +62,31 @@ await check('run_with_files_and_piped_stdout', async () => {
 	if (out.text().trim() !== 'from a file') return `piped stdout ${JSON.stringify(out.text())}`;
 });
 
+// The pid of the husk-vmm running sandbox id here (huskd and the test share the nested host).
+function vmmPid(id) {
+	for (const d of readdirSync('/proc')) {
+		if (!/^\d+$/.test(d)) continue;
+		try {
+			const c = readFileSync(`/proc/${d}/cmdline`, 'utf8');
+			if (c.includes('husk-vmm') && c.includes(`sandboxes/${id}/`)) return Number(d);
+		} catch {
+			/* gone meanwhile */
+		}
+	}
+	return 0;
+}
+
+// A request of our own: {status, json, data}.
+async function raw(method, path, body) {
+	const r = await fetch(`${process.env.HUSK_URL}${path}`, {
+		method,
+		headers: { Authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'Content-Type': 'application/json' },
+		body: body ? JSON.stringify(body) : undefined,
+	});
+	const json = await r.json().catch(() => null);
+	return { status: r.status, json, data: json?.data };
+}
+
 async function text(stream) {
 	const chunks = [];
 	for await (const c of stream) chunks.push(Buffer.from(c));
@@ -244,15 +269,46 @@ await check('output_truncated', async () => {
 
 await check('execution_timeout', async () => {
 	const sb = await client.create({ runtime: 'base:latest' });
-	const t0 = Date.now();
-	const ex = await sb.execute({ command: ['sleep', '60'], timeout: '2s' });
-	const took = Date.now() - t0;
+	await sb.execute({ command: ['true'] });
+	const pid = vmmPid(sb.id);
+	// A command that would outlive the test: only the timeout can end it.
+	const ex = await sb.execute({ command: ['sleep', '600'], timeout: '2s' });
 	const after = await sb.execute({ command: ['echo', 'still here'] });
+	const pid2 = vmmPid(sb.id);
 	await sb.destroy();
 	if (ex.status !== 'timeout') return `status ${ex.status}, want timeout`;
 	if (typeof ex.exitCode !== 'number' || ex.exitCode === 0) return `exitCode ${ex.exitCode}`;
-	if (took > 40000) return `took ${took} ms for a 2s timeout`;
 	if (after.exitCode !== 0) return 'the sandbox did not run a command after the timeout';
+	if (!pid || pid !== pid2) return `its VMM was pid ${pid}, then ${pid2}`;
+});
+
+// husk's own DELETE /sandbox/execution/{id}: the agent's CANCEL stops the command, the VMM stays.
+await check('cancel_keeps_vmm', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	await sb.execute({ command: ['true'] });
+	const pid = vmmPid(sb.id);
+	const ex = await raw('POST', `/sandbox/${sb.id}/execute`, { command: ['sleep', '600'] });
+	await raw('GET', `/sandbox/status/${sb.id}?waitForStatus=running&waitMs=60000`);
+	const c = await raw('DELETE', `/sandbox/execution/${ex.data.executionId}`);
+	const st = await raw('GET', `/sandbox/status/${sb.id}`);
+	const after = await sb.execute({ command: ['echo', 'alive'] });
+	const pid2 = vmmPid(sb.id);
+	await sb.destroy();
+	if (c.status !== 200 || c.data?.status !== 'cancelled' || c.data?.exitCode !== 143)
+		return `cancel answered ${c.status} ${JSON.stringify(c.data ?? c.json).slice(0, 200)}`;
+	if (st.data?.status !== 'idle') return `after the cancel the sandbox is ${st.data?.status}`;
+	if (after.exitCode !== 0) return 'no command ran after the cancel';
+	if (!pid || pid !== pid2) return `its VMM was pid ${pid}, then ${pid2}`;
+});
+
+await check('destroy_records_execution_cancelled', async () => {
+	const sb = await client.create({ runtime: 'base:latest' });
+	const ex = await raw('POST', `/sandbox/${sb.id}/execute`, { command: ['sleep', '600'] });
+	await raw('GET', `/sandbox/status/${sb.id}?waitForStatus=running&waitMs=60000`);
+	await sb.destroy();
+	const rec = await raw('GET', `/sandbox/execution/${ex.data.executionId}`);
+	if (rec.data?.status !== 'cancelled') return `the execution ended ${rec.data?.status}`;
+	if (typeof rec.data?.exitCode !== 'number' || rec.data.exitCode === 0) return `exitCode ${rec.data?.exitCode}`;
 });
 
 await check('usage_stats', async () => {
