@@ -303,7 +303,7 @@ $(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c tests/unit/test_http_fake.c $(HT
 $(BUILD)/fuzz/fuzz_http: FUZZ_LIBS := -lhttp_parser
 $(BUILD)/fuzz/fuzz_snapfile: tests/fuzz/fuzz_snapfile.c $(wildcard vmm/snap/*.c) vmm/guest_mem.c
 $(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lpthread
-$(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c guest-agent/proto.c
+$(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c api/agent/agent_call.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)

@@ -87,7 +87,7 @@ struct sandbox *sbx_new(struct sbx_mgr *m, const char *id)
 	sb->m = m;
 	sb->state = SBX_CREATING;
 	snprintf(sb->id, sizeof(sb->id), "%s", id);
-	snprintf(sb->status, sizeof(sb->status), "creating");
+	sb->recorded = sbx_public_status("creating");
 	if (asprintf(&sb->dir, "%s/sandboxes/%s", m->cfg.state, id) < 0) {
 		free(sb);
 		return NULL;

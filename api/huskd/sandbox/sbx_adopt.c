@@ -75,7 +75,7 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 	if (!sb)
 		return;
 	restore_fields(sb, priv);
-	snprintf(sb->status, sizeof(sb->status), "%s", status);
+	sb->recorded = sbx_public_status(status);
 	if (store_abandon_unfinished(m->store, id, "huskd restarted while it ran", &n) == 0 && n)
 		log_warn(id, "%d unfinished command(s) marked failed: huskd restarted", n);
 	if (!strcmp(status, "paused")) {
@@ -103,6 +103,8 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 	}
 	log_info(id, "adopted its running VMM (pid %d); waiting for its agent to dial in",
 	         (int)pid);
+	if (!strcmp(status, "running"))
+		sb->up_reason = "huskd restarted: the running command was lost";
 	sbx_to(sb, SBX_ADOPTING, NULL, NULL);
 	sbx_vmm_unpark(sb);
 	if (sb->oneshot && !strcmp(status, "running"))

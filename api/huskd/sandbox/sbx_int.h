@@ -80,6 +80,7 @@ struct sbx_pause_plan {
 	int (*freeze)(struct sandbox *sb, void *arg, char *err, size_t errlen);
 	void (*after)(struct sandbox *sb, int rc, const char *err, void *arg);
 	void *arg;
+	enum { PLAN_PARKING, PLAN_SAVING, PLAN_QUITTING, PLAN_FREEZING } step; /* how far it got */
 	bool working; /* freeze runs off the loop now: arg is in use there */
 };
 
@@ -108,7 +109,7 @@ struct sandbox {
 	struct sbx_mgr *m;
 	char id[STORE_ID_LEN];
 	enum sbx_state state;
-	char status[16];        /* the public status last recorded */
+	const char *recorded;   /* the public status last recorded (a static string) */
 	const char *end_status; /* STOPPING: terminated, failed or deleted */
 	char end_reason[400];   /* STOPPING: why */
 	bool stored;            /* it has a row in the store */
@@ -164,6 +165,8 @@ void snap_gc(struct sbx_mgr *m);
 
 /* ---- sbx_state.c: the state machine ---- */
 const char *sbx_state_name(enum sbx_state s);
+/* The public status as a static string (what sb->recorded points at), or NULL if unknown. */
+const char *sbx_public_status(const char *status);
 /* Whether the table allows from → to. */
 bool sbx_can(enum sbx_state from, enum sbx_state to);
 /* BOOTING, RESTORING, ADOPTING, RESUMING, REBOOTING: a VMM, not yet an agent. */

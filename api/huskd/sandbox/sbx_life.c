@@ -65,9 +65,7 @@ static void agent_hello(struct sandbox *sb)
 		sbx_resume_hello(sb);
 		break;
 	case SBX_ADOPTING:
-		sbx_up(sb, !strcmp(sb->status, "running")
-		                   ? "huskd restarted: the running command was lost"
-		                   : NULL);
+		sbx_up(sb, NULL);
 		break;
 	case SBX_IDLE:
 	case SBX_RUNNING:

@@ -117,7 +117,7 @@ static void snapshot_answered(struct sandbox *sb, int rc, const char *reply)
 		return;
 	}
 	log_debug(sb->id, "snapshot written (%s)", reply);
-	sb->quit_sent = true;
+	sb->plan.step = PLAN_QUITTING;
 	if (sbx_ctl(sb, "quit", SBX_CTL_TIMEOUT_MS, quit_answered))
 		sbx_vmm_stop(sb);
 }
@@ -134,6 +134,7 @@ static void pause_answered(struct sandbox *sb, int rc, const char *reply)
 		pause_failed(sb, rc, reply, rc == -EPROTO);
 		return;
 	}
+	sb->plan.step = PLAN_SAVING;
 	snap_path(sb, path, sizeof(path));
 	snprintf(cmd, sizeof(cmd), "snapshot %s", path);
 	if (sbx_ctl(sb, cmd, SNAPSHOT_TIMEOUT_MS, snapshot_answered))
@@ -196,6 +197,7 @@ static void plan_go(struct sandbox *sb)
 		plan_end(sb, 0, NULL);
 		return;
 	}
+	sb->plan.step = PLAN_FREEZING;
 	sbx_to(sb, SBX_FREEZING, NULL, NULL);
 	rc = sbx_work(sb, freeze_work, frozen, NULL);
 	sb->plan.working = rc == 0;
@@ -211,7 +213,7 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 {
 	char why[1024];
 
-	if (status != 0 || !sb->quit_sent) {
+	if (status != 0 || sb->plan.step != PLAN_QUITTING) {
 		char how[320];
 
 		sbx_vmm_exit_reason(sb, status, how, sizeof(how));
@@ -221,7 +223,6 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 		plan_end(sb, -EIO, why);
 		return;
 	}
-	sb->quit_sent = false;
 	sbx_save(sb, json_pack("{sb}", "onDisk", 1));
 	log_info(sb->id, "paused in %lld ms (%s)", mono_ms() - sb->pause_t0,
 	         sb->plan.reason ? sb->plan.reason : "paused");

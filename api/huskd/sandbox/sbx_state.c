@@ -56,6 +56,18 @@ static const struct state_info {
 	[SBX_GONE] = {"gone", NULL, 0},
 };
 
+const char *sbx_public_status(const char *status)
+{
+	static const char *const all[] = {"creating",   "idle",     "running",
+	                                  "paused",     "stopping", "suspended",
+	                                  "terminated", "failed",   "deleted"};
+
+	for (size_t i = 0; status && i < sizeof(all) / sizeof(all[0]); i++)
+		if (!strcmp(status, all[i]))
+			return all[i];
+	return NULL;
+}
+
 const char *sbx_state_name(enum sbx_state s)
 {
 	return s < SBX_NSTATES ? table[s].name : "?";
@@ -223,7 +235,7 @@ static void record(struct sandbox *sb, const char *status, const char *reason, j
 	struct store_transition t = {.status = status, .patch = patch};
 	int rc;
 
-	if (!sb->stored || (!strcmp(sb->status, status) && !patch))
+	if (!sb->stored || (sb->recorded && !strcmp(sb->recorded, status) && !patch))
 		return;
 	if (reason)
 		t.event = json_pack("{ss}", "reason", reason);
@@ -231,7 +243,7 @@ static void record(struct sandbox *sb, const char *status, const char *reason, j
 	json_decref(t.event);
 	if (rc)
 		log_error(sb->id, "cannot record status %s: %s", status, strerror(-rc));
-	snprintf(sb->status, sizeof(sb->status), "%s", status);
+	sb->recorded = sbx_public_status(status);
 }
 
 /* The cgroup's cpu quota holds while the guest is up, not while huskd works for it. */

@@ -212,7 +212,6 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
 	if (rc)
 		return rc;
-	sb->quit_sent = false;
 	if (sb->stored)
 		sbx_save(sb, json_pack("{sIsI}", "pid", (json_int_t)vmm_proc_pid(sb->vmm),
 		                       "starttime", (json_int_t)vmm_proc_starttime(sb->vmm)));
