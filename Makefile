@@ -268,12 +268,12 @@ test: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO) client
-	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/api.sh && tools/bench/snapshot.sh'
+	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/api.sh && tools/bench/snapshot.sh'
 
 # Only the API benchmark (huskd with the published client).
 bench-api: deps
 	@$(MAKE) --no-print-directory all client
-	tools/husk-kvm-run --timeout 1800 --mem 6144 --bring "$$(command -v node)" -- tools/bench/api.sh
+	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v node)" -- tools/bench/api.sh
 
 # Only the snapshot benchmark (pause, save, restore; 256 MiB and 1 GiB guests).
 bench-snapshot: deps

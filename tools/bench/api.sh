@@ -16,8 +16,10 @@ HUSK_API_KEY=$key "$bin/huskd" --port $port --state "$T/state" --images "$top/bu
 pid=$!
 for i in $(seq 1 100); do grep -q listening "$T/huskd.log" && break; sleep 0.1; done
 echo "measuring the API with the published client..." >&2
-HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" >"$T/api" ||
-	{ cat "$T/api"; tail -n 20 "$T/huskd.log"; exit 1; }
+# Each figure is shown as it is measured (a long run is not silent), and kept for the table.
+HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" | tee "$T/api" >&2 ||
+	{ tail -n 40 "$T/huskd.log"; exit 1; }
+grep -q '^hold_n=' "$T/api" || { echo "api.mjs ended early" >&2; tail -n 40 "$T/huskd.log"; exit 1; }
 id=$(sed -n 's/^direct_id=//p' "$T/api")
 echo "measuring the same sandbox's agent directly over vsock..." >&2
 "$bin/agentbench" --vsock "$T/state/sandboxes/$id/vsock.sock" "${HUSK_BENCH_API_EXECS:-50}" 1 >"$T/direct"
