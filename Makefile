@@ -227,7 +227,7 @@ $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)
 	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS))
 
-$(HTTP_SMOKE): $(call obj,san,tests/api/http_smoke.c tests/api/http_client.c)
+$(HTTP_SMOKE): $(call obj,san,tests/api/http_smoke.c tests/api/http_smoke_streams.c tests/api/http_client.c)
 	$(call link,$(SAN_CFLAGS),)
 
 $(KERNEL): images/kernel/husk.config images/kernel/build.sh
