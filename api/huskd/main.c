@@ -357,6 +357,8 @@ static int start(struct huskd *d, struct options *o)
 		fprintf(stderr, "huskd: %s\n", err);
 		return 2;
 	}
+	if (store_set_exclusive(d->store))
+		log_warn(NULL, "cannot take %s for huskd alone; it is shared (slower)", path);
 	if (o->durable && store_set_durable(d->store)) {
 		fprintf(stderr, "huskd: cannot make %s durable\n", path);
 		return 2;

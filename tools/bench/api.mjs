@@ -111,6 +111,15 @@ for (let i = 0; i < execs; i++) {
 	rt.push(now() - t0);
 }
 out('api_exec_p50_ms', pct(rt, 50));
+// The floor under it: the client's execute() is two HTTP requests (POST execute, then the
+// execution's long-poll); one plain GET of the sandbox, timed the same way.
+const gt = [];
+for (let i = 0; i < execs; i++) {
+	const t0 = now();
+	await client.get(sb.id);
+	gt.push(now() - t0);
+}
+out('api_get_p50_ms', pct(gt, 50));
 out('api_exec_p99_ms', pct(rt, 99));
 out('direct_id', sb.id);
 

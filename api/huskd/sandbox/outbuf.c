@@ -94,19 +94,12 @@ void outbuf_append(struct outbuf *ob, const void *data, size_t len)
 		tell(ob);
 }
 
-/* The file is complete: closed, with its ".done" twin. */
+/* The file is complete: closed (readers see its end through the execution's record). */
 static void finish(struct outbuf *ob)
 {
-	char done[4300];
-	int fd;
-
 	ob->closed = true;
 	close(ob->fd);
 	ob->fd = -1;
-	snprintf(done, sizeof(done), "%s.done", ob->path);
-	fd = open(done, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
 }
 
 void outbuf_close(struct outbuf *ob)

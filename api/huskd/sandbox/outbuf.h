@@ -6,8 +6,7 @@
  * One captured output stream (an execution's stdout, say), kept in a file
  * so it costs no memory, survives a huskd restart and outlives its
  * sandbox. The writer appends and closes; readers read the file and watch
- * for more. A stream's file without its ".done" twin was cut off by a
- * huskd crash.
+ * for more.
  */
 #include <stdbool.h>
 #include <stddef.h>

@@ -201,6 +201,8 @@ void sbx_state_forget(struct sandbox *sb);
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen);
 /* Takes up a VMM from before a huskd restart (same pid and start time), and its dial-in. */
 int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime);
+/* The end of its guest's console, as one printable line (for a failure's log). */
+void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len);
 /* Kills the VMM (SIGKILL); its exit follows through the vmm_exited hook. */
 void sbx_vmm_stop(struct sandbox *sb);
 /* Why the VMM ended (its status, its last words in vmm.log), for a status and the log. */

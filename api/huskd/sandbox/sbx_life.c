@@ -99,7 +99,7 @@ static void idle_ran_out(struct sandbox *sb)
 
 static void timer(struct sandbox *sb)
 {
-	char why[160];
+	char why[160], console[1024];
 
 	if ((sb->state == SBX_IDLE || sb->state == SBX_RUNNING) && !sb->session) {
 		snprintf(why, sizeof(why),
@@ -128,8 +128,19 @@ static void timer(struct sandbox *sb)
 	default:
 		if (!sbx_starting(sb->state))
 			break;
-		snprintf(why, sizeof(why), "the sandbox's agent did not dial in within %.1f s",
-		         (double)sb->m->cfg.ready_ms / 1000);
+		if (sb->session)
+			snprintf(why, sizeof(why),
+			         "the sandbox's agent dialled in but its setup did not finish "
+			         "within "
+			         "%.1f s",
+			         (double)sb->m->cfg.ready_ms / 1000);
+		else
+			snprintf(why, sizeof(why),
+			         "the sandbox's agent did not dial in within %.1f s",
+			         (double)sb->m->cfg.ready_ms / 1000);
+		/* What the guest said last is the best clue: it goes to the log. */
+		sbx_vmm_console_tail(sb, console, sizeof(console));
+		log_error(sb->id, "its console ended with: %s", console[0] ? console : "(nothing)");
 		sbx_end(sb, "failed", why, NULL);
 		break;
 	}

@@ -226,6 +226,30 @@ void sbx_vmm_stop(struct sandbox *sb)
 		log_warn(sb->id, "cannot kill its VMM: %s", strerror(-rc));
 }
 
+void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
+{
+	char path[4200];
+	off_t end;
+	ssize_t n;
+	int fd;
+
+	out[0] = '\0';
+	snprintf(path, sizeof(path), "%s/console.log", sb->dir);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	end = lseek(fd, 0, SEEK_END);
+	n = pread(fd, out, len - 1, end > (off_t)len - 1 ? end - (off_t)len + 1 : 0);
+	close(fd);
+	out[n > 0 ? n : 0] = '\0';
+	/* One line for the log: the console's own line ends become " | ". */
+	for (char *p = out; *p; p++)
+		if (*p == '\n' || *p == '\r')
+			*p = '|';
+		else if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+			*p = '?';
+}
+
 int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime)
 {
 	int rc = vmm_proc_adopt(sb->m->loop, pid, starttime, vmm_exit, sb, &sb->vmm);

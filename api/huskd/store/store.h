@@ -71,6 +71,12 @@ int store_open(const char *path, struct store **out, char *err, size_t errlen)
  * tools/husk-up, where a stop is a power loss. 0 or -EIO.
  */
 int store_set_durable(struct store *s) __attribute__((warn_unused_result));
+/*
+ * Keeps the database locked for this connection until it closes: no other
+ * connection or program reads it meanwhile, and statements take no locks.
+ * For huskd, the database's one user.
+ */
+int store_set_exclusive(struct store *s) __attribute__((warn_unused_result));
 /* Closes the database (a checkpoint folds the WAL back in). NULL is fine. */
 void store_close(struct store *s);
 

@@ -78,6 +78,23 @@ static int configure(struct store *s, char *err, size_t errlen)
 	return 0;
 }
 
+int store_set_exclusive(struct store *s)
+{
+	int rc;
+
+	/*
+	 * huskd is the database's one user: holding its locks for good spares
+	 * the fcntl() locking around every statement (a third of the system
+	 * calls of a command's run through the API). Taken at the next access.
+	 */
+	store_lock(s);
+	rc = sqlite3_exec(s->db, "PRAGMA locking_mode = EXCLUSIVE", NULL, NULL, NULL);
+	if (rc == SQLITE_OK)
+		rc = sqlite3_exec(s->db, "SELECT count(*) FROM sqlite_schema", NULL, NULL, NULL);
+	store_unlock(s);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}
+
 int store_set_durable(struct store *s)
 {
 	int rc;
