@@ -26,6 +26,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 #   http    api/http/http.h       the HTTP server, router and JSON envelope (huskd, tests)
 #   agent   api/agent/*.h         the host side of the agent protocol (huskd, husk-agentctl, benchmarks)
 #   vmmctl  api/vmmctl/vmm_ctl.h  husk-vmm's control socket, as a client (huskd, husk-agentctl)
+#   httpc   api/cli/cli_http.h    the CLI's HTTP client (husk, the API benchmark)
 PROTO_SRCS := guest-agent/proto.c
 EVLOOP_SRCS := vmm/evloop.c
 IMG_SRCS := $(sort $(wildcard images/img/*.c))
@@ -34,7 +35,8 @@ HTTP_SRCS := api/http/http.c $(HTTP_CORE_SRCS) api/http/router.c api/http/json_r
 HTTP_LIBS := -luv -lhttp_parser -ljansson
 AGENTLIB_SRCS := $(sort $(wildcard api/agent/*.c))
 VMMCTL_SRCS := $(sort $(wildcard api/vmmctl/*.c))
-LIBS := proto evloop img http agent vmmctl
+HTTPC_SRCS := api/cli/cli_http.c
+LIBS := proto evloop img http agent vmmctl httpc
 # lib,NAME,VARIANT: the archive of library NAME built for VARIANT (rel or san).
 lib = $(BUILD)/lib/$(2)/libhusk-$(1).a
 
@@ -48,8 +50,8 @@ HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
-HUSK_CLI_SRCS := $(sort $(wildcard api/cli/*.c))
-INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/huskd \
+HUSK_CLI_SRCS := $(filter-out $(HTTPC_SRCS),$(sort $(wildcard api/cli/*.c)))
+INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/huskd \
 	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/sandbox -Iapi/huskd/routes
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
@@ -63,6 +65,7 @@ DISKBENCH := $(BIN)/diskbench
 BENCH_CPIO := $(BUILD)/images/bench.cpio
 AGENTCTL := $(BIN)/husk-agentctl
 AGENTBENCH := $(BIN)/agentbench
+APIBENCH := $(BIN)/apibench
 AGENT_SAN := $(BIN)/husk-agent-san
 RAWFRAMES := $(BUILD)/tests/rawframes
 # A stand-in husk-vmm with a pretend guest, for huskd's host-only tests (tests/fakes/README.md).
@@ -101,7 +104,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -125,6 +128,7 @@ LIB_SRCS_img := $(IMG_SRCS)
 LIB_SRCS_http := $(HTTP_SRCS)
 LIB_SRCS_agent := $(AGENTLIB_SRCS)
 LIB_SRCS_vmmctl := $(VMMCTL_SRCS)
+LIB_SRCS_httpc := $(HTTPC_SRCS)
 define lib_rules
 $(call lib,$(1),rel): $(call obj,rel,$(LIB_SRCS_$(1)))
 $(call lib,$(1),san): $(call obj,san,$(LIB_SRCS_$(1)))
@@ -181,6 +185,9 @@ $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) 
 $(AGENTBENCH): $(call obj,rel,tools/bench/agentbench.c) $(call lib,agent,rel) $(call lib,proto,rel)
 	$(call link,,-ljansson)
 
+$(APIBENCH): $(call obj,rel,tools/bench/apibench.c) $(call lib,httpc,rel)
+	$(call link,,-lhttp_parser -ljansson)
+
 # Runs inside guests, from an initramfs appended to the test one.
 $(DISKBENCH): $(call obj,rel,tools/bench/diskbench.c)
 	$(call link,-static,)
@@ -207,10 +214,10 @@ $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
 $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS)) $(call HUSKD_LIBS,san)
 	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3)
 
-$(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS))
+$(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
 	$(call link,$(REL_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
-$(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS))
+$(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san)
 	$(call link,$(SAN_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS)) \
