@@ -12,21 +12,7 @@
 #include <unistd.h>
 
 #include "agent_client.h"
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
+#include "bench.h"
 
 /* Runs argv with stdin from in_fd and stdout to out_fd; returns ms or -1. */
 static double timed_exec(struct agent_client *c, const char *script, int in_fd, int out_fd)
@@ -34,9 +20,9 @@ static double timed_exec(struct agent_client *c, const char *script, int in_fd, 
 	json_t *req = json_pack("{s:s, s:[s,s,s], s:b}", "op", "exec", "argv", "sh", "-c", script,
 	                        "stdin", in_fd >= 0),
 	       *res = NULL;
-	double t0 = now_ms();
+	double t0 = bench_now_ms();
 	int ret = agent_exec(c, req, in_fd, out_fd, -1, &res);
-	double t = now_ms() - t0;
+	double t = bench_now_ms() - t0;
 
 	json_decref(req);
 	if (ret || json_integer_value(json_object_get(res, "exit_code"))) {
@@ -70,10 +56,10 @@ int main(int argc, char **argv)
 	lat = calloc((size_t)runs, sizeof(*lat));
 	for (int i = 0; i < runs; i++) {
 		json_t *req = json_pack("{s:s, s:[s]}", "op", "exec", "argv", "true"), *res = NULL;
-		double t0 = now_ms();
+		double t0 = bench_now_ms();
 
 		ret = agent_exec(c, req, -1, -1, -1, &res);
-		lat[i] = now_ms() - t0;
+		lat[i] = bench_now_ms() - t0;
 		json_decref(req);
 		json_decref(res);
 		if (ret) {
@@ -81,7 +67,7 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	qsort(lat, (size_t)runs, sizeof(*lat), cmp);
+	qsort(lat, (size_t)runs, sizeof(*lat), bench_cmp);
 
 	/* host -> guest: MIB MiB into the process's stdin, which throws it away */
 	fd = mkstemp(tmp);

@@ -12,22 +12,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "bench.h"
 #include "cli_http.h"
-
-static double now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
 
 /* One request whose answer must be 2xx JSON; *data is its "data". */
 static int call(const struct cli_url *u, const char *key, const char *method, const char *target,
@@ -65,7 +51,7 @@ static double timed_exec(const struct cli_url *u, const char *key, const char *i
 	char target[512];
 	json_t *env = NULL, *env2 = NULL, *data, *code;
 	const char *eid, *status = NULL;
-	double t0 = now_ms(), t = -1;
+	double t0 = bench_now_ms(), t = -1;
 
 	snprintf(target, sizeof(target), "/sandbox/%s/execute", id);
 	if (call(u, key, "POST", target, "{\"command\":[\"true\"]}", &env, &data))
@@ -86,7 +72,7 @@ static double timed_exec(const struct cli_url *u, const char *key, const char *i
 		fprintf(stderr, "apibench: true ended %s\n", status);
 		goto out;
 	}
-	t = now_ms() - t0;
+	t = bench_now_ms() - t0;
 out:
 	json_decref(env);
 	json_decref(env2);
@@ -115,7 +101,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < runs; i++)
 		if ((ms[i] = timed_exec(&u, argv[2], argv[3])) < 0)
 			return 1;
-	qsort(ms, (size_t)runs, sizeof(*ms), cmp);
+	qsort(ms, (size_t)runs, sizeof(*ms), bench_cmp);
 	printf("capi_exec_p50_ms=%.2f capi_exec_p99_ms=%.2f\n", ms[runs / 2],
 	       ms[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1]);
 	free(ms);
