@@ -242,7 +242,7 @@ void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
 	n = pread(fd, out, len - 1, end > (off_t)len - 1 ? end - (off_t)len + 1 : 0);
 	close(fd);
 	out[n > 0 ? n : 0] = '\0';
-	/* One line for the log: the console's own line ends become " | ". */
+	/* One line for the log: the console's own line ends become "|". */
 	for (char *p = out; *p; p++)
 		if (*p == '\n' || *p == '\r')
 			*p = '|';
