@@ -11,7 +11,7 @@ SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 
 VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c vmm/snap/*.c))
 # Snapshots (vmm/snap/) compress with liblz4's frame API.
-VMM_LIBS := -lpthread -llz4
+VMM_LIBS := -lpthread -llz4 -lslirp
 VMM_MAIN_SRCS := $(filter-out vmm/evloop.c,$(VMM_SRCS))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_MAIN_SRCS))
 AGENT_SRCS := $(filter-out guest-agent/proto.c,$(sort $(wildcard guest-agent/*.c)))
@@ -300,7 +300,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCLUDES)
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
-	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session
+	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -312,10 +312,14 @@ $(BUILD)/fuzz/fuzz_snapfile: tests/fuzz/fuzz_snapfile.c $(wildcard vmm/snap/*.c)
 $(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lpthread
 $(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c api/agent/agent_call.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
+$(BUILD)/fuzz/fuzz_net: tests/fuzz/fuzz_net.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
+$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lslirp
+# The whole VMM but main, as the device tests link it; clang also names a GNU extension gcc takes.
+$(BUILD)/fuzz/fuzz_net: FUZZ_EXTRA := -Itests/unit -Wno-gnu-variable-sized-type-not-at-end
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
-	$(Q)clang $(FUZZ_CFLAGS) -o $@ $^ -ljansson $(FUZZ_LIBS)
+	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_EXTRA) -o $@ $^ -ljansson $(FUZZ_LIBS)
 
 fuzz-build: $(FUZZ_TARGETS)
 

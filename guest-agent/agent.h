@@ -119,7 +119,10 @@ void jobs_destroy(struct agent *a);
 /* init.c: PID 1 duties */
 /* PID 1's first steps: /proc, /sys, /dev and the console. */
 void init_early(void);
-/* The rest of the system, in the final root: /tmp, /run, devpts, cgroups, host name, env. */
+/*
+ * The rest of the system, in the final root: /tmp, /run, devpts, cgroups,
+ * host name, loopback, the resolver of a networked guest, env.
+ */
 void init_system(void);
 /*
  * Mounts the ext4 disk dev (waiting briefly for it), grows its file system

@@ -2,11 +2,14 @@
 /* What the agent does as PID 1 of the guest: file systems, console, power. */
 #include <errno.h>
 #include <fcntl.h>
+#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/reboot.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -41,6 +44,57 @@ void init_early(void)
 	}
 }
 
+/* Programs in a sandbox expect localhost to work, network or not. */
+static void loopback_up(void)
+{
+	struct ifreq ifr = {.ifr_name = "lo"};
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+
+	if (fd < 0)
+		return;
+	if (ioctl(fd, SIOCGIFFLAGS, &ifr) == 0 && !(ifr.ifr_flags & IFF_UP)) {
+		ifr.ifr_flags |= IFF_UP;
+		if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+			fprintf(stderr, "husk-agent: cannot bring up lo: %s\n", strerror(errno));
+	}
+	close(fd);
+}
+
+/*
+ * With a network the kernel took its address by DHCP (ip=dhcp) and left
+ * the resolver it was given in /proc/net/pnp: that becomes the root's
+ * resolv.conf. Without one the file is left as the image made it.
+ */
+static void resolver_from_dhcp(void)
+{
+	char line[256],
+		conf[2048] = "# Written by husk at boot from the sandbox network's DHCP answer.\n";
+	size_t used = strlen(conf);
+	bool any = false;
+	FILE *in = fopen("/proc/net/pnp", "re"), *out;
+
+	if (!in)
+		return;
+	while (fgets(line, sizeof(line), in)) {
+		bool ns = !strncmp(line, "nameserver ", 11);
+
+		if ((ns || !strncmp(line, "domain ", 7)) && used + strlen(line) < sizeof(conf)) {
+			memcpy(conf + used, line, strlen(line) + 1);
+			used += strlen(line);
+			any |= ns;
+		}
+	}
+	fclose(in);
+	if (!any)
+		return; /* no network, or no resolver offered: the image's file stays */
+	out = fopen("/etc/resolv.conf.husk", "we");
+	if (!out)
+		return;
+	fputs(conf, out);
+	if (fclose(out) < 0 || rename("/etc/resolv.conf.husk", "/etc/resolv.conf") < 0)
+		fprintf(stderr, "husk-agent: cannot write /etc/resolv.conf: %s\n", strerror(errno));
+}
+
 void init_system(void)
 {
 	static const char hostname[] = "sandbox";
@@ -53,6 +107,8 @@ void init_system(void)
 	mount_one("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
 	if (sethostname(hostname, sizeof(hostname) - 1) < 0)
 		fprintf(stderr, "husk-agent: cannot set the host name: %s\n", strerror(errno));
+	loopback_up();
+	resolver_from_dhcp();
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
 	setenv("HOME", "/root", 1);
 	setenv("TERM", "linux", 1);

@@ -15,7 +15,9 @@
 #include "devices/serial.h"
 #include "kvm.h"
 #include "log.h"
+#include "netstack.h"
 #include "virtio/blk.h"
+#include "virtio/net.h"
 #include "virtio/rng.h"
 #include "virtio/vsock.h"
 #include "vm.h"
@@ -56,6 +58,8 @@ struct options {
 	unsigned vcpus;
 	struct blk_spec disks[MAX_DISKS];
 	unsigned nr_disks;
+	bool net;
+	struct net_spec net_spec;
 };
 
 static void usage(FILE *f)
@@ -64,7 +68,8 @@ static void usage(FILE *f)
 	        "usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore "
 	        "FILE [--lazy|--eager])\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
-	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--control PATH] [-v]\n"
+	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--net slirp[,...]]\n"
+	        "                [--control PATH] [-v]\n"
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
 	        "\n"
@@ -85,10 +90,16 @@ static void usage(FILE *f)
 	        "                     SPEC is PATH[,ro][,format=raw|qcow2][,serial=ID]: a qcow2\n"
 	        "                     image (with its backing chain, never written) unless\n"
 	        "                     format=raw says otherwise\n"
+	        "  --net SPEC         a virtio-net device on a user-mode stack (libslirp):\n"
+	        "                     slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N]; the guest gets\n"
+	        "                     10.0.2.15 by DHCP (ip=dhcp is added to its command\n"
+	        "                     line), DNS at 10.0.2.3, and reaches what this process\n"
+	        "                     can (never the host's loopback)\n"
 	        "  --control PATH     a control socket: one-line commands status, pause, resume,\n"
 	        "                     snapshot FILE (of the paused VM)\n"
 	        "  --restore FILE     start from a snapshot instead of booting; --mem, --vcpus\n"
-	        "                     and the devices (--disk, --vsock) must be as when it was\n"
+	        "                     and the devices (--disk, --vsock, --net) must be as when\n"
+	        "                     it was\n"
 	        "                     saved\n"
 	        "  --lazy, --eager    with --restore: fill guest memory from the file as the\n"
 	        "                     guest touches it, the rest in the background (userfaultfd;\n"
@@ -165,6 +176,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"vsock", required_argument, NULL, 's'},
 		{"cid", required_argument, NULL, 'C'},
 		{"disk", required_argument, NULL, 'd'},
+		{"net", required_argument, NULL, 'N'},
 		{"control", required_argument, NULL, 'x'},
 		{"restore", required_argument, NULL, 'r'},
 		{"lazy", no_argument, NULL, 'L'},
@@ -233,6 +245,11 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return usage_error("%s", err);
 			o->nr_disks++;
 			break;
+		case 'N':
+			if (net_spec_parse(optarg, &o->net_spec, err, sizeof(err)))
+				return usage_error("%s", err);
+			o->net = true;
+			break;
 		case 'x':
 			o->control = optarg;
 			break;
@@ -288,6 +305,8 @@ int main(int argc, char **argv)
 	struct virtio_rng *rng = NULL;
 	struct vsock_dev *vsock = NULL;
 	struct virtio_blk *disks[MAX_DISKS] = {NULL};
+	struct virtio_net *net = NULL;
+	struct netstack *netstack = NULL;
 	struct control *control = NULL;
 	struct vm vm = {.vm_fd = -1, .stop_fd = -1};
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
@@ -347,10 +366,19 @@ int main(int argc, char **argv)
 			goto out;
 		}
 	}
+	/* Last, so that snapshots of guests without it keep their device order. */
+	if (o.net) {
+		netstack = netstack_create(o.net_spec.mtu);
+		net = netstack ? virtio_net_create(&vm, &o.net_spec, netstack_kick, netstack)
+		               : NULL;
+		if (!net)
+			goto out;
+	}
 	if (o.control && !(control = control_create(&vm, o.control)))
 		goto out;
 	/* Device announcements go before the user's part, which may override. */
-	if (asprintf(&cmdline, "%s %s %s", base_cmdline, vm.device_cmdline ? vm.device_cmdline : "",
+	if (asprintf(&cmdline, "%s %s%s %s", base_cmdline,
+	             vm.device_cmdline ? vm.device_cmdline : "", net ? " ip=dhcp" : "",
 	             o.cmdline) < 0) {
 		cmdline = NULL;
 		goto out;
@@ -367,6 +395,8 @@ int main(int argc, char **argv)
 	} else if (boot_setup(&boot, &vm, cmdline)) {
 		goto out;
 	}
+	if (netstack && netstack_start(netstack, net))
+		goto out;
 	log_debug("guest loaded: %u vCPUs, %llu MiB; starting", o.vcpus,
 	          (unsigned long long)(o.mem >> 20));
 	status = vm_run(&vm);
@@ -375,7 +405,9 @@ int main(int argc, char **argv)
 	else
 		log_err("%s", vm.exit_reason);
 out:
-	boot_close(&boot); /* first: it waits for a loader still writing guest RAM */
+	boot_close(&boot);          /* first: it waits for a loader still writing guest RAM */
+	netstack_destroy(netstack); /* its thread writes into the net device's queues */
+	virtio_net_destroy(net);
 	control_destroy(control);
 	vsock_destroy(vsock);
 	for (unsigned i = 0; i < MAX_DISKS; i++)

@@ -12,11 +12,19 @@ void tb_mmio_write(struct vm *vm, uint64_t base, uint64_t off, uint32_t v)
 
 void tb_virtio_up(struct vm *vm, uint64_t base, unsigned nq, uint16_t qsz, const struct tb_queue *q)
 {
+	tb_virtio_up_with(vm, base, 1ull << VIRTIO_F_VERSION_1, nq, qsz, q);
+}
+
+void tb_virtio_up_with(struct vm *vm, uint64_t base, uint64_t features, unsigned nq, uint16_t qsz,
+                       const struct tb_queue *q)
+{
 	const uint32_t s = VIRTIO_CONFIG_S_ACKNOWLEDGE | VIRTIO_CONFIG_S_DRIVER;
 
 	tb_mmio_write(vm, base, VIRTIO_MMIO_STATUS, s);
+	tb_mmio_write(vm, base, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 0);
+	tb_mmio_write(vm, base, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)features);
 	tb_mmio_write(vm, base, VIRTIO_MMIO_DRIVER_FEATURES_SEL, 1);
-	tb_mmio_write(vm, base, VIRTIO_MMIO_DRIVER_FEATURES, 1); /* VIRTIO_F_VERSION_1 */
+	tb_mmio_write(vm, base, VIRTIO_MMIO_DRIVER_FEATURES, (uint32_t)(features >> 32));
 	tb_mmio_write(vm, base, VIRTIO_MMIO_STATUS, s | VIRTIO_CONFIG_S_FEATURES_OK);
 	for (unsigned i = 0; i < nq; i++) {
 		tb_mmio_write(vm, base, VIRTIO_MMIO_QUEUE_SEL, i);

@@ -20,4 +20,8 @@ void tb_mmio_write(struct vm *vm, uint64_t base, uint64_t off, uint32_t v);
 void tb_virtio_up(struct vm *vm, uint64_t base, unsigned nq, uint16_t qsz,
                   const struct tb_queue *q);
 
+/* The same with the feature bits given (VIRTIO_F_VERSION_1 among them). */
+void tb_virtio_up_with(struct vm *vm, uint64_t base, uint64_t features, unsigned nq, uint16_t qsz,
+                       const struct tb_queue *q);
+
 #endif

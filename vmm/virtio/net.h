@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_VIRTIO_NET_H
+#define HUSK_VIRTIO_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct vm;
+struct virtio_net;
+
+/* The largest frame either way: an MTU of 65520 plus the Ethernet header. */
+#define NET_MTU_MAX 65520
+#define NET_FRAME_MAX (NET_MTU_MAX + 14)
+
+struct net_spec {
+	uint8_t mac[6];
+	uint16_t mtu; /* 68..NET_MTU_MAX */
+};
+
+/*
+ * Parses a --net argument: "slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N]". Fills
+ * spec (a random locally administered MAC unless given; MTU 65520 unless
+ * given). Returns 0, or -EINVAL with a message in err naming the bad part.
+ */
+int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/*
+ * A virtio-net device with one receive and one transmit queue. Its frames
+ * are moved by a backend thread (netstack.c), not on the VM's event loop:
+ * a queue notification only calls kick(ctx), which must wake that thread.
+ * NULL and logged on failure.
+ */
+struct virtio_net *virtio_net_create(struct vm *vm, const struct net_spec *spec,
+                                     void (*kick)(void *ctx), void *ctx);
+void virtio_net_destroy(struct virtio_net *n);
+
+/*
+ * The backend thread's side. Gives the guest one frame: 0, -EAGAIN when the
+ * guest has no room posted (or the VM is paused: nothing touches guest
+ * memory then), -EMSGSIZE for a frame over NET_FRAME_MAX or one the guest's
+ * buffers can never hold (no mergeable buffers, and a chain too small).
+ */
+int virtio_net_rx(struct virtio_net *n, const void *frame, size_t len);
+
+/*
+ * Takes the next frame the guest sent into buf (cap >= NET_FRAME_MAX),
+ * completing a checksum the guest left to us. Returns its length, 0 when
+ * there is none (or the VM is paused); a malformed one is dropped and
+ * logged, and the next one taken.
+ */
+ssize_t virtio_net_tx(struct virtio_net *n, uint8_t *buf, size_t cap);
+
+#endif
