@@ -44,15 +44,16 @@ lib = $(BUILD)/lib/$(2)/libhusk-$(1).a
 STORE_SRCS := $(sort $(wildcard api/huskd/store/*.c))
 # huskd's layers, each calling only the ones below it: routes/ (the API on the
 # HTTP library) -> sandbox/ (the manager) -> store/ (SQLite), vmm/ (husk-vmm
-# processes), and the agent library's sessions.
+# processes), net/ (the host's nftables table and veth slots), and the agent
+# library's sessions.
 HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c \
-	api/huskd/sandbox/*.c api/huskd/vmm/*.c)) $(STORE_SRCS)
+	api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c)) $(STORE_SRCS)
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(filter-out $(HTTPC_SRCS),$(sort $(wildcard api/cli/*.c)))
-INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/huskd \
-	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/sandbox -Iapi/huskd/routes
+INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
+	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -64,6 +65,9 @@ BOOTBENCH := $(BIN)/bootbench
 DISKBENCH := $(BIN)/diskbench
 BENCH_CPIO := $(BUILD)/images/bench.cpio
 AGENTCTL := $(BIN)/husk-agentctl
+# husk-jail: starts a VMM in a network namespace of its own (api/jail).
+JAIL := $(BIN)/husk-jail
+NL_CFLAGS := $(shell pkg-config --cflags libnl-route-3.0 2>/dev/null || echo -I/usr/include/libnl3)
 AGENTBENCH := $(BIN)/agentbench
 APIBENCH := $(BIN)/apibench
 AGENT_SAN := $(BIN)/husk-agent-san
@@ -104,7 +108,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(JAIL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -114,12 +118,12 @@ Q := $(if $(V),,@)
 $(BUILD)/obj/rel/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC      $<")
-	$(Q)$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(INCLUDES) -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(REL_CFLAGS) $(INCLUDES) $(CFLAGS_EXTRA) -c $< -o $@
 
 $(BUILD)/obj/san/%.o: %.c
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  CC san  $<")
-	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(INCLUDES) -c $< -o $@
+	$(Q)$(CC) $(BASE_CFLAGS) $(SAN_CFLAGS) $(INCLUDES) $(CFLAGS_EXTRA) -c $< -o $@
 
 # The libraries (see LIBS above), each for the release and the sanitizer build.
 LIB_SRCS_proto := $(PROTO_SRCS)
@@ -179,6 +183,10 @@ $(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_f
 $(DIALHOST): $(call obj,san,tests/agent/dialhost.c) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
+$(JAIL): $(call obj,rel,api/jail/husk-jail.c)
+	$(call link,$(HARDEN),-lnl-route-3 -lnl-3)
+$(call obj,rel,api/jail/husk-jail.c): CFLAGS_EXTRA := $(NL_CFLAGS)
+
 $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) $(call lib,vmmctl,rel) $(call lib,proto,rel)
 	$(call link,,-ljansson)
 
@@ -208,11 +216,11 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),)
 
 $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
-	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3)
+	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables)
 
 # huskd with sanitizers, for the API tests.
 $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables)
 
 $(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
 	$(call link,$(REL_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
@@ -226,9 +234,9 @@ $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_S
 
 # The sandbox manager's tests (tests/huskd): the real manager and store, husk-vmm played by fake-vmm.
 SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
-	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c)) $(STORE_SRCS)
+	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c)) $(STORE_SRCS)
 $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables)
 
 # The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)

@@ -206,7 +206,7 @@ struct options {
 	struct sbx_config sbx;
 	const char *images;
 	bool durable;
-	char *state, *vmm, *kernel, *initrd;
+	char *state, *vmm, *kernel, *initrd, *jail;
 	const char *public_url;
 };
 
@@ -341,6 +341,11 @@ static int locate(struct options *o)
 	o->sbx.vmm = o->vmm;
 	o->sbx.kernel = o->kernel;
 	o->sbx.initrd = o->initrd;
+	/* Beside huskd, like husk-vmm: networked sandboxes start through it. */
+	if (strrchr(self, '/') &&
+	    asprintf(&o->jail, "%.*s/husk-jail", (int)(strrchr(self, '/') - self), self) > 0 &&
+	    access(o->jail, X_OK) == 0)
+		o->sbx.jail = o->jail;
 	return 0;
 }
 
@@ -402,6 +407,7 @@ static void cleanup(struct huskd *d, struct options *o)
 	free(d->keys);
 	free(o->state);
 	free(o->vmm);
+	free(o->jail);
 	free(o->kernel);
 	free(o->initrd);
 	uv_loop_close(d->loop);

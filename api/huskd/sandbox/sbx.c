@@ -93,6 +93,7 @@ struct sandbox *sbx_new(struct sbx_mgr *m, const char *id)
 		return NULL;
 	}
 	sb->env = json_object();
+	sb->net_slot = -1;
 	sb->next = m->sandboxes;
 	m->sandboxes = sb;
 	return sb;

@@ -67,6 +67,7 @@ struct sbx_config {
 	const char *cgroup_dir; /* cgroup v2 folder for sandboxes' cpu.max, NULL: none */
 	uint64_t ready_ms;   /* a guest's agent must dial in this soon after a start (0: 180 s) */
 	uint64_t memory_mib; /* guest memory the host may hand out in all (0: from /proc/meminfo) */
+	const char *jail;    /* husk-jail, which starts a networked VMM in its namespace */
 };
 
 int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,

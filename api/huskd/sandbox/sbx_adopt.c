@@ -28,6 +28,7 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 
 	sb->stored = true;
 	sb->oneshot = json_is_true(json_object_get(priv, "oneshot"));
+	sb->net = json_is_true(json_object_get(priv, "network"));
 	sb->exec_timeout_ms = (uint64_t)json_integer_value(json_object_get(priv, "execTimeoutMs"));
 	sb->idle_ms = (uint64_t)json_integer_value(json_object_get(priv, "idleMs"));
 	sb->paused_ms = (uint64_t)json_integer_value(json_object_get(priv, "pausedMs"));
@@ -65,6 +66,8 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 	json_t *priv = json_object_get(row, "private");
 	pid_t pid = (pid_t)json_integer_value(json_object_get(priv, "pid"));
 	uint64_t start = (uint64_t)json_integer_value(json_object_get(priv, "starttime"));
+	json_t *slot = json_object_get(priv, "netSlot");
+	int net_slot = json_is_integer(slot) ? (int)json_integer_value(slot) : -1;
 	char path[4200];
 	struct sandbox *sb;
 	int n = 0;
@@ -92,12 +95,12 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 	}
 	if (!strcmp(status, "creating")) {
 		/* Its setup (files from the request) is lost with the old huskd. */
-		if (sbx_vmm_adopt(sb, pid, start) == 0)
+		if (sbx_vmm_adopt(sb, pid, start, net_slot) == 0)
 			sbx_vmm_stop(sb);
 		adopt_fail(sb, "huskd restarted while the sandbox was starting");
 		return;
 	}
-	if (sbx_vmm_adopt(sb, pid, start)) {
+	if (sbx_vmm_adopt(sb, pid, start, net_slot)) {
 		adopt_fail(sb, "huskd restarted and the sandbox's VMM was no longer running");
 		return;
 	}

@@ -69,7 +69,7 @@ void sbx_base_free(struct sbx_base *b)
 	*b = (struct sbx_base){0};
 }
 
-const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned vcpus)
+const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned vcpus, bool net)
 {
 	json_t *p = b->snap_priv;
 	const char *mem = json_string_value(json_object_get(p, "memory"));
@@ -79,6 +79,9 @@ const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned
 	/* A VM resumes only with the shape it was saved with. */
 	if ((uint64_t)json_integer_value(json_object_get(p, "memMib")) != mem_mib ||
 	    (unsigned)json_integer_value(json_object_get(p, "vcpus")) != vcpus)
+		return NULL;
+	/* Nor with another set of devices: a NIC, or none. */
+	if (json_is_true(json_object_get(p, "network")) != net)
 		return NULL;
 	return mem;
 }

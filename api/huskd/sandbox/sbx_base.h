@@ -22,7 +22,8 @@ int sbx_base_find(struct sbx_mgr *m, json_t *body, struct sbx_base *b, struct sb
 void sbx_base_free(struct sbx_base *b);
 /* Records the base in the new sandbox, its public ("snapshot") and private objects. */
 void sbx_base_apply(struct sandbox *sb, const struct sbx_base *b, json_t *pub, json_t *priv);
-/* The snapshot's memory file if a VM of this shape can resume from it, else NULL. */
-const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned vcpus);
+/* The snapshot's memory file if a VM of this shape (and NIC or none) can resume from it, else NULL.
+ */
+const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned vcpus, bool net);
 
 #endif

@@ -65,6 +65,33 @@ static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *mi
 	return 0;
 }
 
+/* network: {enabled, port}; a network this host cannot give is refused here, not at boot. */
+static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, struct sbx_err *err)
+{
+	json_t *net = json_object_get(body, "network");
+	json_t *on = json_object_get(net, "enabled"), *port = json_object_get(net, "port");
+
+	if (!net || json_is_null(net))
+		return 0;
+	if (!json_is_object(net) || (on && !json_is_boolean(on)))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "network must be an object such as {\"enabled\": true}");
+	if (port && (!json_is_integer(port) || json_integer_value(port) < 1024 ||
+	             json_integer_value(port) > 65535))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "network.port must be a number from 1024 to 65535");
+	if (port)
+		return sbx_fail(err, SBX_BAD_INPUT, -EOPNOTSUPP,
+		                "network.port: husk cannot expose a sandbox's port yet; leave it "
+		                "out (outbound network works with network.enabled)");
+	sb->net = json_is_true(on);
+	if (sb->net && (!m->cfg.jail || !sbx_net(m)))
+		return sbx_fail(err, SBX_UNAVAILABLE, -EOPNOTSUPP,
+		                "network.enabled: this huskd gives sandboxes no network (%s)",
+		                m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
+	return 0;
+}
+
 /* Timeouts and the other fields the sandbox keeps; the request's shape checked. */
 static int plan_limits(json_t *body, struct sandbox *sb, struct sbx_err *err)
 {
@@ -290,7 +317,7 @@ static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t
 	                "org_local", "name", "local", "resources", "memory",
 	                json_sprintf("%lldMi", (long long)(mem >> 20)), "cpu",
 	                json_sprintf("%lldm", (long long)sb->cpu_millis), "disk", "region", "local",
-	                "mode", sb->oneshot ? "oneshot" : "interactive", "networkEnabled", 0);
+	                "mode", sb->oneshot ? "oneshot" : "interactive", "networkEnabled", sb->net);
 	if (!pub)
 		return NULL;
 	for (const char *const *k =
@@ -346,6 +373,8 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	if (json_is_object(json_object_get(c->base.snap_priv, "env")))
 		json_object_update(sb->env, json_object_get(c->base.snap_priv, "env"));
 	rc = plan_limits(body, sb, &err);
+	if (!rc)
+		rc = plan_network(m, body, sb, &err);
 	if (rc)
 		goto fail;
 	c->pub = public_info(body, sb, c->base.rt, mem);
@@ -354,13 +383,15 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	                    (json_int_t)sb->idle_ms, "pausedMs", (json_int_t)sb->paused_ms, "env",
 	                    sb->env, "memMib", (json_int_t)sb->mem_mib, "vcpus",
 	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
+	if (c->priv && sb->net)
+		json_object_set_new(c->priv, "network", json_true());
 	if (!c->pub || !c->priv || !sb->layer) {
 		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 		goto fail;
 	}
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
 	/* A snapshot with memory of this shape: resume it rather than boot. */
-	c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus);
+	c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sb->net);
 	rc = sbx_work(sb, layer_work, layer_done, c);
 	if (rc) {
 		sbx_fail(&err, SBX_UNAVAILABLE, rc, "cannot queue the sandbox's disk: %s",

@@ -103,6 +103,10 @@ struct sbx_mgr {
 	void (*on_change)(void *arg, const char *id);
 	void *on_change_arg;
 	bool closing;
+	/* Sandbox networking, set up at the first sandbox that wants it (sbx_net()). */
+	struct net_host *net;
+	bool net_tried;
+	char net_why[300]; /* why there is none */
 };
 
 struct sandbox {
@@ -137,6 +141,8 @@ struct sandbox {
 	json_t *env;                /* the sandbox's environment (create + setEnv) */
 	json_t *files;              /* files for its setup (create), NULL after */
 	bool oneshot;
+	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
+	int net_slot; /* the slot its running VMM holds, -1: none */
 	uint64_t exec_timeout_ms, idle_ms, paused_ms;
 	uint64_t mem_mib;
 	unsigned vcpus;
@@ -197,10 +203,16 @@ void sbx_state_release(struct sandbox *sb);
 void sbx_state_forget(struct sandbox *sb);
 
 /* ---- sbx_vmm.c: the VMM process and the agent's dial-in ---- */
+/*
+ * The host's networking for sandboxes, set up on first use (huskd's
+ * nftables table, IPv4 forwarding); NULL with m->net_why saying why not.
+ */
+struct net_host *sbx_net(struct sbx_mgr *m);
 /* Starts a VMM (booting, or from the memory file restore); 0 or -errno with err. */
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen);
 /* Takes up a VMM from before a huskd restart (same pid and start time), and its dial-in. */
-int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime);
+/* net_slot: the veth slot recorded for that VMM (-1: none), held again while it runs. */
+int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slot);
 /* The end of its guest's console, as one printable line (for a failure's log). */
 void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len);
 /* Kills the VMM (SIGKILL); its exit follows through the vmm_exited hook. */

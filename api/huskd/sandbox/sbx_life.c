@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "net_host.h"
 #include "sbx_int.h"
 #include "vmm_proc.h"
 
@@ -224,6 +225,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	m->cfg.vmm = strdup(cfg->vmm);
 	m->cfg.kernel = strdup(cfg->kernel);
 	m->cfg.initrd = strdup(cfg->initrd);
+	m->cfg.jail = cfg->jail ? strdup(cfg->jail) : NULL;
 	m->cfg.cgroup_dir = cfg->cgroup_dir ? strdup(cfg->cgroup_dir) : NULL;
 	if (!m->cfg.ready_ms)
 		m->cfg.ready_ms = 180000;
@@ -285,7 +287,9 @@ void sbx_mgr_free(struct sbx_mgr *m)
 	free((char *)m->cfg.vmm);
 	free((char *)m->cfg.kernel);
 	free((char *)m->cfg.initrd);
+	free((char *)m->cfg.jail);
 	free((char *)m->cfg.cgroup_dir);
+	net_host_close(m->net);
 	free(m->streams);
 	free(m);
 }

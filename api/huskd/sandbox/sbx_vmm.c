@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "net_host.h"
 #include "sbx_int.h"
 #include "vmm_proc.h"
 
@@ -180,9 +181,27 @@ static void vmm_exit(struct vmm_proc *p, int status, void *arg)
 		vmm_proc_release(sb->vmm);
 		sb->vmm = NULL;
 	}
+	/* Its namespace, and the pair in it, went with the VMM. */
+	if (sb->net_slot >= 0) {
+		net_host_slot_put(sb->m->net, (unsigned)sb->net_slot);
+		sb->net_slot = -1;
+	}
 	sbx_hold(sb);
 	sb->m->hooks->vmm_exited(sb, status);
 	sbx_drop(sb);
+}
+
+struct net_host *sbx_net(struct sbx_mgr *m)
+{
+	if (!m->net_tried) {
+		m->net_tried = true;
+		if (net_host_open(&m->net, m->net_why, sizeof(m->net_why)))
+			log_warn(NULL, "sandboxes get no network: %s", m->net_why);
+		else
+			log_info(NULL, "sandbox networking set up (nftables table inet husk, IPv4 "
+			               "forwarding on)");
+	}
+	return m->net;
 }
 
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
@@ -204,17 +223,39 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	                         .vcpus = sb->vcpus,
 	                         .cmdline = cmdline,
 	                         .restore = restore};
+	if (sb->net) {
+		unsigned slot;
+
+		if (!sbx_net(m) || !m->cfg.jail) {
+			snprintf(err, errlen, "this huskd gives sandboxes no network: %s",
+			         m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
+			return -EOPNOTSUPP;
+		}
+		/* A VMM is starting: no slot is held (the last VMM's went with it). */
+		rc = net_host_slot_take(m->net, &slot);
+		if (rc) {
+			snprintf(err, errlen, "every network slot of this host is taken");
+			return rc;
+		}
+		sb->net_slot = (int)slot;
+		spec.jail = m->cfg.jail;
+		spec.net_slot = (unsigned)sb->net_slot;
+	}
 	rc = sbx_dial_listen(sb);
-	if (rc) {
+	if (!rc)
+		rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
+	else
 		snprintf(err, errlen, "cannot listen for the sandbox's agent: %s", uv_strerror(rc));
+	if (rc) {
+		if (sb->net_slot >= 0)
+			net_host_slot_put(m->net, (unsigned)sb->net_slot);
+		sb->net_slot = -1;
 		return rc;
 	}
-	rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
-	if (rc)
-		return rc;
 	if (sb->stored)
-		sbx_save(sb, json_pack("{sIsI}", "pid", (json_int_t)vmm_proc_pid(sb->vmm),
-		                       "starttime", (json_int_t)vmm_proc_starttime(sb->vmm)));
+		sbx_save(sb, json_pack("{sIsIsi}", "pid", (json_int_t)vmm_proc_pid(sb->vmm),
+		                       "starttime", (json_int_t)vmm_proc_starttime(sb->vmm),
+		                       "netSlot", sb->net_slot));
 	return 0;
 }
 
@@ -250,12 +291,17 @@ void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
 			*p = '?';
 }
 
-int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime)
+int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slot)
 {
 	int rc = vmm_proc_adopt(sb->m->loop, pid, starttime, vmm_exit, sb, &sb->vmm);
 
 	if (rc)
 		return rc;
+	/* The slot its running VMM's namespace holds, as recorded when it started. */
+	if (sb->net && net_slot >= 0 && sbx_net(sb->m)) {
+		sb->net_slot = net_slot;
+		net_host_slot_hold(sb->m->net, (unsigned)net_slot);
+	}
 	/* Its agent dials the socket again once it sees the old huskd gone. */
 	rc = sbx_dial_listen(sb);
 	if (rc) {

@@ -147,8 +147,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
                    struct vmm_proc **out, char *err, size_t errlen)
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
-		cmdline[4096];
-	char *argv[24];
+		cmdline[4096], slot[16];
+	char *argv[32];
 	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
@@ -163,6 +163,13 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	snprintf(console, sizeof(console), "%s/console.log", s->dir);
 	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
 	         s->cmdline ? s->cmdline : "");
+	if (s->jail) {
+		snprintf(slot, sizeof(slot), "%u", s->net_slot);
+		argv[a++] = (char *)s->jail;
+		argv[a++] = "--net";
+		argv[a++] = slot;
+		argv[a++] = "--";
+	}
 	argv[a++] = (char *)s->vmm;
 	if (s->restore) {
 		/* A restored guest keeps the kernel and command line it booted with. */
@@ -188,6 +195,10 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	argv[a++] = control;
 	argv[a++] = "--console";
 	argv[a++] = console;
+	if (s->jail) {
+		argv[a++] = "--net";
+		argv[a++] = "slirp";
+	}
 	argv[a] = NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p || pipe2(pipefd, O_CLOEXEC) < 0) {

@@ -28,6 +28,8 @@ struct vmm_spec {
 	unsigned vcpus;
 	const char *cmdline; /* extra kernel command line, or NULL */
 	const char *restore; /* a snapshot to start from instead of booting, or NULL */
+	const char *jail;    /* husk-jail: the VMM gets a NIC, in the namespace of net_slot */
+	unsigned net_slot;
 };
 
 /* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */

@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_NET_HOST_H
+#define HUSK_NET_HOST_H
+
+#include <stddef.h>
+
+/*
+ * The host's side of sandbox networking. A sandbox with network runs its
+ * VMM under husk-jail, in a namespace whose only way out is the veth pair
+ * of its slot (api/jail/jail.h). What may leave through those pairs is
+ * decided here, by the kernel: one nftables table of huskd's ("inet husk")
+ * that masquerades the sandboxes' traffic to the public internet and
+ * rejects, at once, everything to the host itself, loopback, private and
+ * shared ranges (RFC 1918, 100.64/10), link-local (metadata services
+ * included), multicast and reserved space, IPv6, and every other sandbox.
+ * The rules name no sandbox, so nothing is left behind when a VMM dies.
+ */
+struct net_host;
+
+/*
+ * Installs the table (replacing huskd's earlier one in one transaction, so
+ * running sandboxes are never unguarded) and turns on IPv4 forwarding.
+ * Returns 0, or -errno with why in why (no root, no nf_tables): huskd then
+ * runs sandboxes without network only.
+ */
+int net_host_open(struct net_host **out, char *why, size_t len) __attribute__((warn_unused_result));
+void net_host_close(struct net_host *n);
+
+/* A free slot (its veth pair does not exist), marked taken; -ENOSPC when all are. */
+int net_host_slot_take(struct net_host *n, unsigned *slot) __attribute__((warn_unused_result));
+/* Marks slot taken: an adopted VMM holds it. */
+void net_host_slot_hold(struct net_host *n, unsigned slot);
+void net_host_slot_put(struct net_host *n, unsigned slot);
+
+#endif

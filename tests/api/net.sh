@@ -1,0 +1,151 @@
+#!/bin/sh
+# Sandbox networking end to end on real KVM, in the nested host: huskd (ASan)
+# and the husk CLI against a stand-in internet this script builds itself - a
+# network namespace "standin" on a veth, 198.51.100.2/24, holding a public
+# address (203.0.113.10), a private one (10.99.0.1) and a metadata service's
+# (169.254.169.254), each serving a page. Nothing leaves the machine.
+# Prints PASS/FAIL net/NAME lines.
+set -u
+port=8791
+. "$(dirname "$0")/lib.sh"
+rc=0
+# iproute2's ip (brought in by tests/run.sh): busybox's has no netns or veth.
+ip=/usr/sbin/ip
+[ -x /sbin/ip ] && /sbin/ip -V 2>/dev/null | grep -q iproute2 && ip=/sbin/ip
+
+pass() { echo "PASS net/$1"; }
+fail() {
+	echo "FAIL net/$1: $2"
+	[ -s "$T/o" ] && echo "  stdout: $(head -c 800 "$T/o")"
+	[ -s "$T/e" ] && echo "  stderr: $(head -c 400 "$T/e")"
+	rc=1
+}
+h() { HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"; }
+
+standin_up() {
+	mkdir -p "$T/www" /run/netns &&
+		echo "hello from the stand-in" >"$T/www/index.html" &&
+		$ip netns add standin &&
+		$ip link add sv0 type veth peer name sv1 netns standin &&
+		$ip addr add 198.51.100.1/24 dev sv0 && $ip link set sv0 up &&
+		$ip -n standin link set lo up && $ip -n standin link set sv1 up &&
+		$ip -n standin addr add 198.51.100.2/24 dev sv1 &&
+		for a in 203.0.113.10 10.99.0.1 169.254.169.254; do
+			$ip -n standin addr add $a/32 dev lo && $ip route add $a/32 via 198.51.100.2 || return 1
+		done &&
+		$ip -n standin route add default via 198.51.100.1 &&
+		{ $ip netns exec standin busybox httpd -f -p 80 -h "$T/www" & } &&
+		standin_httpd=$! &&
+		{ busybox httpd -f -p 8081 -h "$T/www" & } &&
+		host_httpd=$!
+}
+
+# What standin_up made goes again (on a KVM host this runs on the host itself).
+standin_down() {
+	kill $standin_httpd $host_httpd 2>/dev/null
+	for a in 203.0.113.10 10.99.0.1 169.254.169.254; do $ip route del $a/32 2>/dev/null; done
+	$ip link del sv0 2>/dev/null
+	$ip netns del standin 2>/dev/null
+}
+standin_httpd=
+host_httpd=
+# (the servers first: a bare "wait" in lib.sh's way of ending would wait for them)
+trap 'standin_down; kill $pid 2>/dev/null; [ -n "$pid" ] && wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+
+# hv_count: the veth pairs of sandboxes on this host.
+hv_count() { $ip -o link show | grep -c ': hv[0-9]*@' || true; }
+
+# hv_gone NAME: waits for every sandbox pair to go (the kernel removes them
+# after the namespace's last process), up to a bound; FAIL if one stays.
+hv_gone() {
+	i=0
+	while [ "$(hv_count)" != 0 ] && [ $i -lt 300 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if [ "$(hv_count)" = 0 ]; then pass "$1"; else fail "$1" "a veth pair outlived its sandbox: $($ip -o link show | grep ': hv')"; fi
+}
+
+# vmm_pid ID: the pid of the sandbox's husk-vmm (its disk serial is the id's tail).
+vmm_pid() {
+	tail=$(echo "$1" | tail -c 21)
+	ps -o pid,args | awk -v t="serial=$tail" '$0 ~ t && /husk-vmm/ && !/awk/ {print $1; exit}'
+}
+
+# What a guest runs: a page from the public stand-in, then one connection to
+# each place it must not reach, each said open, refused (a reset), or
+# unreachable (ICMP) - a refusal is at once, a hang would end in "timeout".
+PROBE='
+exec 3<>/dev/tcp/203.0.113.10/80 && printf "GET /index.html HTTP/1.0\r\n\r\n" >&3 && sed -n "s/^hello/fetched: hello/p" <&3
+for t in "$@"; do
+	s=$(date +%s%N)
+	if timeout 10 bash -c "exec 4<>/dev/tcp/${t%:*}/${t#*:}" 2>/tmp/err; then r=open
+	elif [ $? = 124 ]; then r=timeout
+	elif grep -q refused /tmp/err; then r=refused
+	else r="unreachable ($(sed "s/.*: //" /tmp/err | head -n 1))"; fi
+	echo "probe $t: $r, $((($(date +%s%N) - s) / 1000000)) ms"
+done
+'
+
+if ! standin_up >"$T/e" 2>&1; then
+	echo "FAIL net/standin: cannot build the stand-in internet: $(cat "$T/e")"
+	exit 1
+fi
+if ! start_huskd 1; then
+	echo "FAIL net/huskd_start: huskd did not start"
+	tail -n 20 "$T/huskd.log"
+	exit 1
+fi
+
+# Another sandbox, with a server in its namespace: the first must not reach it.
+h create --json --runtime base:latest --network --idle-timeout 20m
+other=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+other_pid=$(vmm_pid "$other")
+other_addr=
+other_httpd=
+if [ -n "$other_pid" ]; then
+	nsenter -t "$other_pid" -n busybox httpd -f -p 8082 -h "$T/www" &
+	other_httpd=$!
+	other_addr=$(nsenter -t "$other_pid" -n $ip -4 -o addr show eth0 | sed -n 's/.*inet \([0-9.]*\).*/\1/p')
+fi
+if [ -z "$other_addr" ]; then
+	fail other_sandbox "no networked sandbox to aim at (create said: $(head -c 300 "$T/o"))"
+	other_addr=10.233.255.254
+fi
+
+h create --json --runtime base:latest --network --idle-timeout 20m
+id=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h get --json "$id"
+if grep -q '"networkEnabled": *true' "$T/o"; then pass network_enabled; else fail network_enabled "get did not say networkEnabled: true"; fi
+h exec "$id" -- bash -c "$PROBE" probe 10.99.0.1:80 169.254.169.254:80 198.51.100.1:8081 10.0.2.2:8081 "$other_addr:8082" 203.0.113.10:80
+cp "$T/o" "$T/probe"
+if grep -q '^fetched: hello from the stand-in' "$T/probe"; then pass fetch_public; else fail fetch_public "the guest could not fetch a page from the stand-in's public address"; fi
+if grep -q '^probe 203.0.113.10:80: open' "$T/probe"; then pass reach_public; else fail reach_public "the public stand-in was not reachable"; fi
+for t in 10.99.0.1:80:private_range 169.254.169.254:80:metadata_service 198.51.100.1:8081:host_address \
+	10.0.2.2:8081:host_loopback "$other_addr:8082:other_sandbox"; do
+	name=${t##*:}
+	addr=${t%:*}
+	line=$(grep "^probe $addr:" "$T/probe")
+	case "$line" in
+	*": refused,"* | *": unreachable"*) pass "blocked_$name" ;;
+	*) fail "blocked_$name" "want refused or unreachable at once, got: ${line:-nothing}" ;;
+	esac
+done
+sed -n 's/^probe /  (measured) /p' "$T/probe"
+
+# Destroyed, and killed: the pairs go with the VMMs.
+h destroy "$id"
+# (the server put in the other's namespace would keep it alive: it goes first)
+[ -n "$other_httpd" ] && kill "$other_httpd"
+[ -n "$other_pid" ] && kill -9 "$other_pid"
+hv_gone pairs_gone_after_destroy_and_kill
+
+# Without network: no NIC at all.
+h create --json --runtime base:latest --idle-timeout 20m
+id=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$id" -- sh -c 'ls /sys/class/net | tr "\n" " "'
+if grep -qx 'lo ' "$T/o"; then pass no_network_no_nic; else fail no_network_no_nic "want only lo"; fi
+h destroy "$id"
+
+stop_huskd net/huskd_clean_exit || rc=1
+exit $rc
