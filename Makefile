@@ -216,11 +216,11 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),)
 
 $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
-	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables)
+	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv)
 
 # huskd with sanitizers, for the API tests.
 $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv)
 
 $(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
 	$(call link,$(REL_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
@@ -228,15 +228,15 @@ $(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
 $(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san)
 	$(call link,$(SAN_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
-$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS)) \
+$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS) api/huskd/net/dns_msg.c) \
 	$(call lib,http,san) $(call lib,img,san) $(call lib,evloop,san) $(call lib,proto,san)
-	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3)
+	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3 -lresolv)
 
 # The sandbox manager's tests (tests/huskd): the real manager and store, husk-vmm played by fake-vmm.
 SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
 	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c)) $(STORE_SRCS)
 $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv)
 
 # The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)
@@ -308,7 +308,8 @@ FUZZ_SECONDS ?= 60
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCLUDES)
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
-	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net
+	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
+	$(BUILD)/fuzz/fuzz_dns
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -324,6 +325,8 @@ $(BUILD)/fuzz/fuzz_net: tests/fuzz/fuzz_net.c tests/unit/virtio_tb.c $(VMM_LIB_S
 $(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lslirp
 # The whole VMM but main, as the device tests link it; clang also names a GNU extension gcc takes.
 $(BUILD)/fuzz/fuzz_net: FUZZ_EXTRA := -Itests/unit -Wno-gnu-variable-sized-type-not-at-end
+$(BUILD)/fuzz/fuzz_dns: tests/fuzz/fuzz_dns.c api/huskd/net/dns_msg.c
+$(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")

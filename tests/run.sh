@@ -74,14 +74,15 @@ suite badinput tests/api/badinput.sh
 # huskd under load, host only (fake VMM): the published client, vanishing clients, cancels, destroys.
 suite load tests/api/load.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
 suite api tools/husk-kvm-run --timeout 1500 --idle 600 --bring "$(command -v node)" --bring "$(command -v tar)" -- tests/api/e2e.sh
 # Sandbox networking on real KVM against a stand-in internet the suite builds
-# (iproute2's ip: busybox's has no netns or veth).
-suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip -- tests/api/net.sh
+# (iproute2's ip: busybox's has no netns or veth; dnsmasq as its DNS server).
+suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
+	--bring /usr/sbin/dnsmasq -- tests/api/net.sh
 suite harness tests/harness.sh
 # On a KVM host the integration suite ran directly; boot once through the
 # nested path too, so the harness CI depends on elsewhere keeps working.

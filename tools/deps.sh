@@ -9,7 +9,7 @@ linux-source-6.1 bc bison flex libelf-dev libssl-dev xz-utils lz4 cpio gzip
 busybox-static qemu-system-x86 qemu-utils
 libjansson-dev libuv1-dev libhttp-parser-dev libsqlite3-dev libyaml-dev liblz4-dev libslirp-dev
 libnl-route-3-dev libnftables-dev
-mmdebstrap debian-archive-keyring e2fsprogs jq iproute2
+mmdebstrap debian-archive-keyring e2fsprogs jq iproute2 dnsmasq-base
 "
 
 # Node.js and npm run the published client in the API tests and fetch bun

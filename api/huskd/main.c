@@ -5,6 +5,7 @@
  * state in SQLite (store/), one husk-vmm per sandbox. VMMs outlive a huskd
  * restart and are adopted again.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -180,6 +181,7 @@ static void usage(FILE *f)
 	        "             [--vmm PATH] [--public-url URL] [--output-limit SIZE] [--durable]\n"
 	        "             [--on-idle pause|terminate] [--max-guest-memory SIZE] [--log-level "
 	        "L]\n"
+	        "             [--dns-upstream ADDR]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -197,6 +199,8 @@ static void usage(FILE *f)
 	        "                  (default: no cap; creates are refused while the host's free\n"
 	        "                  memory is short either way)\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
+	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
+	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
 	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
 	        "start).\n");
 }
@@ -225,6 +229,7 @@ static int parse_options(int argc, char **argv, struct options *o)
 	                                     {"on-idle", required_argument, NULL, 'I'},
 	                                     {"max-guest-memory", required_argument, NULL, 'M'},
 	                                     {"log-level", required_argument, NULL, 'L'},
+	                                     {"dns-upstream", required_argument, NULL, 'U'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -275,6 +280,16 @@ static int parse_options(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			o->sbx.output_limit = (uint64_t)bytes;
+			break;
+		case 'U':
+			if (inet_pton(AF_INET, optarg, &(struct in_addr){0}) != 1) {
+				fprintf(stderr,
+				        "huskd: --dns-upstream '%s': give an IPv4 address such as "
+				        "192.0.2.53\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.dns_upstream = optarg;
 			break;
 		case 'M':
 			if (store_parse_bytes(optarg, &bytes) || bytes < (256ll << 20)) {

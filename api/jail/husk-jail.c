@@ -3,13 +3,15 @@
  * husk-jail: puts a program (husk-vmm) in a network namespace of its own
  * and execs it there, so the process huskd started is the VMM itself.
  *
- *   husk-jail --net SLOT -- PROGRAM [ARGS...]
+ *   husk-jail --net SLOT [--resolv FILE] -- PROGRAM [ARGS...]
  *
  * The namespace's only way out is a veth pair (jail.h): the host end
  * addressed and up, the inside end as eth0 with the default route through
  * it, and lo. The kernel then decides what the VMM's sockets reach (huskd's
  * nftables table); the VMM itself holds no network privilege. When the
  * VMM exits, for any reason, the namespace and both ends go with it.
+ * --resolv puts FILE over /etc/resolv.conf in a mount namespace of the
+ * program's own, for the resolver its user-mode stack forwards DNS to.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -19,9 +21,11 @@
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #include "jail.h"
@@ -161,10 +165,32 @@ static int inside(unsigned slot)
 	return ret ? -1 : 0;
 }
 
+/*
+ * FILE over /etc/resolv.conf, seen by this process and what it execs alone.
+ * A host without that file gets, in this namespace only, an /etc holding
+ * just it: the host's own /etc is never written.
+ */
+static int resolv_over(const char *file)
+{
+	bool bare = access("/etc/resolv.conf", F_OK) < 0;
+	int fd;
+
+	if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_SLAVE, NULL) < 0 ||
+	    (bare && mount("tmpfs", "/etc", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") < 0) ||
+	    (bare && ((fd = open("/etc/resolv.conf", O_CREAT | O_WRONLY | O_CLOEXEC, 0644)) < 0 ||
+	              close(fd) < 0)) ||
+	    mount(file, "/etc/resolv.conf", NULL, MS_BIND, NULL) < 0) {
+		fprintf(stderr, "husk-jail: cannot put %s over /etc/resolv.conf: %s\n", file,
+		        strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 static int usage(void)
 {
 	fprintf(stderr,
-	        "usage: husk-jail --net SLOT -- PROGRAM [ARGS...]\n"
+	        "usage: husk-jail --net SLOT [--resolv FILE] -- PROGRAM [ARGS...]\n"
 	        "  SLOT: 0 to %d, the sandbox's veth pair " JAIL_IF_PREFIX
 	        "SLOT in " JAIL_NET_PREFIX "\n",
 	        JAIL_NET_SLOTS - 1);
@@ -174,10 +200,17 @@ static int usage(void)
 int main(int argc, char **argv)
 {
 	char host_if[IFNAMSIZ], *end;
+	const char *resolv = NULL;
 	unsigned long slot;
-	int host_ns, new_ns;
+	int host_ns, new_ns, a = 3;
 
-	if (argc < 5 || strcmp(argv[1], "--net") || strcmp(argv[3], "--"))
+	if (argc < 5 || strcmp(argv[1], "--net"))
+		return usage();
+	if (argc > 6 && !strcmp(argv[3], "--resolv")) {
+		resolv = argv[4];
+		a = 5;
+	}
+	if (strcmp(argv[a], "--") || a + 1 >= argc)
 		return usage();
 	errno = 0;
 	slot = strtoul(argv[2], &end, 10);
@@ -203,11 +236,11 @@ int main(int argc, char **argv)
 		        strerror(errno));
 		return 1;
 	}
-	if (inside((unsigned)slot))
+	if (inside((unsigned)slot) || (resolv && resolv_over(resolv)))
 		return 1;
 	close(host_ns);
 	close(new_ns);
-	execv(argv[4], argv + 4);
-	fprintf(stderr, "husk-jail: cannot run %s: %s\n", argv[4], strerror(errno));
+	execv(argv[a + 1], argv + a + 1);
+	fprintf(stderr, "husk-jail: cannot run %s: %s\n", argv[a + 1], strerror(errno));
 	return 127;
 }

@@ -5,6 +5,12 @@ key=husk-test-key
 pid=
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
 
+# listening: how many times huskd's log says it listens (0 before the log exists).
+listening() {
+	n=$(grep -c listening "$T/huskd.log" 2>/dev/null)
+	echo "${n:-0}"
+}
+
 # start_huskd N: starts huskd (ASan) on $port with state in $T/state and waits
 # for its Nth "listening" line in $T/huskd.log (N counts restarts).
 start_huskd() {
@@ -13,11 +19,15 @@ start_huskd() {
 		--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
 	pid=$!
 	i=0
-	while [ $i -lt 100 ] && [ "$(grep -c listening "$T/huskd.log" 2>/dev/null)" -lt "$1" ]; do
+	# Its "listening" line is the event; the bound is for a huskd that hangs.
+	while [ $i -lt 600 ] && [ "$(listening)" -lt "$1" ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	[ "$(grep -c listening "$T/huskd.log")" -ge "$1" ]
+	if [ "$(listening)" -lt "$1" ]; then
+		echo "huskd (pid $pid) has not said it listens after $((i / 10)) s: state $(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null), waiting in $(cat /proc/$pid/wchan 2>/dev/null)"
+		return 1
+	fi
 }
 
 # client SCRIPT ARGS...: runs a tests/api/client script against it.

@@ -3,7 +3,9 @@
 # and the husk CLI against a stand-in internet this script builds itself - a
 # network namespace "standin" on a veth, 198.51.100.2/24, holding a public
 # address (203.0.113.10), a private one (10.99.0.1) and a metadata service's
-# (169.254.169.254), each serving a page. Nothing leaves the machine.
+# (169.254.169.254), each serving a page, and a DNS server naming the public
+# one web.standin.test (dnsmasq; huskd forwards the sandboxes' DNS to it). Nothing
+# leaves the machine.
 # Prints PASS/FAIL net/NAME lines.
 set -u
 port=8791
@@ -37,18 +39,23 @@ standin_up() {
 		{ $ip netns exec standin busybox httpd -f -p 80 -h "$T/www" & } &&
 		standin_httpd=$! &&
 		{ busybox httpd -f -p 8081 -h "$T/www" & } &&
-		host_httpd=$!
+		host_httpd=$! &&
+		{ $ip netns exec standin dnsmasq --no-daemon --no-resolv --no-hosts --pid-file= \
+			--user=root --listen-address=198.51.100.2 --bind-interfaces \
+			--address=/web.standin.test/203.0.113.10 & } &&
+		standin_dnsd=$!
 }
 
 # What standin_up made goes again (on a KVM host this runs on the host itself).
 standin_down() {
-	kill $standin_httpd $host_httpd 2>/dev/null
+	kill $standin_httpd $host_httpd $standin_dnsd 2>/dev/null
 	for a in 203.0.113.10 10.99.0.1 169.254.169.254; do $ip route del $a/32 2>/dev/null; done
 	$ip link del sv0 2>/dev/null
 	$ip netns del standin 2>/dev/null
 }
 standin_httpd=
 host_httpd=
+standin_dnsd=
 # (the servers first: a bare "wait" in lib.sh's way of ending would wait for them)
 trap 'standin_down; kill $pid 2>/dev/null; [ -n "$pid" ] && wait $pid 2>/dev/null; rm -rf "$T"' EXIT
 
@@ -76,7 +83,8 @@ vmm_pid() {
 # each place it must not reach, each said open, refused (a reset), or
 # unreachable (ICMP) - a refusal is at once, a hang would end in "timeout".
 PROBE='
-exec 3<>/dev/tcp/203.0.113.10/80 && printf "GET /index.html HTTP/1.0\r\n\r\n" >&3 && sed -n "s/^hello/fetched: hello/p" <&3
+echo "resolved: $(getent hosts web.standin.test | awk "{print \$1}")"
+exec 3<>/dev/tcp/web.standin.test/80 && printf "GET /index.html HTTP/1.0\r\n\r\n" >&3 && sed -n "s/^hello/fetched: hello/p" <&3
 for t in "$@"; do
 	s=$(date +%s%N)
 	if timeout 10 bash -c "exec 4<>/dev/tcp/${t%:*}/${t#*:}" 2>/tmp/err; then r=open
@@ -91,8 +99,9 @@ if ! standin_up >"$T/e" 2>&1; then
 	echo "FAIL net/standin: cannot build the stand-in internet: $(cat "$T/e")"
 	exit 1
 fi
+HUSKD_ARGS="--dns-upstream 198.51.100.2"
 if ! start_huskd 1; then
-	echo "FAIL net/huskd_start: huskd did not start"
+	echo "FAIL net/huskd_start: huskd did not start; its log:"
 	tail -n 20 "$T/huskd.log"
 	exit 1
 fi
@@ -119,7 +128,8 @@ h get --json "$id"
 if grep -q '"networkEnabled": *true' "$T/o"; then pass network_enabled; else fail network_enabled "get did not say networkEnabled: true"; fi
 h exec "$id" -- bash -c "$PROBE" probe 10.99.0.1:80 169.254.169.254:80 198.51.100.1:8081 10.0.2.2:8081 "$other_addr:8082" 203.0.113.10:80
 cp "$T/o" "$T/probe"
-if grep -q '^fetched: hello from the stand-in' "$T/probe"; then pass fetch_public; else fail fetch_public "the guest could not fetch a page from the stand-in's public address"; fi
+if grep -q '^resolved: 203.0.113.10$' "$T/probe"; then pass dns_through_huskd; else fail dns_through_huskd "web.standin.test did not resolve to 203.0.113.10 through huskd's forwarder"; fi
+if grep -q '^fetched: hello from the stand-in' "$T/probe"; then pass fetch_public_by_name; else fail fetch_public_by_name "the guest could not fetch http://web.standin.test/"; fi
 if grep -q '^probe 203.0.113.10:80: open' "$T/probe"; then pass reach_public; else fail reach_public "the public stand-in was not reachable"; fi
 for t in 10.99.0.1:80:private_range 169.254.169.254:80:metadata_service 198.51.100.1:8081:host_address \
 	10.0.2.2:8081:host_loopback "$other_addr:8082:other_sandbox"; do
@@ -147,5 +157,6 @@ h exec "$id" -- sh -c 'ls /sys/class/net | tr "\n" " "'
 if grep -qx 'lo ' "$T/o"; then pass no_network_no_nic; else fail no_network_no_nic "want only lo"; fi
 h destroy "$id"
 
+[ $rc = 0 ] || { echo "--- huskd's log"; tail -n 30 "$T/huskd.log"; }
 stop_huskd net/huskd_clean_exit || rc=1
 exit $rc

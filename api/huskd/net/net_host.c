@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include "jail.h"
+#include "net_dns.h"
 
 struct net_host {
+	struct net_dns *dns;
 	uint8_t taken[JAIL_NET_SLOTS / 8];
 	unsigned next;
 };
@@ -26,6 +28,8 @@ struct net_host {
  * hanging. Traffic to the host's own addresses arrives on the input hook;
  * everything else a sandbox sends is forwarded, and checked there.
  */
+/* %1$u: the DNS forwarder's port (net_dns.c): every UDP query a sandbox sends, to any address, goes
+ * there. */
 static const char ruleset[] =
 	"table inet husk\n"
 	"delete table inet husk\n"
@@ -36,8 +40,13 @@ static const char ruleset[] =
 	"                 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15,\n"
 	"                 224.0.0.0/4, 240.0.0.0/4 }\n"
 	"  }\n"
+	"  chain prerouting {\n"
+	"    type nat hook prerouting priority dstnat; policy accept;\n"
+	"    iifname \"" JAIL_IF_PREFIX "*\" udp dport 53 redirect to :%1$u\n"
+	"  }\n"
 	"  chain input {\n"
 	"    type filter hook input priority filter; policy accept;\n"
+	"    iifname \"" JAIL_IF_PREFIX "*\" udp dport %1$u accept\n"
 	"    iifname \"" JAIL_IF_PREFIX "*\" jump refuse\n"
 	"  }\n"
 	"  chain forward {\n"
@@ -50,6 +59,7 @@ static const char ruleset[] =
 	"    oifname \"" JAIL_IF_PREFIX "*\" jump refuse\n"
 	"    meta nfproto ipv6 jump refuse\n"
 	"    ip daddr @blocked4 jump refuse\n"
+	"    meta l4proto { tcp, udp } th dport 53 jump refuse\n"
 	"  }\n"
 	"  chain refuse {\n"
 	"    meta l4proto tcp reject with tcp reset\n"
@@ -77,19 +87,35 @@ static int forwarding_on(char *why, size_t len)
 	return 0;
 }
 
-int net_host_open(struct net_host **out, char *why, size_t len)
+int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
+                  struct net_host **out, char *why, size_t len)
 {
 	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
-	struct net_host *n;
+	struct net_host *n = calloc(1, sizeof(*n));
+	char rules[sizeof(ruleset) + 64];
 	int rc;
 
 	*out = NULL;
-	if (!nft) {
-		snprintf(why, len, "cannot start libnftables");
+	if (!nft || !n) {
+		snprintf(why, len, "out of memory");
+		if (nft)
+			nft_ctx_free(nft);
+		free(n);
 		return -ENOMEM;
 	}
+	/* The forwarder first: a table redirecting DNS to nothing would break it. */
+	rc = net_dns_open(loop, dns_port, dns_upstream, &n->dns, why, len);
+	if (rc) {
+		nft_ctx_free(nft);
+		free(n);
+		return rc;
+	}
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wformat-nonliteral"
+	snprintf(rules, sizeof(rules), ruleset, (unsigned)dns_port);
+#pragma GCC diagnostic pop
 	nft_ctx_buffer_error(nft);
-	rc = nft_run_cmd_from_buffer(nft, ruleset);
+	rc = nft_run_cmd_from_buffer(nft, rules);
 	if (rc) {
 		const char *e = nft_ctx_get_error_buffer(nft);
 		size_t l = e ? strcspn(e, "\n") : 0;
@@ -99,16 +125,14 @@ int net_host_open(struct net_host **out, char *why, size_t len)
 		         "a kernel with nf_tables",
 		         (int)(l > 200 ? 200 : l), e ? e : "");
 		nft_ctx_free(nft);
+		net_host_close(n);
 		return -EPERM;
 	}
 	nft_ctx_free(nft);
 	rc = forwarding_on(why, len);
-	if (rc)
+	if (rc) {
+		net_host_close(n);
 		return rc;
-	n = calloc(1, sizeof(*n));
-	if (!n) {
-		snprintf(why, len, "out of memory");
-		return -ENOMEM;
 	}
 	*out = n;
 	return 0;
@@ -117,6 +141,9 @@ int net_host_open(struct net_host **out, char *why, size_t len)
 void net_host_close(struct net_host *n)
 {
 	/* The table stays: sandboxes outlive huskd, and must stay guarded. */
+	if (!n)
+		return;
+	net_dns_close(n->dns);
 	free(n);
 }
 

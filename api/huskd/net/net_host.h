@@ -3,6 +3,8 @@
 #define HUSK_NET_HOST_H
 
 #include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
 
 /*
  * The host's side of sandbox networking. A sandbox with network runs its
@@ -18,12 +20,14 @@
 struct net_host;
 
 /*
- * Installs the table (replacing huskd's earlier one in one transaction, so
- * running sandboxes are never unguarded) and turns on IPv4 forwarding.
+ * Starts the sandboxes' DNS forwarder on dns_port (net_dns.h), installs the
+ * table (replacing huskd's earlier one in one transaction, so running
+ * sandboxes are never unguarded) and turns on IPv4 forwarding.
  * Returns 0, or -errno with why in why (no root, no nf_tables): huskd then
  * runs sandboxes without network only.
  */
-int net_host_open(struct net_host **out, char *why, size_t len) __attribute__((warn_unused_result));
+int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
+                  struct net_host **out, char *why, size_t len) __attribute__((warn_unused_result));
 void net_host_close(struct net_host *n);
 
 /* A free slot (its veth pair does not exist), marked taken; -ENOSPC when all are. */

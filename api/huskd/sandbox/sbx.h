@@ -68,6 +68,8 @@ struct sbx_config {
 	uint64_t ready_ms;   /* a guest's agent must dial in this soon after a start (0: 180 s) */
 	uint64_t memory_mib; /* guest memory the host may hand out in all (0: from /proc/meminfo) */
 	const char *jail;    /* husk-jail, which starts a networked VMM in its namespace */
+	uint16_t dns_port;   /* UDP port of the sandboxes' DNS forwarder (0: 10053) */
+	const char *dns_upstream; /* the resolver it asks (NULL: /etc/resolv.conf's) */
 };
 
 int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,

@@ -226,6 +226,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	m->cfg.kernel = strdup(cfg->kernel);
 	m->cfg.initrd = strdup(cfg->initrd);
 	m->cfg.jail = cfg->jail ? strdup(cfg->jail) : NULL;
+	m->cfg.dns_upstream = cfg->dns_upstream ? strdup(cfg->dns_upstream) : NULL;
 	m->cfg.cgroup_dir = cfg->cgroup_dir ? strdup(cfg->cgroup_dir) : NULL;
 	if (!m->cfg.ready_ms)
 		m->cfg.ready_ms = 180000;
@@ -253,6 +254,9 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	sbx_fail(&err, SBX_UNAVAILABLE, -ESHUTDOWN, "huskd is stopping; try again once it is back");
 	m->closing = true;
 	m->on_change = NULL;
+	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
+	net_host_close(m->net);
+	m->net = NULL;
 	/* VMMs run on, to be adopted; what huskd holds for them goes. */
 	for (sb = m->sandboxes; sb; sb = next) {
 		next = sb->next;
@@ -288,8 +292,9 @@ void sbx_mgr_free(struct sbx_mgr *m)
 	free((char *)m->cfg.kernel);
 	free((char *)m->cfg.initrd);
 	free((char *)m->cfg.jail);
+	free((char *)m->cfg.dns_upstream);
 	free((char *)m->cfg.cgroup_dir);
-	net_host_close(m->net);
+	net_host_close(m->net); /* if sbx_mgr_close did not run */
 	free(m->streams);
 	free(m);
 }

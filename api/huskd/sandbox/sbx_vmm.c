@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "jail.h"
 #include "net_host.h"
 #include "sbx_int.h"
 #include "vmm_proc.h"
@@ -191,11 +192,31 @@ static void vmm_exit(struct vmm_proc *p, int status, void *arg)
 	sbx_drop(sb);
 }
 
+/*
+ * What the VMM's slirp sees as the host's resolver: the host end of its
+ * veth pair, where the table redirects DNS to huskd's forwarder (a host
+ * whose own resolver is on loopback would be unreachable from there).
+ */
+static int write_resolv_conf(struct sandbox *sb, char *path, size_t len)
+{
+	char gw[24];
+	FILE *f;
+
+	snprintf(path, len, "%s/resolv.conf", sb->dir);
+	JAIL_SLOT_ADDR(gw, sb->net_slot, 1);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	fprintf(f, "nameserver %s\n", gw);
+	return fclose(f) ? -errno : 0;
+}
+
 struct net_host *sbx_net(struct sbx_mgr *m)
 {
 	if (!m->net_tried) {
 		m->net_tried = true;
-		if (net_host_open(&m->net, m->net_why, sizeof(m->net_why)))
+		if (net_host_open(m->loop, m->cfg.dns_port ? m->cfg.dns_port : 10053,
+		                  m->cfg.dns_upstream, &m->net, m->net_why, sizeof(m->net_why)))
 			log_warn(NULL, "sandboxes get no network: %s", m->net_why);
 		else
 			log_info(NULL, "sandbox networking set up (nftables table inet husk, IPv4 "
@@ -207,7 +228,7 @@ struct net_host *sbx_net(struct sbx_mgr *m)
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
 {
 	struct sbx_mgr *m = sb->m;
-	char cmdline[64];
+	char cmdline[64], resolv[4200];
 	struct vmm_spec spec;
 	int rc;
 
@@ -240,6 +261,14 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 		sb->net_slot = (int)slot;
 		spec.jail = m->cfg.jail;
 		spec.net_slot = (unsigned)sb->net_slot;
+		rc = write_resolv_conf(sb, resolv, sizeof(resolv));
+		if (rc) {
+			snprintf(err, errlen, "cannot write %s: %s", resolv, strerror(-rc));
+			net_host_slot_put(m->net, (unsigned)sb->net_slot);
+			sb->net_slot = -1;
+			return rc;
+		}
+		spec.resolv = resolv;
 	}
 	rc = sbx_dial_listen(sb);
 	if (!rc)

@@ -168,6 +168,10 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		argv[a++] = (char *)s->jail;
 		argv[a++] = "--net";
 		argv[a++] = slot;
+		if (s->resolv) {
+			argv[a++] = "--resolv";
+			argv[a++] = (char *)s->resolv;
+		}
 		argv[a++] = "--";
 	}
 	argv[a++] = (char *)s->vmm;

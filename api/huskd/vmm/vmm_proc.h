@@ -30,6 +30,7 @@ struct vmm_spec {
 	const char *restore; /* a snapshot to start from instead of booting, or NULL */
 	const char *jail;    /* husk-jail: the VMM gets a NIC, in the namespace of net_slot */
 	unsigned net_slot;
+	const char *resolv; /* with jail: the resolv.conf the VMM sees */
 };
 
 /* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */
