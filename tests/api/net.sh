@@ -143,6 +143,16 @@ for t in 10.99.0.1:80:private_range 169.254.169.254:80:metadata_service 198.51.1
 done
 sed -n 's/^probe /  (measured) /p' "$T/probe"
 
+# Paused to disk and resumed in a new VMM (a new jail, a new stack): the
+# guest keeps its address and reaches the stand-in again by name.
+h pause "$id"
+h exec "$id" -- bash -c "$PROBE" probe 10.99.0.1:80
+if grep -q '^fetched: hello from the stand-in' "$T/o" && grep -q '^probe 10.99.0.1:80: refused' "$T/o"; then
+	pass after_pause_resume
+else
+	fail after_pause_resume "after a pause and resume the guest could not fetch by name, or reached a private address"
+fi
+
 # Destroyed, and killed: the pairs go with the VMMs.
 h destroy "$id"
 # (the server put in the other's namespace would keep it alive: it goes first)
