@@ -228,7 +228,7 @@ $(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
 $(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san)
 	$(call link,$(SAN_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
-$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS) api/huskd/net/dns_msg.c) \
+$(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS) api/huskd/net/dns_msg.c api/huskd/net/net_policy.c) \
 	$(call lib,http,san) $(call lib,img,san) $(call lib,evloop,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3 -lresolv)
 

@@ -183,7 +183,7 @@ struct sbx_opts {
 	const char *runtime, *runtime_id, *memory, *cpu, *disk, *timeout, *snapshot, *name,
 		*description, *idle, *metadata, *port, *project;
 	bool network, quiet;
-	struct strlist env, files, deps, scopes;
+	struct strlist env, files, deps, scopes, allow, deny;
 };
 
 /* One table of options, not an expression. */
@@ -195,7 +195,8 @@ struct sbx_opts {
 	{"timeout", 0, OPT_STR, &(o).timeout}, {"env", 'e', OPT_LIST, &(o).env},                  \
 	{"file", 'f', OPT_LIST, &(o).files}, {"snapshot", 0, OPT_STR, &(o).snapshot},             \
 	{"dependency", 0, OPT_LIST, &(o).deps}, {"scope", 0, OPT_LIST, &(o).scopes},              \
-	{"project-id", 0, OPT_STR, &(o).project}
+	{"project-id", 0, OPT_STR, &(o).project}, {"allow-host", 0, OPT_LIST, &(o).allow},        \
+	{"deny-host", 0, OPT_LIST, &(o).deny}
 // clang-format on
 
 /* The POST /sandbox body from o (cli_create.c): 0, or EXIT_USAGE after saying what is wrong. */

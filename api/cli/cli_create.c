@@ -16,6 +16,8 @@ void create_opts_free(struct sbx_opts *o)
 	free(o->files.v);
 	free(o->deps.v);
 	free(o->scopes.v);
+	free(o->allow.v);
+	free(o->deny.v);
 }
 
 static void set_str(json_t *obj, const char *key, const char *v)
@@ -113,11 +115,17 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 			json_object_set(body, "timeout", timeout);
 		if (json_object_size(env))
 			json_object_set(body, "env", env);
-		if (o->network || port)
-			json_object_set_new(
-				body, "network",
-				port ? json_pack("{sbsI}", "enabled", 1, "port", (json_int_t)port)
-				     : json_pack("{sb}", "enabled", 1));
+		if (o->network || port || o->allow.n || o->deny.n) {
+			json_t *net = json_pack("{sb}", "enabled", 1);
+
+			if (port)
+				json_object_set_new(net, "port", json_integer(port));
+			if (o->allow.n)
+				json_object_set_new(net, "allow", str_array(&o->allow));
+			if (o->deny.n)
+				json_object_set_new(net, "deny", str_array(&o->deny));
+			json_object_set_new(body, "network", net);
+		}
 		if (o->deps.n)
 			json_object_set_new(body, "dependencies", str_array(&o->deps));
 		if (o->scopes.n)
@@ -150,7 +158,10 @@ int create_main(struct cli *c, int argc, char **argv)
 		   "[--file SBXPATH:LOCAL]...\n"
 		   "            [--snapshot X] [--dependency PKG]... [--name N] [--description D]\n"
 		   "            [--metadata JSON] [--port 1024-65535] [--json]\n"
+		   "            [--allow-host HOST|CIDR]... [--deny-host HOST|CIDR]...\n"
 		   "Creates an interactive sandbox and prints its id (--json: huskd's answer).\n"
+		   "--allow-host (only these) and --deny-host (not these) imply --network;\n"
+		   "HOST is example.com or *.example.com, CIDR 203.0.113.0/24.\n"
 		   "--timeout is each command's limit; --idle-timeout 0s keeps it forever.\n";
 	rc = args_parse(c, argc, argv, opts, "", &a);
 	if (!rc && a.cmd)

@@ -22,7 +22,10 @@ fail() {
 	[ -s "$T/e" ] && echo "  stderr: $(head -c 400 "$T/e")"
 	rc=1
 }
-h() { HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"; }
+h() {
+	HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"
+	cli_s=$?
+}
 
 standin_up() {
 	mkdir -p "$T/www" /run/netns &&
@@ -32,7 +35,7 @@ standin_up() {
 		$ip addr add 198.51.100.1/24 dev sv0 && $ip link set sv0 up &&
 		$ip -n standin link set lo up && $ip -n standin link set sv1 up &&
 		$ip -n standin addr add 198.51.100.2/24 dev sv1 &&
-		for a in 203.0.113.10 10.99.0.1 169.254.169.254; do
+		for a in 203.0.113.10 203.0.113.11 10.99.0.1 169.254.169.254; do
 			$ip -n standin addr add $a/32 dev lo && $ip route add $a/32 via 198.51.100.2 || return 1
 		done &&
 		$ip -n standin route add default via 198.51.100.1 &&
@@ -49,7 +52,7 @@ standin_up() {
 # What standin_up made goes again (on a KVM host this runs on the host itself).
 standin_down() {
 	kill $standin_httpd $host_httpd $standin_dnsd 2>/dev/null
-	for a in 203.0.113.10 10.99.0.1 169.254.169.254; do $ip route del $a/32 2>/dev/null; done
+	for a in 203.0.113.10 203.0.113.11 10.99.0.1 169.254.169.254; do $ip route del $a/32 2>/dev/null; done
 	$ip link del sv0 2>/dev/null
 	$ip netns del standin 2>/dev/null
 }
@@ -152,6 +155,37 @@ if grep -q '^fetched: hello from the stand-in' "$T/o" && grep -q '^probe 10.99.0
 else
 	fail after_pause_resume "after a pause and resume the guest could not fetch by name, or reached a private address"
 fi
+
+# Lists. LISTS probes before and after asking DNS for web.standin.test.
+LISTS='
+p() { if timeout 10 bash -c "exec 4<>/dev/tcp/${1%:*}/${1#*:}" 2>/dev/null; then echo "$2 $1: open"; else echo "$2 $1: closed"; fi; }
+p 203.0.113.10:80 before; p 203.0.113.11:80 before
+if getent hosts web.standin.test >/dev/null; then echo "name: resolved"; else echo "name: refused"; fi
+p 203.0.113.10:80 after; p 203.0.113.11:80 after
+'
+# want NAME WANT...: each line WANT is in $T/o.
+want() {
+	n=$1
+	shift
+	for w in "$@"; do
+		grep -qx "$w" "$T/o" || { fail "$n" "want the line '$w'"; return; }
+	done
+	pass "$n"
+}
+h create --json --runtime base:latest --allow-host web.standin.test --idle-timeout 20m
+lid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$lid" -- bash -c "$LISTS"
+want allow_list_opens_by_name_only "before 203.0.113.10:80: closed" "before 203.0.113.11:80: closed" \
+	"name: resolved" "after 203.0.113.10:80: open" "after 203.0.113.11:80: closed"
+h destroy "$lid"
+h create --json --runtime base:latest --deny-host web.standin.test --deny-host 203.0.113.11 --idle-timeout 20m
+lid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$lid" -- bash -c "$LISTS"
+want deny_list_refuses_name_and_address "before 203.0.113.10:80: open" "before 203.0.113.11:80: closed" \
+	"name: refused" "after 203.0.113.11:80: closed"
+h destroy "$lid"
+h create --json --runtime base:latest --network --deny-host 'bad host!' --idle-timeout 20m
+if [ "$cli_s" != 0 ] && grep -q "network.deny\[0\]" "$T/e"; then pass list_bad_entry_refused; else fail list_bad_entry_refused "want a refusal naming network.deny[0]"; fi
 
 # Destroyed, and killed: the pairs go with the VMMs.
 h destroy "$id"

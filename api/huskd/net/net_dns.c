@@ -37,10 +37,12 @@ struct net_dns {
 	uv_timer_t sweep;
 	int open_handles;
 	struct sockaddr_in upstream;
+	const struct net_dns_hooks *hooks;
+	void *ctx;
 	unsigned npending;
 	struct pending p[DNS_PENDING];
 	uint8_t buf[DNS_MSG_MAX];
-	uint64_t forwarded, dropped;
+	uint64_t forwarded, dropped, malformed;
 };
 
 static void dns_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
@@ -75,6 +77,15 @@ static void on_query(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 			d->dropped++;
 		return;
 	}
+	if (d->hooks && d->hooks->refuse &&
+	    d->hooks->refuse(d->ctx, ((const struct sockaddr_in *)from)->sin_addr, q.name)) {
+		/* A denied name: the answer comes from here, REFUSED, and nothing is asked. */
+		buf->base[2] = (char)(buf->base[2] | 0x80);
+		buf->base[3] = (char)((buf->base[3] & 0xf0) | 5);
+		out = uv_buf_init(buf->base, (unsigned)n);
+		(void)uv_udp_try_send(&d->listen, &out, 1, from);
+		return;
+	}
 	if (getrandom(&rnd, sizeof(rnd), 0) != sizeof(rnd))
 		rnd = (uint16_t)(d->forwarded * 40503u);
 	for (unsigned i = 0; i < DNS_PENDING && !p; i++) {
@@ -106,6 +117,20 @@ static void on_query(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct s
 		uv_timer_again(&d->sweep);
 }
 
+struct seen {
+	struct net_dns *d;
+	struct in_addr client;
+	struct dns_question q;
+};
+
+static void on_a(void *ctx, const char *name, const uint8_t addr[4], uint32_t ttl)
+{
+	struct seen *s = ctx;
+
+	(void)name; /* the question's name decides: a CNAME's target is not what was allowed */
+	s->d->hooks->answer(s->d->ctx, s->client, s->q.name, addr, ttl);
+}
+
 static void on_answer(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,
                       unsigned flags)
 {
@@ -125,6 +150,14 @@ static void on_answer(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct 
 	if (!p->used || p->our_id != id)
 		return;
 	dns_msg_set_id((uint8_t *)buf->base, (size_t)n, p->client_id);
+	/* Before the guest has the answer: its connect must find the addresses let through. */
+	if (d->hooks && d->hooks->answer) {
+		struct seen s = {.d = d, .client = p->client.sin_addr};
+
+		if (dns_msg_question(m, (size_t)n, &s.q) == 0 &&
+		    dns_msg_answers(m, (size_t)n, on_a, &s) < 0)
+			d->malformed++;
+	}
 	out = uv_buf_init(buf->base, (unsigned)n);
 	if (uv_udp_try_send(&d->listen, &out, 1, (const struct sockaddr *)&p->client) != n)
 		d->dropped++;
@@ -185,8 +218,9 @@ void net_dns_close(struct net_dns *d)
 	uv_close((uv_handle_t *)&d->sweep, on_closed);
 }
 
-int net_dns_open(uv_loop_t *loop, uint16_t port, const char *upstream, struct net_dns **out,
-                 char *why, size_t len)
+int net_dns_open(uv_loop_t *loop, uint16_t port, const char *upstream,
+                 const struct net_dns_hooks *hooks, void *ctx, struct net_dns **out, char *why,
+                 size_t len)
 {
 	struct net_dns *d = calloc(1, sizeof(*d));
 	struct sockaddr_in any = {.sin_family = AF_INET};
@@ -207,6 +241,8 @@ int net_dns_open(uv_loop_t *loop, uint16_t port, const char *upstream, struct ne
 		return rc;
 	}
 	d->loop = loop;
+	d->hooks = hooks;
+	d->ctx = ctx;
 	uv_udp_init(loop, &d->listen);
 	uv_udp_init(loop, &d->up);
 	uv_timer_init(loop, &d->sweep);

@@ -2,6 +2,7 @@
 /* huskd's nftables table (libnftables) and the sandboxes' veth slots. */
 #include "net_host.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <net/if.h>
@@ -14,9 +15,12 @@
 
 #include "jail.h"
 #include "net_dns.h"
+#include "net_policy.h"
 
 struct net_host {
 	struct net_dns *dns;
+	struct nft_ctx *nft;
+	struct net_policy *policy[JAIL_NET_SLOTS]; /* a running sandbox's lists, by slot */
 	uint8_t taken[JAIL_NET_SLOTS / 8];
 	unsigned next;
 };
@@ -55,10 +59,14 @@ static const char ruleset[] =
 	"    oifname \"" JAIL_IF_PREFIX "*\" ct state established,related accept\n"
 	"    oifname \"" JAIL_IF_PREFIX "*\" jump refuse\n"
 	"  }\n"
+	"  map slots {\n"
+	"    type ifname : verdict;\n"
+	"  }\n"
 	"  chain egress {\n"
 	"    oifname \"" JAIL_IF_PREFIX "*\" jump refuse\n"
 	"    meta nfproto ipv6 jump refuse\n"
 	"    ip daddr @blocked4 jump refuse\n"
+	"    iifname vmap @slots\n"
 	"    meta l4proto { tcp, udp } th dport 53 jump refuse\n"
 	"  }\n"
 	"  chain refuse {\n"
@@ -87,6 +95,11 @@ static int forwarding_on(char *why, size_t len)
 	return 0;
 }
 
+static const struct net_dns_hooks hooks = {
+	.refuse = net_host_dns_refuse,
+	.answer = net_host_dns_answer,
+};
+
 int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
                   struct net_host **out, char *why, size_t len)
 {
@@ -104,7 +117,7 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 		return -ENOMEM;
 	}
 	/* The forwarder first: a table redirecting DNS to nothing would break it. */
-	rc = net_dns_open(loop, dns_port, dns_upstream, &n->dns, why, len);
+	rc = net_dns_open(loop, dns_port, dns_upstream, &hooks, n, &n->dns, why, len);
 	if (rc) {
 		nft_ctx_free(nft);
 		free(n);
@@ -115,6 +128,7 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 	snprintf(rules, sizeof(rules), ruleset, (unsigned)dns_port);
 #pragma GCC diagnostic pop
 	nft_ctx_buffer_error(nft);
+	n->nft = nft;
 	rc = nft_run_cmd_from_buffer(nft, rules);
 	if (rc) {
 		const char *e = nft_ctx_get_error_buffer(nft);
@@ -124,11 +138,9 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 		         "cannot install huskd's nftables table (%.*s); huskd must run as root on "
 		         "a kernel with nf_tables",
 		         (int)(l > 200 ? 200 : l), e ? e : "");
-		nft_ctx_free(nft);
 		net_host_close(n);
 		return -EPERM;
 	}
-	nft_ctx_free(nft);
 	rc = forwarding_on(why, len);
 	if (rc) {
 		net_host_close(n);
@@ -144,6 +156,10 @@ void net_host_close(struct net_host *n)
 	if (!n)
 		return;
 	net_dns_close(n->dns);
+	if (n->nft)
+		nft_ctx_free(n->nft);
+	for (unsigned i = 0; i < JAIL_NET_SLOTS; i++)
+		free(n->policy[i]);
 	free(n);
 }
 
@@ -183,4 +199,103 @@ int net_host_slot_take(struct net_host *n, unsigned *slot)
 		return 0;
 	}
 	return -ENOSPC;
+}
+
+/* Runs nftables commands; 0, or -EINVAL with nft's first line of complaint in why. */
+static int nft_run(struct net_host *n, const char *cmds, char *why, size_t len)
+{
+	const char *e;
+	size_t l;
+
+	if (nft_run_cmd_from_buffer(n->nft, cmds) == 0)
+		return 0;
+	e = nft_ctx_get_error_buffer(n->nft);
+	l = e ? strcspn(e, "\n") : 0;
+	if (why)
+		snprintf(why, len, "nftables refused the sandbox's rules: %.*s",
+		         (int)(l > 200 ? 200 : l), e ? e : "");
+	return -EINVAL;
+}
+
+int net_host_policy_set(struct net_host *n, unsigned slot, const struct net_policy *p, char *why,
+                        size_t len)
+{
+	char *cmds;
+	int rc;
+
+	if (slot >= JAIL_NET_SLOTS)
+		return -EINVAL;
+	net_host_policy_clear(n, slot);
+	if (!p || !net_policy_any(p))
+		return 0;
+	n->policy[slot] = malloc(sizeof(*p));
+	cmds = malloc(64 * 1024);
+	if (!n->policy[slot] || !cmds) {
+		free(cmds);
+		snprintf(why, len, "out of memory");
+		return -ENOMEM;
+	}
+	*n->policy[slot] = *p;
+	rc = net_policy_rules(p, slot, cmds, 64 * 1024);
+	if (!rc)
+		rc = nft_run(n, cmds, why, len);
+	else
+		snprintf(why, len, "the sandbox's lists are too long for one rule set");
+	free(cmds);
+	if (rc)
+		net_host_policy_clear(n, slot);
+	return rc;
+}
+
+void net_host_policy_clear(struct net_host *n, unsigned slot)
+{
+	char cmds[1024];
+
+	if (!n || slot >= JAIL_NET_SLOTS || !n->policy[slot])
+		return;
+	free(n->policy[slot]);
+	n->policy[slot] = NULL;
+	if (net_policy_unrules(slot, cmds, sizeof(cmds)) == 0)
+		(void)nft_run(n, cmds, NULL, 0); /* gone with a restart's new table: fine */
+}
+
+/* The slot whose namespace end (.2 of its /30) addr is, or -1. */
+static int slot_of(struct in_addr addr)
+{
+	uint32_t a = ntohl(addr.s_addr);
+
+	if ((a >> 16) != ((10u << 8) | 233u) || (a & 3) != 2)
+		return -1;
+	return (int)((a >> 2) & (JAIL_NET_SLOTS - 1));
+}
+
+bool net_host_dns_refuse(void *ctx, struct in_addr client, const char *qname)
+{
+	struct net_host *n = ctx;
+	int s = slot_of(client);
+
+	return s >= 0 && n->policy[s] && net_policy_names(&n->policy[s]->deny, qname);
+}
+
+void net_host_dns_answer(void *ctx, struct in_addr client, const char *qname, const uint8_t ip[4],
+                         uint32_t ttl)
+{
+	struct net_host *n = ctx;
+	int s = slot_of(client);
+	const char *set;
+	char cmd[160];
+
+	if (s < 0 || !n->policy[s])
+		return;
+	if (net_policy_names(&n->policy[s]->allow, qname))
+		set = "ad";
+	else if (net_policy_names(&n->policy[s]->deny, qname))
+		set = "dd";
+	else
+		return;
+	/* For the answer's lifetime, within bounds: a TTL of 0 still lets the connect follow. */
+	ttl = ttl < 30 ? 30 : ttl > 86400 ? 86400 : ttl;
+	snprintf(cmd, sizeof(cmd), "add element inet husk %s%d { %u.%u.%u.%u timeout %us }\n", set,
+	         s, ip[0], ip[1], ip[2], ip[3], ttl);
+	(void)nft_run(n, cmd, NULL, 0);
 }

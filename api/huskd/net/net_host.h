@@ -2,6 +2,7 @@
 #ifndef HUSK_NET_HOST_H
 #define HUSK_NET_HOST_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -29,6 +30,24 @@ struct net_host;
 int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
                   struct net_host **out, char *why, size_t len) __attribute__((warn_unused_result));
 void net_host_close(struct net_host *n);
+
+struct net_policy;
+struct in_addr;
+
+/*
+ * Gives slot's sandbox its allow and deny lists (net_policy.h) before its
+ * VMM starts, replacing any; a policy with nothing in it needs no rules.
+ * 0, or -errno with why.
+ */
+int net_host_policy_set(struct net_host *n, unsigned slot, const struct net_policy *p, char *why,
+                        size_t len) __attribute__((warn_unused_result));
+/* Takes slot's lists away (its VMM ended). */
+void net_host_policy_clear(struct net_host *n, unsigned slot);
+
+/* The DNS forwarder's questions (net_dns.h's hooks); ctx is the net_host. */
+bool net_host_dns_refuse(void *ctx, struct in_addr client, const char *qname);
+void net_host_dns_answer(void *ctx, struct in_addr client, const char *qname, const uint8_t ip[4],
+                         uint32_t ttl);
 
 /* A free slot (its veth pair does not exist), marked taken; -ENOSPC when all are. */
 int net_host_slot_take(struct net_host *n, unsigned *slot) __attribute__((warn_unused_result));

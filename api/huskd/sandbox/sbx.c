@@ -132,6 +132,7 @@ static void sbx_free(struct sandbox *sb)
 	json_decref(sb->files);
 	free(sb->dir);
 	free(sb->layer);
+	free(sb->net_policy);
 	free(sb->base);
 	free(sb->cgroup);
 	free(sb);

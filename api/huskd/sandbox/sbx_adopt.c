@@ -29,6 +29,14 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 	sb->stored = true;
 	sb->oneshot = json_is_true(json_object_get(priv, "oneshot"));
 	sb->net = json_is_true(json_object_get(priv, "network"));
+	if (sb->net) {
+		struct sbx_err err;
+
+		/* Checked at create: a list refused now would be a bug, logged. */
+		if (sbx_net_policy(sb, json_object_get(priv, "netAllow"),
+		                   json_object_get(priv, "netDeny"), &err))
+			log_error(sb->id, "its network lists: %s", err.msg);
+	}
 	sb->exec_timeout_ms = (uint64_t)json_integer_value(json_object_get(priv, "execTimeoutMs"));
 	sb->idle_ms = (uint64_t)json_integer_value(json_object_get(priv, "idleMs"));
 	sb->paused_ms = (uint64_t)json_integer_value(json_object_get(priv, "pausedMs"));

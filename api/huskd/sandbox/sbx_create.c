@@ -85,6 +85,11 @@ static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, str
 		                "network.port: husk cannot expose a sandbox's port yet; leave it "
 		                "out (outbound network works with network.enabled)");
 	sb->net = json_is_true(on);
+	if ((json_object_get(net, "allow") || json_object_get(net, "deny")) && !sb->net)
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "network.allow and network.deny need network.enabled: true");
+	if (sbx_net_policy(sb, json_object_get(net, "allow"), json_object_get(net, "deny"), err))
+		return -EINVAL;
 	if (sb->net && (!m->cfg.jail || !sbx_net(m)))
 		return sbx_fail(err, SBX_UNAVAILABLE, -EOPNOTSUPP,
 		                "network.enabled: this huskd gives sandboxes no network (%s)",
@@ -385,6 +390,12 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
 	if (c->priv && sb->net)
 		json_object_set_new(c->priv, "network", json_true());
+	/* The lists as given, checked: parsed again when huskd restarts. */
+	for (const char *const *k = (const char *const[]){"allow", "deny", NULL}; c->priv && *k;
+	     k++)
+		if (json_is_array(json_object_get(json_object_get(body, "network"), *k)))
+			json_object_set(c->priv, !strcmp(*k, "allow") ? "netAllow" : "netDeny",
+			                json_object_get(json_object_get(body, "network"), *k));
 	if (!c->pub || !c->priv || !sb->layer) {
 		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 		goto fail;

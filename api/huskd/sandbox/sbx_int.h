@@ -109,6 +109,8 @@ struct sbx_mgr {
 	char net_why[300]; /* why there is none */
 };
 
+struct net_policy;
+
 struct sandbox {
 	struct sbx_mgr *m;
 	char id[STORE_ID_LEN];
@@ -143,6 +145,7 @@ struct sandbox {
 	bool oneshot;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
+	struct net_policy *net_policy; /* network.allow / deny, NULL: none */
 	uint64_t exec_timeout_ms, idle_ms, paused_ms;
 	uint64_t mem_mib;
 	unsigned vcpus;
@@ -203,11 +206,21 @@ void sbx_state_release(struct sandbox *sb);
 void sbx_state_forget(struct sandbox *sb);
 
 /* ---- sbx_vmm.c: the VMM process and the agent's dial-in ---- */
+/* ---- sbx_net.c: its network ---- */
 /*
  * The host's networking for sandboxes, set up on first use (huskd's
  * nftables table, IPv4 forwarding); NULL with m->net_why saying why not.
  */
 struct net_host *sbx_net(struct sbx_mgr *m);
+/* network.allow and network.deny (JSON arrays, either NULL) checked into sb->net_policy. */
+int sbx_net_policy(struct sandbox *sb, json_t *allow, json_t *deny, struct sbx_err *err);
+/* For a VMM about to start: a slot, the lists in the kernel, the resolv.conf it sees (path in
+ * resolv). */
+int sbx_net_attach(struct sandbox *sb, char *resolv, size_t rlen, char *err, size_t errlen);
+/* Its VMM ended (or never started): the slot and the lists go. */
+void sbx_net_detach(struct sandbox *sb);
+/* An adopted VMM holds slot again, and its lists go back into huskd's new table. */
+void sbx_net_adopt(struct sandbox *sb, int slot);
 /* Starts a VMM (booting, or from the memory file restore); 0 or -errno with err. */
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen);
 /* Takes up a VMM from before a huskd restart (same pid and start time), and its dial-in. */

@@ -16,8 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "jail.h"
-#include "net_host.h"
 #include "sbx_int.h"
 #include "vmm_proc.h"
 
@@ -182,47 +180,10 @@ static void vmm_exit(struct vmm_proc *p, int status, void *arg)
 		vmm_proc_release(sb->vmm);
 		sb->vmm = NULL;
 	}
-	/* Its namespace, and the pair in it, went with the VMM. */
-	if (sb->net_slot >= 0) {
-		net_host_slot_put(sb->m->net, (unsigned)sb->net_slot);
-		sb->net_slot = -1;
-	}
+	sbx_net_detach(sb);
 	sbx_hold(sb);
 	sb->m->hooks->vmm_exited(sb, status);
 	sbx_drop(sb);
-}
-
-/*
- * What the VMM's slirp sees as the host's resolver: the host end of its
- * veth pair, where the table redirects DNS to huskd's forwarder (a host
- * whose own resolver is on loopback would be unreachable from there).
- */
-static int write_resolv_conf(struct sandbox *sb, char *path, size_t len)
-{
-	char gw[24];
-	FILE *f;
-
-	snprintf(path, len, "%s/resolv.conf", sb->dir);
-	JAIL_SLOT_ADDR(gw, sb->net_slot, 1);
-	f = fopen(path, "we");
-	if (!f)
-		return -errno;
-	fprintf(f, "nameserver %s\n", gw);
-	return fclose(f) ? -errno : 0;
-}
-
-struct net_host *sbx_net(struct sbx_mgr *m)
-{
-	if (!m->net_tried) {
-		m->net_tried = true;
-		if (net_host_open(m->loop, m->cfg.dns_port ? m->cfg.dns_port : 10053,
-		                  m->cfg.dns_upstream, &m->net, m->net_why, sizeof(m->net_why)))
-			log_warn(NULL, "sandboxes get no network: %s", m->net_why);
-		else
-			log_info(NULL, "sandbox networking set up (nftables table inet husk, IPv4 "
-			               "forwarding on)");
-	}
-	return m->net;
 }
 
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
@@ -245,29 +206,11 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	                         .cmdline = cmdline,
 	                         .restore = restore};
 	if (sb->net) {
-		unsigned slot;
-
-		if (!sbx_net(m) || !m->cfg.jail) {
-			snprintf(err, errlen, "this huskd gives sandboxes no network: %s",
-			         m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
-			return -EOPNOTSUPP;
-		}
-		/* A VMM is starting: no slot is held (the last VMM's went with it). */
-		rc = net_host_slot_take(m->net, &slot);
-		if (rc) {
-			snprintf(err, errlen, "every network slot of this host is taken");
+		rc = sbx_net_attach(sb, resolv, sizeof(resolv), err, errlen);
+		if (rc)
 			return rc;
-		}
-		sb->net_slot = (int)slot;
 		spec.jail = m->cfg.jail;
 		spec.net_slot = (unsigned)sb->net_slot;
-		rc = write_resolv_conf(sb, resolv, sizeof(resolv));
-		if (rc) {
-			snprintf(err, errlen, "cannot write %s: %s", resolv, strerror(-rc));
-			net_host_slot_put(m->net, (unsigned)sb->net_slot);
-			sb->net_slot = -1;
-			return rc;
-		}
 		spec.resolv = resolv;
 	}
 	rc = sbx_dial_listen(sb);
@@ -276,9 +219,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	else
 		snprintf(err, errlen, "cannot listen for the sandbox's agent: %s", uv_strerror(rc));
 	if (rc) {
-		if (sb->net_slot >= 0)
-			net_host_slot_put(m->net, (unsigned)sb->net_slot);
-		sb->net_slot = -1;
+		sbx_net_detach(sb);
 		return rc;
 	}
 	if (sb->stored)
@@ -327,10 +268,8 @@ int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slo
 	if (rc)
 		return rc;
 	/* The slot its running VMM's namespace holds, as recorded when it started. */
-	if (sb->net && net_slot >= 0 && sbx_net(sb->m)) {
-		sb->net_slot = net_slot;
-		net_host_slot_hold(sb->m->net, (unsigned)net_slot);
-	}
+	if (sb->net && net_slot >= 0)
+		sbx_net_adopt(sb, net_slot);
 	/* Its agent dials the socket again once it sees the old huskd gone. */
 	rc = sbx_dial_listen(sb);
 	if (rc) {

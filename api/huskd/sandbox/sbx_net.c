@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A sandbox's network as the manager sees it: the host's networking set up
+ * at first use, a veth slot and the sandbox's allow and deny lists held
+ * while a VMM of its runs, the resolver that VMM is shown.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "jail.h"
+#include "net_host.h"
+#include "net_policy.h"
+#include "sbx_int.h"
+
+struct net_host *sbx_net(struct sbx_mgr *m)
+{
+	if (!m->net_tried) {
+		m->net_tried = true;
+		if (net_host_open(m->loop, m->cfg.dns_port ? m->cfg.dns_port : 10053,
+		                  m->cfg.dns_upstream, &m->net, m->net_why, sizeof(m->net_why)))
+			log_warn(NULL, "sandboxes get no network: %s", m->net_why);
+		else
+			log_info(NULL, "sandbox networking set up (nftables table inet husk, IPv4 "
+			               "forwarding on)");
+	}
+	return m->net;
+}
+
+static int list_from_json(json_t *arr, const char *field, struct net_list *list,
+                          struct sbx_err *err)
+{
+	char why[300];
+	size_t i;
+	json_t *v;
+
+	if (!arr || json_is_null(arr))
+		return 0;
+	if (!json_is_array(arr))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "network.%s must be an array of strings such as [\"example.com\", "
+		                "\"203.0.113.0/24\"]",
+		                field);
+	json_array_foreach(arr, i, v)
+	{
+		if (!json_is_string(v))
+			return sbx_fail(
+				err, SBX_BAD_INPUT, -EINVAL,
+				"network.%s[%zu] must be a string (an address, CIDR or name)",
+				field, i);
+		if (net_policy_add(list, json_string_value(v), why, sizeof(why)))
+			return sbx_fail(err, SBX_BAD_INPUT, -EINVAL, "network.%s[%zu]: %s", field,
+			                i, why);
+	}
+	return 0;
+}
+
+int sbx_net_policy(struct sandbox *sb, json_t *allow, json_t *deny, struct sbx_err *err)
+{
+	struct net_policy *p = calloc(1, sizeof(*p));
+	int rc;
+
+	if (!p)
+		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+	rc = list_from_json(allow, "allow", &p->allow, err);
+	if (!rc)
+		rc = list_from_json(deny, "deny", &p->deny, err);
+	if (rc || !net_policy_any(p)) {
+		free(p);
+		return rc;
+	}
+	free(sb->net_policy);
+	sb->net_policy = p;
+	return 0;
+}
+
+/*
+ * What the VMM's slirp sees as the host's resolver: the host end of its
+ * veth pair, where the table redirects DNS to huskd's forwarder (a host
+ * whose own resolver is on loopback would be unreachable from there).
+ */
+static int write_resolv_conf(struct sandbox *sb, char *path, size_t len)
+{
+	char gw[24];
+	FILE *f;
+
+	snprintf(path, len, "%s/resolv.conf", sb->dir);
+	JAIL_SLOT_ADDR(gw, sb->net_slot, 1);
+	f = fopen(path, "we");
+	if (!f)
+		return -errno;
+	fprintf(f, "nameserver %s\n", gw);
+	return fclose(f) ? -errno : 0;
+}
+
+int sbx_net_attach(struct sandbox *sb, char *resolv, size_t rlen, char *err, size_t errlen)
+{
+	struct sbx_mgr *m = sb->m;
+	unsigned slot;
+	int rc;
+
+	if (!sbx_net(m) || !m->cfg.jail) {
+		snprintf(err, errlen, "this huskd gives sandboxes no network: %s",
+		         m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
+		return -EOPNOTSUPP;
+	}
+	/* A VMM is starting: no slot is held (the last VMM's went with it). */
+	rc = net_host_slot_take(m->net, &slot);
+	if (rc) {
+		snprintf(err, errlen, "every network slot of this host is taken");
+		return rc;
+	}
+	sb->net_slot = (int)slot;
+	/* The lists are in the kernel before the VMM can send anything. */
+	rc = net_host_policy_set(m->net, slot, sb->net_policy, err, errlen);
+	if (!rc) {
+		rc = write_resolv_conf(sb, resolv, rlen);
+		if (rc)
+			snprintf(err, errlen, "cannot write %s: %s", resolv, strerror(-rc));
+	}
+	if (rc)
+		sbx_net_detach(sb);
+	return rc;
+}
+
+void sbx_net_detach(struct sandbox *sb)
+{
+	/* Its namespace, and the pair in it, went with the VMM. */
+	if (sb->net_slot < 0)
+		return;
+	net_host_policy_clear(sb->m->net, (unsigned)sb->net_slot);
+	net_host_slot_put(sb->m->net, (unsigned)sb->net_slot);
+	sb->net_slot = -1;
+}
+
+void sbx_net_adopt(struct sandbox *sb, int slot)
+{
+	char why[300];
+
+	if (!sbx_net(sb->m) || slot < 0 || slot >= JAIL_NET_SLOTS)
+		return;
+	sb->net_slot = slot;
+	net_host_slot_hold(sb->m->net, (unsigned)slot);
+	/* huskd's table was made anew at this start: the lists go back in. */
+	if (net_host_policy_set(sb->m->net, (unsigned)slot, sb->net_policy, why, sizeof(why)))
+		log_error(sb->id, "cannot restore its network lists: %s", why);
+}
