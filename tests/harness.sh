@@ -113,5 +113,15 @@ else
 		echo "FAIL harness/panic_is_a_wedge: status $rc, output: $(echo "$out" | tail -n 8)"
 		failed=1
 	fi
+	# So is a nested host that resets itself without a word.
+	out=$(tools/husk-kvm-run --timeout 300 --idle 600 -- sh -c 'echo before-reset; echo b >/proc/sysrq-trigger; sleep 1019' 2>&1)
+	rc=$?
+	if [ "$rc" = 123 ] && echo "$out" | grep -q '^before-reset$' &&
+		echo "$out" | grep -q "reset itself before the command ended; exit 123"; then
+		echo "PASS harness/reset_is_a_wedge"
+	else
+		echo "FAIL harness/reset_is_a_wedge: status $rc, output: $(echo "$out" | tail -n 8)"
+		failed=1
+	fi
 fi
 exit $failed
