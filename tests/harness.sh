@@ -85,6 +85,19 @@ else
 		failed=1
 	fi
 fi
+# nested_death NAME SYSRQ SAYS: the nested host's kernel takes sysrq SYSRQ
+# (c: panic, b: reset) while the command runs; husk-kvm-run must exit 123 saying SAYS.
+nested_death() {
+	out=$(tools/husk-kvm-run --timeout 300 --idle 600 -- sh -c "echo before-$2; echo $2 >/proc/sysrq-trigger; sleep 1019" 2>&1)
+	rc=$?
+	if [ "$rc" = 123 ] && echo "$out" | grep -q "^before-$2\$" && echo "$out" | grep -q "$3"; then
+		echo "PASS harness/$1"
+	else
+		echo "FAIL harness/$1: status $rc, output: $(echo "$out" | tail -n 8)"
+		failed=1
+	fi
+}
+
 # A command silent for --idle seconds in the nested host (which is how a
 # wedged emulated host looks): its tasks are dumped and the run ends with
 # 123, so that tests/run.sh can run the rest in a fresh host.
@@ -102,26 +115,9 @@ else
 		echo "FAIL harness/idle_watchdog: status $rc after ${took}s, output: $(echo "$out" | tail -n 8)"
 		failed=1
 	fi
-	# A panic of the nested host's own kernel is taken like a wedge (123),
-	# not as the command failing: seen under TCG in long suites.
-	out=$(tools/husk-kvm-run --timeout 300 --idle 600 -- sh -c 'echo before-panic; echo c >/proc/sysrq-trigger; sleep 1019' 2>&1)
-	rc=$?
-	if [ "$rc" = 123 ] && echo "$out" | grep -q '^before-panic$' &&
-		echo "$out" | grep -q "kernel panicked (above); exit 123"; then
-		echo "PASS harness/panic_is_a_wedge"
-	else
-		echo "FAIL harness/panic_is_a_wedge: status $rc, output: $(echo "$out" | tail -n 8)"
-		failed=1
-	fi
-	# So is a nested host that resets itself without a word.
-	out=$(tools/husk-kvm-run --timeout 300 --idle 600 -- sh -c 'echo before-reset; echo b >/proc/sysrq-trigger; sleep 1019' 2>&1)
-	rc=$?
-	if [ "$rc" = 123 ] && echo "$out" | grep -q '^before-reset$' &&
-		echo "$out" | grep -q "reset itself before the command ended; exit 123"; then
-		echo "PASS harness/reset_is_a_wedge"
-	else
-		echo "FAIL harness/reset_is_a_wedge: status $rc, output: $(echo "$out" | tail -n 8)"
-		failed=1
-	fi
+	# A panic of the nested host's own kernel, or a reset without a word, is
+	# taken like a wedge (123), not as the command failing: seen under TCG.
+	nested_death panic_is_a_wedge c "kernel panicked (above); exit 123"
+	nested_death reset_is_a_wedge b "reset itself before the command ended; exit 123"
 fi
 exit $failed

@@ -38,22 +38,21 @@ vmm() {
 	lockups=$(l1_lockups)
 	timeout -s KILL 180 "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
 	status=$?
-	# A VMM killed by the time limit while the nested host's own kernel
-	# reported a soft lockup hung in the emulated host, not in husk (seen
-	# rarely under QEMU TCG): say so, and run it once more.
+	# A VMM killed by the time limit, either while the nested host's own
+	# kernel reported a soft lockup (it hung in the emulated host, not in
+	# husk), or before its guest's init ever ran (an early-boot hang seen
+	# under the nested emulation, last console line "PCI: Fatal: No config
+	# space access function found", with huskd and without): said, and run
+	# once more; a second hang fails.
+	why=
 	if [ "$status" = 137 ] && [ "$(l1_lockups)" != "$lockups" ]; then
-		echo "note: the nested host's kernel reported a soft lockup during this run; retrying once"
+		why="the nested host's kernel reported a soft lockup during this run"
 		dmesg 2>/dev/null | grep 'soft lockup' | tail -n 3
-		rm -f "$T/console.raw"
-		timeout -s KILL 180 "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
-		status=$?
+	elif [ "$status" = 137 ] && [ -e "$T/console.raw" ] && ! grep -q 'husk-agent' "$T/console.raw"; then
+		why="the guest hung before its init ran (console: $(tail -n 1 "$T/console.raw" | tr -d '\r'))"
 	fi
-	# A guest killed by the limit before its init ever ran hung in its
-	# kernel's early boot: seen rarely under the nested emulation (the last
-	# console line "PCI: Fatal: No config space access function found", the
-	# same with huskd or without). Said, and run once more; a second hang fails.
-	if [ "$status" = 137 ] && [ -e "$T/console.raw" ] && ! grep -q 'husk-agent' "$T/console.raw"; then
-		echo "note: the guest hung before its init ran (console: $(tail -n 1 "$T/console.raw" | tr -d '\r')); retrying once"
+	if [ -n "$why" ]; then
+		echo "note: $why; retrying once"
 		rm -f "$T/console.raw"
 		timeout -s KILL 180 "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
 		status=$?
