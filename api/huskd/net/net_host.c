@@ -79,6 +79,22 @@ static const char ruleset[] =
 	"  }\n"
 	"}\n";
 
+/* Runs nftables commands; 0, or -EINVAL with nft's first line of complaint in why. */
+static int nft_run(struct net_host *n, const char *cmds, char *why, size_t len)
+{
+	const char *e;
+	size_t l;
+
+	if (nft_run_cmd_from_buffer(n->nft, cmds) == 0)
+		return 0;
+	e = nft_ctx_get_error_buffer(n->nft);
+	l = e ? strcspn(e, "\n") : 0;
+	if (why)
+		snprintf(why, len, "nftables refused the sandbox's rules: %.*s",
+		         (int)(l > 200 ? 200 : l), e ? e : "");
+	return -EINVAL;
+}
+
 static int forwarding_on(char *why, size_t len)
 {
 	int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
@@ -129,15 +145,10 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 #pragma GCC diagnostic pop
 	nft_ctx_buffer_error(nft);
 	n->nft = nft;
-	rc = nft_run_cmd_from_buffer(nft, rules);
+	rc = nft_run(n, rules, why, len);
 	if (rc) {
-		const char *e = nft_ctx_get_error_buffer(nft);
-		size_t l = e ? strcspn(e, "\n") : 0;
-
-		snprintf(why, len,
-		         "cannot install huskd's nftables table (%.*s); huskd must run as root on "
-		         "a kernel with nf_tables",
-		         (int)(l > 200 ? 200 : l), e ? e : "");
+		snprintf(why + strlen(why), len - strlen(why),
+		         "; huskd must run as root on a kernel with nf_tables");
 		net_host_close(n);
 		return -EPERM;
 	}
@@ -199,22 +210,6 @@ int net_host_slot_take(struct net_host *n, unsigned *slot)
 		return 0;
 	}
 	return -ENOSPC;
-}
-
-/* Runs nftables commands; 0, or -EINVAL with nft's first line of complaint in why. */
-static int nft_run(struct net_host *n, const char *cmds, char *why, size_t len)
-{
-	const char *e;
-	size_t l;
-
-	if (nft_run_cmd_from_buffer(n->nft, cmds) == 0)
-		return 0;
-	e = nft_ctx_get_error_buffer(n->nft);
-	l = e ? strcspn(e, "\n") : 0;
-	if (why)
-		snprintf(why, len, "nftables refused the sandbox's rules: %.*s",
-		         (int)(l > 200 ? 200 : l), e ? e : "");
-	return -EINVAL;
 }
 
 int net_host_policy_set(struct net_host *n, unsigned slot, const struct net_policy *p, char *why,
