@@ -60,6 +60,8 @@ struct options {
 	unsigned nr_disks;
 	bool net;
 	struct net_spec net_spec;
+	unsigned expose_port; /* 0: none */
+	const char *expose_path;
 };
 
 static void usage(FILE *f)
@@ -69,6 +71,7 @@ static void usage(FILE *f)
 	        "FILE [--lazy|--eager])\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
 	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--net slirp[,...]]\n"
+	        "                [--expose PORT:PATH]\n"
 	        "                [--control PATH] [-v]\n"
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
@@ -91,10 +94,14 @@ static void usage(FILE *f)
 	        "                     image (with its backing chain, never written) unless\n"
 	        "                     format=raw says otherwise\n"
 	        "  --net SPEC         a virtio-net device on a user-mode stack (libslirp):\n"
-	        "                     slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N]; the guest gets\n"
+	        "                     slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N][,rate=N]; the guest "
+	        "gets\n"
 	        "                     10.0.2.15 by DHCP (ip=dhcp is added to its command\n"
 	        "                     line), DNS at 10.0.2.3, and reaches what this process\n"
-	        "                     can (never the host's loopback)\n"
+	        "                     can (never the host's loopback); rate=N[K|M|G] holds\n"
+	        "                     what the guest sends to N bytes per second\n"
+	        "  --expose PORT:PATH with --net: connections to the Unix socket PATH reach\n"
+	        "                     the guest's TCP PORT\n"
 	        "  --control PATH     a control socket: one-line commands status, pause, resume,\n"
 	        "                     snapshot FILE (of the paused VM)\n"
 	        "  --restore FILE     start from a snapshot instead of booting; --mem, --vcpus\n"
@@ -177,6 +184,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"cid", required_argument, NULL, 'C'},
 		{"disk", required_argument, NULL, 'd'},
 		{"net", required_argument, NULL, 'N'},
+		{"expose", required_argument, NULL, 'X'},
 		{"control", required_argument, NULL, 'x'},
 		{"restore", required_argument, NULL, 'r'},
 		{"lazy", no_argument, NULL, 'L'},
@@ -250,6 +258,17 @@ static int parse_args(int argc, char **argv, struct options *o)
 				return usage_error("%s", err);
 			o->net = true;
 			break;
+		case 'X':
+			errno = 0;
+			n = strtol(optarg, &end, 10);
+			if (errno || end == optarg || *end != ':' || n < 1 || n > 65535 || !end[1])
+				return usage_error(
+					"--expose '%s' must be PORT:PATH, a TCP port from "
+					"1 to 65535 and a Unix socket path",
+					optarg);
+			o->expose_port = (unsigned)n;
+			o->expose_path = end + 1;
+			break;
 		case 'x':
 			o->control = optarg;
 			break;
@@ -281,6 +300,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--kernel (or --restore) is required");
 	if (o->kernel && o->restore)
 		return usage_error("%s", "--kernel boots a guest, --restore resumes one: give one");
+	if (o->expose_port && !o->net)
+		return usage_error("%s", "--expose needs the guest's network: add --net slirp");
 	return 0;
 }
 
@@ -368,7 +389,7 @@ int main(int argc, char **argv)
 	}
 	/* Last, so that snapshots of guests without it keep their device order. */
 	if (o.net) {
-		netstack = netstack_create(o.net_spec.mtu);
+		netstack = netstack_create(&o.net_spec);
 		net = netstack ? virtio_net_create(&vm, &o.net_spec, netstack_kick, netstack)
 		               : NULL;
 		if (!net)
@@ -393,6 +414,11 @@ int main(int argc, char **argv)
 		}
 		log_info("restored %s", o.restore);
 	} else if (boot_setup(&boot, &vm, cmdline)) {
+		goto out;
+	}
+	if (o.expose_port && (ret = netstack_expose(netstack, o.expose_port, o.expose_path))) {
+		log_err("cannot expose guest port %u at %s: %s", o.expose_port, o.expose_path,
+		        strerror(-ret));
 		goto out;
 	}
 	if (netstack && netstack_start(netstack, net))

@@ -9,6 +9,7 @@
  */
 #include "netstack.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -18,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +59,10 @@ struct netstack {
 	unsigned pend_head, pend_count;
 	size_t pend_bytes;
 	_Atomic uint64_t tx_bytes;
+	/* The guest's sending rate: a token bucket in bytes, refilled at rate per second. */
+	uint64_t rate;
+	int64_t tokens, bucket, refilled_ns;
+	bool throttled; /* frames wait in the transmit queue for tokens */
 	uint8_t txbuf[NET_FRAME_MAX];
 };
 
@@ -277,15 +283,53 @@ static void ns_timers_run(struct netstack *ns)
 	} while (fired);
 }
 
+/* Adds the tokens earned since the last refill; true if a frame may go now. */
+static bool ns_tokens(struct netstack *ns)
+{
+	int64_t now = ns_now_ns(), earned;
+
+	if (!ns->rate)
+		return true;
+	earned = (int64_t)((__int128)(now - ns->refilled_ns) * ns->rate / 1000000000);
+	if (earned > 0) {
+		ns->tokens = ns->tokens + earned > ns->bucket ? ns->bucket : ns->tokens + earned;
+		ns->refilled_ns = now;
+	}
+	return ns->tokens > 0;
+}
+
+/*
+ * Milliseconds until a throttled guest may send again, capped at cap. A
+ * frame may overdraw the bucket; the debt is paid before the next one.
+ */
+static uint32_t ns_tx_wait(struct netstack *ns, uint32_t cap)
+{
+	uint64_t ms;
+
+	if (!ns->throttled)
+		return cap;
+	ms = (uint64_t)(1 - ns->tokens) * 1000 / ns->rate + 1;
+	return ms < cap ? (uint32_t)ms : cap;
+}
+
 static void ns_tx_drain(struct netstack *ns)
 {
+	ns->throttled = false;
 	for (int i = 0; i < NS_TX_BUDGET; i++) {
-		ssize_t len = virtio_net_tx(ns->dev, ns->txbuf, sizeof(ns->txbuf));
+		ssize_t len;
 
+		if (!ns_tokens(ns)) {
+			/* The frames stay in the guest's queue: its TCP slows down. */
+			ns->throttled = true;
+			return;
+		}
+		len = virtio_net_tx(ns->dev, ns->txbuf, sizeof(ns->txbuf));
 		if (len <= 0)
 			return;
 		if (len > 14)
 			atomic_fetch_add(&ns->tx_bytes, (uint64_t)len - 14);
+		if (ns->rate)
+			ns->tokens -= len;
 		slirp_input(ns->slirp, ns->txbuf, (int)len);
 	}
 	netstack_kick(ns); /* more may be waiting: the next turn takes it */
@@ -302,7 +346,7 @@ static void *ns_thread(void *arg)
 		ns->fds[0] = (struct pollfd){.fd = ns->kick_fd, .events = POLLIN};
 		ns->nfds = 1;
 		slirp_pollfds_fill(ns->slirp, &timeout, ns_add_poll, ns);
-		timeout = ns_timers_wait(ns, timeout);
+		timeout = ns_tx_wait(ns, ns_timers_wait(ns, timeout));
 		ret = poll(ns->fds, ns->nfds, (int)timeout);
 		if (ret < 0 && errno != EINTR) {
 			log_err("net: poll: %s", strerror(errno));
@@ -316,6 +360,8 @@ static void *ns_thread(void *arg)
 				log_warn("net: eventfd: %s", strerror(errno));
 			ns_pending_flush(ns);
 			ns_tx_drain(ns);
+		} else if (ns->throttled) {
+			ns_tx_drain(ns);
 		}
 		ns_timers_run(ns);
 		ns_pending_flush(ns);
@@ -323,21 +369,27 @@ static void *ns_thread(void *arg)
 	return NULL;
 }
 
-struct netstack *netstack_create(uint16_t mtu)
+struct netstack *netstack_create(const struct net_spec *spec)
 {
 	struct netstack *ns = calloc(1, sizeof(*ns));
 	SlirpConfig cfg = {
 		.version = 4,
 		.in_enabled = true,
 		.vhostname = "sandbox",
-		.if_mtu = mtu,
-		.if_mru = mtu,
+		.if_mtu = spec->mtu,
+		.if_mru = spec->mtu,
 		/* 10.0.2.2 is the gateway only, never the host's 127.0.0.1. */
 		.disable_host_loopback = true,
 	};
 
 	if (!ns)
 		return NULL;
+	/* A tenth of a second of sending, and never less than two frames. */
+	ns->rate = spec->rate;
+	ns->bucket = (int64_t)(spec->rate / 10 > 2 * NET_FRAME_MAX ? spec->rate / 10
+	                                                           : 2 * NET_FRAME_MAX);
+	ns->tokens = ns->bucket;
+	ns->refilled_ns = ns_now_ns();
 	inet_pton(AF_INET, "10.0.2.0", &cfg.vnetwork);
 	inet_pton(AF_INET, "255.255.255.0", &cfg.vnetmask);
 	inet_pton(AF_INET, "10.0.2.2", &cfg.vhost);
@@ -351,12 +403,30 @@ struct netstack *netstack_create(uint16_t mtu)
 	}
 	ns->slirp = slirp_new(&cfg, &ns_callbacks, ns);
 	if (!ns->slirp) {
-		log_err("net: libslirp refused its configuration (MTU %u)", mtu);
+		log_err("net: libslirp refused its configuration (MTU %u)", spec->mtu);
 		close(ns->kick_fd);
 		free(ns);
 		return NULL;
 	}
 	return ns;
+}
+
+int netstack_expose(struct netstack *ns, unsigned port, const char *path)
+{
+	struct sockaddr_un host = {.sun_family = AF_UNIX};
+	struct sockaddr_in guest = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+
+	if (port < 1 || port > 65535 || strlen(path) >= sizeof(host.sun_path))
+		return -EINVAL;
+	strcpy(host.sun_path, path);
+	inet_pton(AF_INET, "10.0.2.15", &guest.sin_addr);
+	/* A socket left by an earlier VMM of this sandbox would make the bind fail. */
+	if (unlink(path) < 0 && errno != ENOENT)
+		return -errno;
+	if (slirp_add_hostxfwd(ns->slirp, (struct sockaddr *)&host, sizeof(host),
+	                       (struct sockaddr *)&guest, sizeof(guest), 0) < 0)
+		return errno ? -errno : -EADDRINUSE;
+	return 0;
 }
 
 int netstack_start(struct netstack *ns, struct virtio_net *dev)

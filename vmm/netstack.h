@@ -4,6 +4,7 @@
 
 #include <stdint.h>
 
+struct net_spec;
 struct virtio_net;
 
 /*
@@ -16,8 +17,19 @@ struct virtio_net;
  */
 struct netstack;
 
-/* A stack for frames of up to mtu bytes of payload; NULL and logged on failure. */
-struct netstack *netstack_create(uint16_t mtu);
+/*
+ * A stack for spec's frames (spec->mtu bytes of payload), the guest's
+ * sending held to spec->rate; NULL and logged on failure.
+ */
+struct netstack *netstack_create(const struct net_spec *spec);
+
+/*
+ * Connections to the Unix socket path (made here; a stale one is replaced)
+ * reach the guest's TCP port: how the host opens an exposed port without
+ * any network of its own. Before netstack_start. 0 or -errno.
+ */
+int netstack_expose(struct netstack *ns, unsigned port, const char *path)
+	__attribute__((warn_unused_result));
 
 /* What a virtio-net device's queue notification calls: wakes the thread. ctx is the stack. */
 void netstack_kick(void *ctx);

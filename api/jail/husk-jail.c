@@ -3,13 +3,16 @@
  * husk-jail: puts a program (husk-vmm) in a network namespace of its own
  * and execs it there, so the process huskd started is the VMM itself.
  *
- *   husk-jail --net SLOT [--resolv FILE] -- PROGRAM [ARGS...]
+ *   husk-jail --net SLOT|none [--resolv FILE] -- PROGRAM [ARGS...]
  *
  * The namespace's only way out is a veth pair (jail.h): the host end
  * addressed and up, the inside end as eth0 with the default route through
  * it, and lo. The kernel then decides what the VMM's sockets reach (huskd's
  * nftables table); the VMM itself holds no network privilege. When the
  * VMM exits, for any reason, the namespace and both ends go with it.
+ * With --net none the namespace has lo alone (a sandbox that only serves
+ * an exposed port: its VMM still runs a user-mode stack, which then reaches
+ * nothing outside).
  * --resolv puts FILE over /etc/resolv.conf in a mount namespace of the
  * program's own, for the resolver its user-mode stack forwards DNS to.
  */
@@ -147,6 +150,26 @@ static int host_side(unsigned slot, int netns_fd, char *host_if, size_t len)
 	return err ? -1 : 0;
 }
 
+/* A namespace of lo alone: the VMM's sockets reach nothing but the VMM itself. */
+static int sealed(void)
+{
+	struct nl_sock *sk;
+	int lo, ret;
+
+	if (unshare(CLONE_NEWNET) < 0) {
+		fprintf(stderr,
+		        "husk-jail: cannot make a network namespace: %s (huskd must run as root)\n",
+		        strerror(errno));
+		return -1;
+	}
+	sk = route_socket();
+	if (!sk)
+		return -1;
+	ret = link_up(sk, "lo", &lo);
+	nl_socket_free(sk);
+	return ret ? -1 : 0;
+}
+
 /* In the new namespace: lo, eth0 with its address, the default route through the host end. */
 static int inside(unsigned slot)
 {
@@ -190,9 +213,10 @@ static int resolv_over(const char *file)
 static int usage(void)
 {
 	fprintf(stderr,
-	        "usage: husk-jail --net SLOT [--resolv FILE] -- PROGRAM [ARGS...]\n"
+	        "usage: husk-jail --net SLOT|none [--resolv FILE] -- PROGRAM [ARGS...]\n"
 	        "  SLOT: 0 to %d, the sandbox's veth pair " JAIL_IF_PREFIX
-	        "SLOT in " JAIL_NET_PREFIX "\n",
+	        "SLOT in " JAIL_NET_PREFIX "\n"
+	        "  none: a network namespace with lo alone\n",
 	        JAIL_NET_SLOTS - 1);
 	return 2;
 }
@@ -212,6 +236,13 @@ int main(int argc, char **argv)
 	}
 	if (strcmp(argv[a], "--") || a + 1 >= argc)
 		return usage();
+	if (!strcmp(argv[2], "none")) {
+		if (sealed() || (resolv && resolv_over(resolv)))
+			return 1;
+		execv(argv[a + 1], argv + a + 1);
+		fprintf(stderr, "husk-jail: cannot run %s: %s\n", argv[a + 1], strerror(errno));
+		return 127;
+	}
 	errno = 0;
 	slot = strtoul(argv[2], &end, 10);
 	if (errno || *end || end == argv[2] || slot >= JAIL_NET_SLOTS)

@@ -50,6 +50,30 @@ static int parse_mac(const char *s, uint8_t mac[6])
 	return (mac[0] & 1) ? -EINVAL : 0;
 }
 
+/* "N[K|M|G]" bytes per second (powers of 1000, as rates are), 1K..100G. */
+static int parse_rate(const char *s, uint64_t *out)
+{
+	unsigned long long n, mul = 1;
+	char *end;
+
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	errno = 0;
+	n = strtoull(s, &end, 10);
+	if (errno || end == s)
+		return -EINVAL;
+	if (*end == 'K' || *end == 'k')
+		mul = 1000, end++;
+	else if (*end == 'M' || *end == 'm')
+		mul = 1000000, end++;
+	else if (*end == 'G' || *end == 'g')
+		mul = 1000000000, end++;
+	if (*end || n > 100000000000ULL / mul || n * mul < 1000)
+		return -EINVAL;
+	*out = n * mul;
+	return 0;
+}
+
 int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t errlen)
 {
 	char *copy = strdup(arg), *save = NULL, *tok;
@@ -89,8 +113,17 @@ int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t err
 				ret = -EINVAL;
 			}
 			spec->mtu = (uint16_t)mtu;
+		} else if (!strncmp(tok, "rate=", 5)) {
+			if (parse_rate(tok + 5, &spec->rate)) {
+				snprintf(err, errlen,
+				         "--net: rate=%s is not a rate in bytes per second from "
+				         "1K to 100G (give rate=1M)",
+				         tok + 5);
+				ret = -EINVAL;
+			}
 		} else {
-			snprintf(err, errlen, "--net: unknown option \"%s\" (mac=, mtu=)", tok);
+			snprintf(err, errlen, "--net: unknown option \"%s\" (mac=, mtu=, rate=)",
+			         tok);
 			ret = -EINVAL;
 		}
 	}

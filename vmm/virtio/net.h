@@ -15,13 +15,15 @@ struct virtio_net;
 
 struct net_spec {
 	uint8_t mac[6];
-	uint16_t mtu; /* 68..NET_MTU_MAX */
+	uint16_t mtu;  /* 68..NET_MTU_MAX */
+	uint64_t rate; /* the guest's sending, bytes per second; 0: unlimited */
 };
 
 /*
- * Parses a --net argument: "slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N]". Fills
- * spec (a random locally administered MAC unless given; MTU 65520 unless
- * given). Returns 0, or -EINVAL with a message in err naming the bad part.
+ * Parses a --net argument: "slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N][,rate=N]".
+ * Fills spec (a random locally administered MAC unless given; MTU 65520
+ * unless given; rate in bytes per second, with an optional K, M or G, none
+ * unless given). Returns 0, or -EINVAL with a message in err naming the bad part.
  */
 int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
