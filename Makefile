@@ -31,7 +31,8 @@ PROTO_SRCS := guest-agent/proto.c
 EVLOOP_SRCS := vmm/evloop.c
 IMG_SRCS := $(sort $(wildcard images/img/*.c))
 HTTP_CORE_SRCS := api/http/http_conn.c api/http/http_parse.c api/http/http_req.c api/http/http_resp.c
-HTTP_SRCS := api/http/http.c $(HTTP_CORE_SRCS) api/http/router.c api/http/json_resp.c
+HTTP_SRCS := api/http/http.c $(HTTP_CORE_SRCS) api/http/router.c api/http/json_resp.c \
+	api/http/http_tunnel.c
 HTTP_LIBS := -luv -lhttp_parser -ljansson
 AGENTLIB_SRCS := $(sort $(wildcard api/agent/*.c))
 VMMCTL_SRCS := $(sort $(wildcard api/vmmctl/*.c))

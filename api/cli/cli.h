@@ -181,7 +181,7 @@ json_t *run_command_of(struct cli *c, const struct args *a, int npos_before);
 /* The options run and create share (the reference CLI's resource flags). */
 struct sbx_opts {
 	const char *runtime, *runtime_id, *memory, *cpu, *disk, *timeout, *snapshot, *name,
-		*description, *idle, *metadata, *port, *project;
+		*description, *idle, *metadata, *port, *project, *egress_rate;
 	bool network, quiet;
 	struct strlist env, files, deps, scopes, allow, deny;
 };

@@ -71,7 +71,7 @@ static int add_files(struct cli *c, const struct strlist *l, json_t *body)
 int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 {
 	json_t *res = json_object(), *timeout = json_object(), *env = json_object(), *meta;
-	long port = 0;
+	long port = 0, rate = 0;
 	int rc = 0;
 
 	if (o->snapshot && (o->runtime || o->runtime_id))
@@ -91,6 +91,10 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 		rc = args_keyval(c, "--env", o->env.v[i], env);
 	if (!rc && o->port && !(rc = args_uint(c, "port", o->port, 65535, &port)) && port < 1024)
 		rc = args_bad(c, "--port %ld: give a port from 1024 to 65535", port);
+	if (!rc && o->egress_rate &&
+	    !(rc = args_uint(c, "egress-rate", o->egress_rate, 100000000000L, &rate)) &&
+	    rate < 1000)
+		rc = args_bad(c, "--egress-rate %ld: give bytes per second, 1000 or more", rate);
 	if (!rc && o->metadata) {
 		meta = json_loads(o->metadata, 0, NULL);
 		if (!json_is_object(meta))
@@ -115,9 +119,11 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 			json_object_set(body, "timeout", timeout);
 		if (json_object_size(env))
 			json_object_set(body, "env", env);
-		if (o->network || port || o->allow.n || o->deny.n) {
+		if (o->network || port || rate || o->allow.n || o->deny.n) {
 			json_t *net = json_pack("{sb}", "enabled", 1);
 
+			if (rate)
+				json_object_set_new(net, "egressBytesPerSec", json_integer(rate));
 			if (port)
 				json_object_set_new(net, "port", json_integer(port));
 			if (o->allow.n)
@@ -146,6 +152,7 @@ int create_main(struct cli *c, int argc, char **argv)
 	                           {"idle-timeout", 0, OPT_STR, &o.idle},
 	                           {"metadata", 0, OPT_STR, &o.metadata},
 	                           {"port", 0, OPT_STR, &o.port},
+	                           {"egress-rate", 0, OPT_STR, &o.egress_rate},
 	                           {NULL, 0, 0, NULL}};
 	json_t *body = json_object(), *env = NULL, *data;
 	char id[256];
@@ -159,7 +166,9 @@ int create_main(struct cli *c, int argc, char **argv)
 		   "            [--snapshot X] [--dependency PKG]... [--name N] [--description D]\n"
 		   "            [--metadata JSON] [--port 1024-65535] [--json]\n"
 		   "            [--allow-host HOST|CIDR]... [--deny-host HOST|CIDR]...\n"
+		   "            [--egress-rate BYTES_PER_SEC]\n"
 		   "Creates an interactive sandbox and prints its id (--json: huskd's answer).\n"
+		   "--port serves that guest port at the sandbox's url (printed; also in get).\n"
 		   "--allow-host (only these) and --deny-host (not these) imply --network;\n"
 		   "HOST is example.com or *.example.com, CIDR 203.0.113.0/24.\n"
 		   "--timeout is each command's limit; --idle-timeout 0s keeps it forever.\n";

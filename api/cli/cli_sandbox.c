@@ -116,6 +116,7 @@ int sandbox_get(struct cli *c, int argc, char **argv)
 	                                    {"network", "networkEnabled"},
 	                                    {"port", "networkPort"},
 	                                    {"url", "url"},
+	                                    {"egress bytes", "networkEgressBytes"},
 	                                    {"idle timeout", "timeout.idle"},
 	                                    {"exec timeout", "timeout.execution"},
 	                                    {"command", "command.exec"},

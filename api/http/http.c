@@ -5,6 +5,7 @@
  * socket-free core in http_conn.c) through its transport ops.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,16 +16,12 @@
 #include <unistd.h>
 
 #include "http_conn.h"
+#include "http_tunnel.h"
 
 struct srv_conn {
 	struct http_conn core; /* first: the ops get &core */
 	struct http_server *srv;
-	union {
-		uv_handle_t handle;
-		uv_stream_t stream;
-		uv_tcp_t tcp;
-		uv_pipe_t pipe;
-	} h;
+	union http_uv_stream h;
 	uv_timer_t timer;
 	uv_shutdown_t shut;
 	bool shut_started;
@@ -192,7 +189,20 @@ static void t_close(struct http_conn *c)
 	uv_close((uv_handle_t *)&sc->timer, on_conn_closed);
 }
 
+static int t_dup_fd(struct http_conn *c)
+{
+	struct srv_conn *sc = (struct srv_conn *)c;
+	uv_os_fd_t fd;
+	int d;
+
+	if (uv_fileno(&sc->h.handle, &fd) < 0)
+		return -EBADF;
+	d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	return d < 0 ? -errno : d;
+}
+
 static const struct http_transport_ops uv_ops = {
+	.dup_fd = t_dup_fd,
 	.write = t_write,
 	.read_pause = t_read_pause,
 	.timer = t_timer,

@@ -88,6 +88,9 @@ const char *http_query(const struct http_req *r);
 int http_query_get(const struct http_req *r, const char *key, char *out, size_t outlen);
 /* The value of header name in r (case-insensitive, first of repeats); NULL if absent. */
 const char *http_header(const struct http_req *r, const char *name);
+/* r's headers in order, repeats included: how many, and the i-th (i < the count). */
+size_t http_header_count(const struct http_req *r);
+void http_header_at(const struct http_req *r, size_t i, const char **name, const char **value);
 /* r's body; *len gets its length (0 without a body). NUL-terminated for convenience. */
 const void *http_body(const struct http_req *r, size_t *len);
 /* One pointer of the handler's own on r (NULL until set). */
@@ -149,6 +152,17 @@ void http_stream_end(struct http_req *r);
  * unanswered counts as gone (as in Go's net/http).
  */
 void http_on_close(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
+
+/*
+ * Takes r's connection away from the server for a byte-level proxy
+ * (http_tunnel.h): only while r is unanswered, nothing of it written. *fd
+ * gets the socket (non-blocking, close-on-exec), *rest (malloc'd, or NULL)
+ * and *rest_len what the client sent after r. r is freed and the server
+ * forgets the connection. Returns 0, or -errno with r still the caller's to
+ * answer (-EINVAL: answered in part, or the client is gone).
+ */
+int http_takeover(struct http_req *r, int *fd, char **rest, size_t *rest_len)
+	__attribute__((warn_unused_result));
 
 /*
  * Percent-decodes in[0..inlen) into out (outlen bytes, NUL-terminated);

@@ -6,6 +6,7 @@
  * request. The states and timers are in http_conn.h; the parser callbacks
  * that build the request are in http_parse.c.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -431,4 +432,42 @@ void http_conn_release(struct http_conn *c)
 	}
 	free(c->in);
 	c->in = NULL;
+}
+
+int http_takeover(struct http_req *r, int *fd, char **rest, size_t *rest_len)
+{
+	struct http_conn *c = r->conn;
+	size_t n;
+	int dfd;
+
+	/* Only a request not answered in any part: the socket carries nothing of ours. */
+	if (!c || c->req != r || c->state != C_HANDLING || r->resp != RESP_NONE || c->queued ||
+	    c->broken || c->abort_pending)
+		return -EINVAL;
+	if (!c->ops->dup_fd)
+		return -EOPNOTSUPP;
+	n = c->in_len - c->in_off;
+	*rest = n ? malloc(n) : NULL;
+	if (n && !*rest)
+		return -ENOMEM;
+	dfd = c->ops->dup_fd(c);
+	if (dfd < 0) {
+		free(*rest);
+		*rest = NULL;
+		return dfd;
+	}
+	if (n)
+		memcpy(*rest, c->in + c->in_off, n);
+	*rest_len = n;
+	*fd = dfd;
+	/* The server lets go quietly: no on_close, no answer, its copy of the socket closed. */
+	c->req = NULL;
+	r->conn = NULL;
+	http_req_free(r);
+	c->abort_pending = false;
+	c->timer_mode = T_NONE;
+	c->ops->timer(c, -1);
+	c->state = C_CLOSED;
+	c->ops->close(c);
+	return 0;
 }

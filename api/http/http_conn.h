@@ -38,6 +38,8 @@ struct http_transport_ops {
 	void (*shutdown)(struct http_conn *c);
 	/* Closes; pending writes are dropped. The transport then calls http_conn_release. */
 	void (*close)(struct http_conn *c);
+	/* A duplicate of the connection's socket (close-on-exec), or -errno; NULL: none. */
+	int (*dup_fd)(struct http_conn *c);
 };
 
 /* The limits a connection enforces, with defaults filled in (http_limits_init). */

@@ -40,6 +40,17 @@ const char *http_header(const struct http_req *r, const char *name)
 	return NULL;
 }
 
+size_t http_header_count(const struct http_req *r)
+{
+	return r->nhdr;
+}
+
+void http_header_at(const struct http_req *r, size_t i, const char **name, const char **value)
+{
+	*name = r->head + r->hdr[2 * i];
+	*value = r->head + r->hdr[2 * i + 1];
+}
+
 const void *http_body(const struct http_req *r, size_t *len)
 {
 	*len = r->body_len;

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "huskd_log.h"
+#include "net_policy.h"
 #include "routes.h"
 #include "sbx.h"
 #include "store.h"
@@ -181,7 +182,8 @@ static void usage(FILE *f)
 	        "             [--vmm PATH] [--public-url URL] [--output-limit SIZE] [--durable]\n"
 	        "             [--on-idle pause|terminate] [--max-guest-memory SIZE] [--log-level "
 	        "L]\n"
-	        "             [--dns-upstream ADDR]\n"
+	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
+	        "             [--egress-allow LIST] [--egress-deny LIST]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -201,6 +203,12 @@ static void usage(FILE *f)
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
+	        "  --public-domain D  sandbox urls by name: http://sbx-<id>-<port>.D/ (a wildcard\n"
+	        "                  DNS name for huskd's address); default: by path, "
+	        "<base>/p/<id>/\n"
+	        "  --egress-rate N  bytes per second a sandbox may send (K, M, G: powers of 1000)\n"
+	        "  --egress-allow LIST, --egress-deny LIST  comma-separated addresses, CIDRs and\n"
+	        "                  names added to every networked sandbox's allow or deny list\n"
 	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
 	        "start).\n");
 }
@@ -211,8 +219,60 @@ struct options {
 	const char *images;
 	bool durable;
 	char *state, *vmm, *kernel, *initrd, *jail;
-	const char *public_url;
+	const char *public_url, *public_domain;
+	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
+	const char **egress[2];
 };
+
+/* --egress-rate, --egress-allow, --egress-deny into o; 0, or -EINVAL said on stderr. */
+static int net_option(int c, const char *arg, struct options *o)
+{
+	struct sbx_config *cfg = &o->sbx;
+	int k = c == 'A' ? 0 : 1;
+	struct net_list check = {0};
+	char why[300], *copy, *save = NULL, *tok;
+	const char **list = NULL;
+	size_t n = 0;
+
+	if (c == 'R') {
+		char *end;
+		unsigned long long v = strtoull(arg, &end, 10), mul = 1;
+
+		mul = *end == 'K' ? 1000 : *end == 'M' ? 1000000 : *end == 'G' ? 1000000000 : 1;
+		if (end == arg || (mul > 1 ? end[1] : end[0]) || v * mul < 1000) {
+			fprintf(stderr,
+			        "huskd: --egress-rate '%s': give bytes per second, 1000 or "
+			        "more (e.g. 10M)\n",
+			        arg);
+			return -EINVAL;
+		}
+		cfg->egress_rate = v * mul;
+		return 0;
+	}
+	free(o->egress_text[k]);
+	free(o->egress[k]);
+	o->egress[k] = NULL;
+	o->egress_text[k] = copy = strdup(arg);
+	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		const char **more = realloc(list, (n + 2) * sizeof(*list));
+
+		if (!more || net_policy_add(&check, tok, why, sizeof(why))) {
+			fprintf(stderr, "huskd: --egress-%s: %s\n", c == 'A' ? "allow" : "deny",
+			        more ? why : "out of memory");
+			o->egress[k] = more ? more : list;
+			return -EINVAL;
+		}
+		o->egress[k] = list = more;
+		list[n++] = tok;
+		list[n] = NULL;
+	}
+	if (c == 'A')
+		cfg->egress_allow = list;
+	else
+		cfg->egress_deny = list;
+	return 0;
+}
 
 /* 0, 1 (--help: exit 0), or 2 (bad usage, said on stderr). */
 static int parse_options(int argc, char **argv, struct options *o)
@@ -230,6 +290,10 @@ static int parse_options(int argc, char **argv, struct options *o)
 	                                     {"max-guest-memory", required_argument, NULL, 'M'},
 	                                     {"log-level", required_argument, NULL, 'L'},
 	                                     {"dns-upstream", required_argument, NULL, 'U'},
+	                                     {"public-domain", required_argument, NULL, 'O'},
+	                                     {"egress-rate", required_argument, NULL, 'R'},
+	                                     {"egress-allow", required_argument, NULL, 'A'},
+	                                     {"egress-deny", required_argument, NULL, 'Y'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -312,6 +376,22 @@ static int parse_options(int argc, char **argv, struct options *o)
 			}
 			huskd_log_set_level(level);
 			break;
+		case 'O':
+			if (!*optarg || strpbrk(optarg, "/ ")) {
+				fprintf(stderr,
+				        "huskd: --public-domain '%s': give a name such as "
+				        "sandboxes.example.com\n",
+				        optarg);
+				return 2;
+			}
+			o->public_domain = optarg;
+			break;
+		case 'R':
+		case 'A':
+		case 'Y':
+			if (net_option(c, optarg, o))
+				return 2;
+			break;
 		case 'h':
 			usage(stdout);
 			return 1;
@@ -367,8 +447,10 @@ static int locate(struct options *o)
 /* The store, the manager, the routes, the listeners; 0 or 2 (said why). */
 static int start(struct huskd *d, struct options *o)
 {
-	struct routes_config rcfg = {
-		.loop = d->loop, .state = o->state, .public_url = o->public_url};
+	struct routes_config rcfg = {.loop = d->loop,
+	                             .state = o->state,
+	                             .public_url = o->public_url,
+	                             .public_domain = o->public_domain};
 	char path[4200], err[512];
 	int rc;
 
@@ -425,6 +507,10 @@ static void cleanup(struct huskd *d, struct options *o)
 	free(o->jail);
 	free(o->kernel);
 	free(o->initrd);
+	for (int k = 0; k < 2; k++) {
+		free(o->egress[k]);
+		free(o->egress_text[k]);
+	}
 	uv_loop_close(d->loop);
 }
 

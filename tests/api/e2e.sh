@@ -17,6 +17,8 @@ echo "PASS api/huskd_starts"
 
 client run.mjs
 rc=$?
+# The client's errors hide huskd's reasons (any 409 reads "busy"): show them.
+[ $rc = 0 ] || { echo "--- huskd's errors"; grep -E ' (error|warn) ' "$T/huskd.log" | tail -n 30; }
 
 # A huskd restart keeps live sandboxes: their VMMs are adopted again.
 ids=$(client lifecycle.mjs create 2)

@@ -5,6 +5,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <jansson.h>
 #include <net/if.h>
 #include <nftables/libnftables.h>
 #include <stdint.h>
@@ -23,6 +24,7 @@ struct net_host {
 	struct net_policy *policy[JAIL_NET_SLOTS]; /* a running sandbox's lists, by slot */
 	uint8_t taken[JAIL_NET_SLOTS / 8];
 	unsigned next;
+	uint64_t carried[JAIL_NET_SLOTS]; /* bytes counted by the table this one replaced */
 };
 
 /*
@@ -73,6 +75,14 @@ static const char ruleset[] =
 	"    meta l4proto tcp reject with tcp reset\n"
 	"    reject with icmpx admin-prohibited\n"
 	"  }\n"
+	"  map egress_bytes {\n"
+	"    type ifname : counter;\n"
+	"  }\n"
+	/* After every verdict above: only what was let out is counted. */
+	"  chain account {\n"
+	"    type filter hook forward priority filter + 10; policy accept;\n"
+	"    counter name iifname map @egress_bytes\n"
+	"  }\n"
 	"  chain postrouting {\n"
 	"    type nat hook postrouting priority srcnat; policy accept;\n"
 	"    ip saddr " JAIL_NET_PREFIX " oifname != \"" JAIL_IF_PREFIX "*\" masquerade\n"
@@ -85,14 +95,54 @@ static int nft_run(struct net_host *n, const char *cmds, char *why, size_t len)
 	const char *e;
 	size_t l;
 
-	if (nft_run_cmd_from_buffer(n->nft, cmds) == 0)
+	/* Reading the buffer empties it: one command's complaint never shows as another's. */
+	if (nft_run_cmd_from_buffer(n->nft, cmds) == 0) {
+		(void)nft_ctx_get_error_buffer(n->nft);
 		return 0;
+	}
 	e = nft_ctx_get_error_buffer(n->nft);
 	l = e ? strcspn(e, "\n") : 0;
 	if (why)
 		snprintf(why, len, "nftables refused the sandbox's rules: %.*s",
 		         (int)(l > 200 ? 200 : l), e ? e : "");
 	return -EINVAL;
+}
+
+/* The counters of huskd's table as nft lists them in JSON ({"nftables": [...]}); NULL if none. */
+static json_t *counters_list(struct net_host *n, const char *cmd)
+{
+	json_t *j = NULL;
+
+	nft_ctx_output_set_flags(n->nft, NFT_CTX_OUTPUT_JSON);
+	if (nft_ctx_buffer_output(n->nft) == 0 && nft_run(n, cmd, NULL, 0) == 0)
+		j = json_loads(nft_ctx_get_output_buffer(n->nft), 0, NULL);
+	nft_ctx_unbuffer_output(n->nft);
+	nft_ctx_output_set_flags(n->nft, 0);
+	return j;
+}
+
+/*
+ * For each counter "c<SLOT>" in j: out[slot] = its bytes, or with only >= 0
+ * out[0] = slot only's.
+ */
+static void counters_bytes(json_t *j, uint64_t *out, int only)
+{
+	json_t *v;
+	size_t i;
+
+	json_array_foreach(json_object_get(j, "nftables"), i, v)
+	{
+		json_t *c = json_object_get(v, "counter");
+		const char *name = json_string_value(json_object_get(c, "name"));
+		unsigned slot;
+		char end;
+
+		if (!name || sscanf(name, "c%u%c", &slot, &end) != 1 || slot >= JAIL_NET_SLOTS ||
+		    (only >= 0 && slot != (unsigned)only))
+			continue;
+		out[only >= 0 ? 0 : slot] =
+			(uint64_t)json_integer_value(json_object_get(c, "bytes"));
+	}
 }
 
 static int forwarding_on(char *why, size_t len)
@@ -122,6 +172,7 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	struct net_host *n = calloc(1, sizeof(*n));
 	char rules[sizeof(ruleset) + 64];
+	json_t *j;
 	int rc;
 
 	*out = NULL;
@@ -145,10 +196,15 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 #pragma GCC diagnostic pop
 	nft_ctx_buffer_error(nft);
 	n->nft = nft;
+	/* Sandboxes running on from an earlier huskd keep what they were counted. */
+	j = counters_list(n, "list counters table inet husk");
+	counters_bytes(j, n->carried, -1);
+	json_decref(j);
 	rc = nft_run(n, rules, why, len);
 	if (rc) {
 		snprintf(why + strlen(why), len - strlen(why),
-		         "; huskd must run as root on a kernel with nf_tables");
+		         "; huskd must run as root on a kernel with nf_tables (and its nft_objref, "
+		         "nft_masq, nft_redir, nft_reject modules)");
 		net_host_close(n);
 		return -EPERM;
 	}
@@ -252,6 +308,54 @@ void net_host_policy_clear(struct net_host *n, unsigned slot)
 	n->policy[slot] = NULL;
 	if (net_policy_unrules(slot, cmds, sizeof(cmds)) == 0)
 		(void)nft_run(n, cmds, NULL, 0); /* gone with a restart's new table: fine */
+}
+
+int net_host_count_start(struct net_host *n, unsigned slot, bool adopted, char *why, size_t len)
+{
+	char cmds[256];
+
+	if (slot >= JAIL_NET_SLOTS)
+		return -EINVAL;
+	if (!adopted) {
+		/* A slot reused after a huskd that died counting it starts from zero. */
+		n->carried[slot] = 0;
+		net_host_count_stop(n, slot);
+	}
+	snprintf(cmds, sizeof(cmds),
+	         "add counter inet husk c%1$u\n"
+	         "add element inet husk egress_bytes { \"" JAIL_IF_PREFIX "%1$u\" : \"c%1$u\" }\n",
+	         slot);
+	return nft_run(n, cmds, why, len);
+}
+
+uint64_t net_host_count(struct net_host *n, unsigned slot)
+{
+	uint64_t bytes[1] = {0};
+	char cmd[64];
+	json_t *j;
+
+	if (!n || slot >= JAIL_NET_SLOTS)
+		return 0;
+	snprintf(cmd, sizeof(cmd), "list counter inet husk c%u", slot);
+	j = counters_list(n, cmd);
+	counters_bytes(j, bytes, (int)slot);
+	json_decref(j);
+	return bytes[0] + n->carried[slot];
+}
+
+void net_host_count_stop(struct net_host *n, unsigned slot)
+{
+	char cmds[160];
+
+	if (!n || slot >= JAIL_NET_SLOTS)
+		return;
+	n->carried[slot] = 0;
+	/* Each may be missing (a restart's new table): one at a time. */
+	snprintf(cmds, sizeof(cmds),
+	         "delete element inet husk egress_bytes { \"" JAIL_IF_PREFIX "%u\" }\n", slot);
+	(void)nft_run(n, cmds, NULL, 0);
+	snprintf(cmds, sizeof(cmds), "delete counter inet husk c%u\n", slot);
+	(void)nft_run(n, cmds, NULL, 0);
 }
 
 /* The slot whose namespace end (.2 of its /30) addr is, or -1. */

@@ -44,6 +44,17 @@ int net_host_policy_set(struct net_host *n, unsigned slot, const struct net_poli
 /* Takes slot's lists away (its VMM ended). */
 void net_host_policy_clear(struct net_host *n, unsigned slot);
 
+/*
+ * Egress accounting: what the kernel let out of slot's pair, counted from
+ * count_start (before its VMM runs) to count_stop (after it ended). An
+ * adopted slot's count (a VMM that outlived a huskd) includes what the
+ * earlier huskd counted.
+ */
+int net_host_count_start(struct net_host *n, unsigned slot, bool adopted, char *why, size_t len)
+	__attribute__((warn_unused_result));
+uint64_t net_host_count(struct net_host *n, unsigned slot);
+void net_host_count_stop(struct net_host *n, unsigned slot);
+
 /* The DNS forwarder's questions (net_dns.h's hooks); ctx is the net_host. */
 bool net_host_dns_refuse(void *ctx, struct in_addr client, const char *qname);
 void net_host_dns_answer(void *ctx, struct in_addr client, const char *qname, const uint8_t ip[4],

@@ -51,6 +51,11 @@ void query_page(struct http_req *r, int def, int max, int *limit, int *offset);
 /* The public base URL for stream links ("http://host:port"), from config or the request. */
 int base_url(struct routes *rt, struct http_req *r, char *out, size_t outlen);
 
+/* Exposed ports (r_proxy.c): serves r if it is for one (true), before any key check. */
+bool proxy_route(struct routes *rt, struct http_req *r);
+/* Adds "url" to a SandboxInfo with a networkPort, as r's client reaches it. */
+int proxy_url(struct routes *rt, struct http_req *r, json_t *info);
+
 /* Long-polls (r_wait.c). */
 void wait_status(struct routes *rt, struct http_req *r, const char *sandbox_id, const char *set,
                  uint64_t ms);
@@ -61,6 +66,7 @@ void wait_drop_all(struct routes *rt);
 void stream_serve(struct routes *rt, struct http_req *r, const char *stream_id);
 
 ROUTE(r_create);
+ROUTE(r_net_set);
 ROUTE(r_list);
 ROUTE(r_get);
 ROUTE(r_status);

@@ -49,12 +49,16 @@ static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply
 		info = json_deep_copy(reply->data);
 		if (json_object_get(c->body, "command"))
 			start_command(c, info);
+		if (proxy_url(c->rt, c->r, info))
+			log_warn(NULL, "a sandbox's url is too long for the Host header given");
 		api_ok(c->r, 201,
-		       json_pack("{sOsOsO*sO*sO*}", "sandboxId", json_object_get(info, "sandboxId"),
-		                 "status", json_object_get(info, "status"), "executionId",
+		       json_pack("{sOsOsO*sO*sO*sO*}", "sandboxId",
+		                 json_object_get(info, "sandboxId"), "status",
+		                 json_object_get(info, "status"), "executionId",
 		                 json_object_get(info, "executionId"), "stdoutStreamUrl",
 		                 json_object_get(info, "stdoutStreamUrl"), "stderrStreamUrl",
-		                 json_object_get(info, "stderrStreamUrl")));
+		                 json_object_get(info, "stderrStreamUrl"), "url",
+		                 json_object_get(info, "url")));
 		json_decref(info);
 	}
 	json_decref(c->body);
@@ -93,10 +97,12 @@ ROUTE(r_get)
 		wait_status(rt, r, p[0], wait, n);
 		return;
 	}
-	if (sbx_get(rt->m, p[0], &info, &err))
+	if (sbx_get(rt->m, p[0], &info, &err)) {
 		reply_error(r, &err, S_SANDBOX);
-	else
-		api_ok(r, 200, info);
+		return;
+	}
+	(void)proxy_url(rt, r, info); /* a Host too long for a url: none given */
+	api_ok(r, 200, info);
 }
 
 ROUTE(r_status)
@@ -127,7 +133,8 @@ ROUTE(r_list)
 	char name[256] = "", status[32] = "", live[8] = "", sort[32] = "", dir[8] = "", del[8] = "";
 	struct sbx_list_query q = {0};
 	struct sbx_err err;
-	json_t *out = NULL;
+	json_t *out = NULL, *v;
+	size_t i;
 
 	(void)p;
 	if (http_query_get(r, "name", name, sizeof(name)) > 0)
@@ -142,10 +149,28 @@ ROUTE(r_list)
 	if (http_query_get(r, "deletedOnly", del, sizeof(del)) > 0 && !strcmp(del, "true"))
 		q.deleted = 2;
 	query_page(r, 50, 100, &q.limit, &q.offset);
-	if (sbx_list(rt->m, &q, &out, &err))
+	if (sbx_list(rt->m, &q, &out, &err)) {
+		reply_error(r, &err, S_SANDBOX);
+		return;
+	}
+	json_array_foreach(json_object_get(out, "sandboxes"), i, v)(void) proxy_url(rt, r, v);
+	api_ok(r, 200, out);
+}
+
+/* PUT /sandbox/{id}/network: husk's own; replaces the allow and deny lists. */
+ROUTE(r_net_set)
+{
+	struct routes *rt = ctx;
+	json_t *body = body_object(r), *out = NULL;
+	struct sbx_err err;
+
+	if (!body)
+		return;
+	if (sbx_net_set(rt->m, p[0], body, &out, &err))
 		reply_error(r, &err, S_SANDBOX);
 	else
 		api_ok(r, 200, out);
+	json_decref(body);
 }
 
 /* pause: {"success":true, "sandboxId", "status", "terminatesAt"?} at the top level. */

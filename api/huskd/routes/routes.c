@@ -27,6 +27,7 @@ static const struct route api_routes[] = {
 	{"POST", "/sandbox/:id/execute", r_execute},
 	{"POST", "/sandbox/:id/pause", r_pause},
 	{"POST", "/sandbox/:id/resume", r_resume},
+	{"PUT", "/sandbox/:id/network", r_net_set},
 	{"POST", "/sandbox/:id/snapshot", r_snap_create},
 	{"POST", "/sandbox/:id/checkpoint", r_ckpt_create},
 	{"GET", "/sandbox/checkpoints/:id", r_ckpt_list},
@@ -77,6 +78,9 @@ void routes_handle(struct http_req *r, void *ctx)
 {
 	struct routes *rt = ctx;
 
+	/* A sandbox's url is public, as the reference's are (no key on the way in). */
+	if (proxy_route(rt, r))
+		return;
 	if (!authorized(rt, r)) {
 		api_error(
 			r, 401, "UNAUTHORIZED",

@@ -17,6 +17,9 @@ struct routes_config {
 	char **keys;            /* accepted API keys, NULL-terminated (borrowed) */
 	const char *state;      /* the state folder, named in the 401 message */
 	const char *public_url; /* base of stream URLs; NULL: from each request's Host */
+	/* Sandbox urls by host name, sbx-<id>-<port>.<public_domain>; NULL: by path on huskd's
+	 * own address. */
+	const char *public_domain;
 };
 
 int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct routes **out)

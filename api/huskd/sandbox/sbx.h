@@ -70,6 +70,9 @@ struct sbx_config {
 	const char *jail;    /* husk-jail, which starts a networked VMM in its namespace */
 	uint16_t dns_port;   /* UDP port of the sandboxes' DNS forwarder (0: 10053) */
 	const char *dns_upstream; /* the resolver it asks (NULL: /etc/resolv.conf's) */
+	uint64_t egress_rate;     /* bytes per second a sandbox may send, unless it asks less */
+	/* Added to every networked sandbox's lists (huskd --egress-allow/--egress-deny). */
+	const char *const *egress_allow, *const *egress_deny;
 };
 
 int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,
@@ -202,6 +205,27 @@ int sbx_build_upload(struct sbx_mgr *m, const char *build, const void *tgz, size
                      struct sbx_err *err) __attribute__((warn_unused_result));
 void sbx_build_finalize(struct sbx_mgr *m, const char *build, json_t *body, sbx_done_fn done,
                         void *ctx);
+
+/* ---- Network (sbx_net.c, sbx_port.c) ---- */
+
+/*
+ * PUT /sandbox/{id}/network (husk's own): replaces a networked sandbox's
+ * allow and deny lists (body {allow?, deny?}); a running VMM's rules change
+ * at once. out: {sandboxId, allow, deny}.
+ */
+int sbx_net_set(struct sbx_mgr *m, const char *id, json_t *body, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/*
+ * For a request to sandbox id's exposed port (0: whichever it serves):
+ * once it is up (resumed if paused), fn(ctx, NULL, path, port) with the
+ * Unix socket that reaches the guest's port, or fn(ctx, err, NULL, 0) (no
+ * such sandbox or port, ended). Called exactly once, maybe before this
+ * returns.
+ */
+typedef void (*sbx_port_fn)(void *ctx, const struct sbx_err *err, const char *path, unsigned port);
+void sbx_port_open(struct sbx_mgr *m, const char *id, unsigned port, sbx_port_fn fn, void *ctx);
+/* Traffic through the port: the sandbox is in use (its idle countdown starts again). */
+void sbx_port_touch(struct sbx_mgr *m, const char *id);
 
 /* ---- Records (sbx_query.c) ---- */
 

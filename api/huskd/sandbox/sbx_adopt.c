@@ -29,6 +29,9 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 	sb->stored = true;
 	sb->oneshot = json_is_true(json_object_get(priv, "oneshot"));
 	sb->net = json_is_true(json_object_get(priv, "network"));
+	sb->port = (unsigned)json_integer_value(json_object_get(priv, "port"));
+	sb->egress_rate = (uint64_t)json_integer_value(json_object_get(priv, "egressRate"));
+	sb->egress_bytes = (uint64_t)json_integer_value(json_object_get(priv, "netEgress"));
 	if (sb->net) {
 		struct sbx_err err;
 

@@ -65,34 +65,46 @@ static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *mi
 	return 0;
 }
 
-/* network: {enabled, port}; a network this host cannot give is refused here, not at boot. */
+/*
+ * network: {enabled, port, allow, deny, egressBytesPerSec}; a network this
+ * host cannot give is refused here, not at boot.
+ */
 static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, struct sbx_err *err)
 {
 	json_t *net = json_object_get(body, "network");
 	json_t *on = json_object_get(net, "enabled"), *port = json_object_get(net, "port");
+	json_t *rate = json_object_get(net, "egressBytesPerSec");
 
+	sb->egress_rate = m->cfg.egress_rate;
 	if (!net || json_is_null(net))
 		return 0;
 	if (!json_is_object(net) || (on && !json_is_boolean(on)))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network must be an object such as {\"enabled\": true}");
-	if (port && (!json_is_integer(port) || json_integer_value(port) < 1024 ||
-	             json_integer_value(port) > 65535))
+	if (port && !json_is_null(port) &&
+	    (!json_is_integer(port) || json_integer_value(port) < 1024 ||
+	     json_integer_value(port) > 65535))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network.port must be a number from 1024 to 65535");
-	if (port)
-		return sbx_fail(err, SBX_BAD_INPUT, -EOPNOTSUPP,
-		                "network.port: husk cannot expose a sandbox's port yet; leave it "
-		                "out (outbound network works with network.enabled)");
+	sb->port = json_is_integer(port) ? (unsigned)json_integer_value(port) : 0;
+	if (rate && (!json_is_integer(rate) || json_integer_value(rate) < 1000))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "network.egressBytesPerSec must be a number of bytes per second, "
+		                "1000 or more");
+	/* A sandbox may ask for less than huskd's limit, never more. */
+	if (rate && (!sb->egress_rate || (uint64_t)json_integer_value(rate) < sb->egress_rate))
+		sb->egress_rate = (uint64_t)json_integer_value(rate);
 	sb->net = json_is_true(on);
 	if ((json_object_get(net, "allow") || json_object_get(net, "deny")) && !sb->net)
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network.allow and network.deny need network.enabled: true");
-	if (sbx_net_policy(sb, json_object_get(net, "allow"), json_object_get(net, "deny"), err))
+	if (sb->net &&
+	    sbx_net_policy(sb, json_object_get(net, "allow"), json_object_get(net, "deny"), err))
 		return -EINVAL;
-	if (sb->net && (!m->cfg.jail || !sbx_net(m)))
+	if (sbx_has_nic(sb) && (!m->cfg.jail || !sbx_net(m)))
 		return sbx_fail(err, SBX_UNAVAILABLE, -EOPNOTSUPP,
-		                "network.enabled: this huskd gives sandboxes no network (%s)",
+		                "%s: this huskd gives sandboxes no network (%s)",
+		                sb->net ? "network.enabled" : "network.port",
 		                m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
 	return 0;
 }
@@ -325,6 +337,8 @@ static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t
 	                "mode", sb->oneshot ? "oneshot" : "interactive", "networkEnabled", sb->net);
 	if (!pub)
 		return NULL;
+	if (sb->port)
+		json_object_set_new(pub, "networkPort", json_integer(sb->port));
 	for (const char *const *k =
 	             (const char *const[]){"name", "description", "metadata", "projectId",
 	                                   "dependencies", "packages", NULL};
@@ -390,6 +404,11 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
 	if (c->priv && sb->net)
 		json_object_set_new(c->priv, "network", json_true());
+	if (c->priv && sb->port)
+		json_object_set_new(c->priv, "port", json_integer(sb->port));
+	if (c->priv && sb->egress_rate)
+		json_object_set_new(c->priv, "egressRate",
+		                    json_integer((json_int_t)sb->egress_rate));
 	/* The lists as given, checked: parsed again when huskd restarts. */
 	for (const char *const *k = (const char *const[]){"allow", "deny", NULL}; c->priv && *k;
 	     k++)
@@ -402,7 +421,7 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	}
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
 	/* A snapshot with memory of this shape: resume it rather than boot. */
-	c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sb->net);
+	c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb));
 	rc = sbx_work(sb, layer_work, layer_done, c);
 	if (rc) {
 		sbx_fail(&err, SBX_UNAVAILABLE, rc, "cannot queue the sandbox's disk: %s",

@@ -146,6 +146,9 @@ struct sandbox {
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
 	struct net_policy *net_policy; /* network.allow / deny, NULL: none */
+	unsigned port;                 /* network.port, served at its url; 0: none */
+	uint64_t egress_rate;          /* bytes per second it may send; 0: no limit */
+	uint64_t egress_bytes;         /* sent to the internet by its VMMs that have ended */
 	uint64_t exec_timeout_ms, idle_ms, paused_ms;
 	uint64_t mem_mib;
 	unsigned vcpus;
@@ -207,6 +210,13 @@ void sbx_state_forget(struct sandbox *sb);
 
 /* ---- sbx_vmm.c: the VMM process and the agent's dial-in ---- */
 /* ---- sbx_net.c: its network ---- */
+/* A NIC in its VMM: for network.enabled, or for serving network.port. */
+static inline bool sbx_has_nic(const struct sandbox *sb)
+{
+	return sb->net || sb->port;
+}
+/* Bytes it sent to the internet so far, the running VMM's included. */
+uint64_t sbx_net_egress(struct sandbox *sb);
 /*
  * The host's networking for sandboxes, set up on first use (huskd's
  * nftables table, IPv4 forwarding); NULL with m->net_why saying why not.

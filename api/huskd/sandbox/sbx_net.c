@@ -56,6 +56,16 @@ static int list_from_json(json_t *arr, const char *field, struct net_list *list,
 	return 0;
 }
 
+/* huskd's own entries (--egress-allow, --egress-deny), checked when it started. */
+static void list_defaults(const char *const *d, struct net_list *list)
+{
+	char why[300];
+
+	for (; d && *d; d++)
+		if (net_policy_add(list, *d, why, sizeof(why)))
+			log_warn(NULL, "huskd's network list entry left out: %s", why);
+}
+
 int sbx_net_policy(struct sandbox *sb, json_t *allow, json_t *deny, struct sbx_err *err)
 {
 	struct net_policy *p = calloc(1, sizeof(*p));
@@ -66,13 +76,64 @@ int sbx_net_policy(struct sandbox *sb, json_t *allow, json_t *deny, struct sbx_e
 	rc = list_from_json(allow, "allow", &p->allow, err);
 	if (!rc)
 		rc = list_from_json(deny, "deny", &p->deny, err);
-	if (rc || !net_policy_any(p)) {
+	if (!rc) {
+		list_defaults(sb->m->cfg.egress_allow, &p->allow);
+		list_defaults(sb->m->cfg.egress_deny, &p->deny);
+	}
+	if (rc) {
 		free(p);
 		return rc;
 	}
 	free(sb->net_policy);
-	sb->net_policy = p;
+	sb->net_policy = NULL;
+	if (net_policy_any(p))
+		sb->net_policy = p;
+	else
+		free(p);
 	return 0;
+}
+
+int sbx_net_set(struct sbx_mgr *m, const char *id, json_t *body, json_t **out, struct sbx_err *err)
+{
+	struct sandbox *sb = sbx_lookup(m, id, err);
+	json_t *allow = json_object_get(body, "allow"), *deny = json_object_get(body, "deny");
+	struct net_policy *old;
+	char why[300];
+	int rc;
+
+	if (!sb)
+		return -ENOENT;
+	if (!json_is_object(body))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "the body must be an object such as {\"allow\": [\"example.com\"], "
+		                "\"deny\": []}");
+	if (!sb->net)
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "sandbox %s has no network (create it with network.enabled: true)",
+		                id);
+	old = sb->net_policy;
+	sb->net_policy = NULL;
+	rc = sbx_net_policy(sb, allow, deny, err);
+	if (rc) {
+		sb->net_policy = old;
+		return rc;
+	}
+	/* A running VMM's rules change at once; a paused one gets them when it resumes. */
+	if (sb->net_slot >= 0 &&
+	    net_host_policy_set(m->net, (unsigned)sb->net_slot, sb->net_policy, why, sizeof(why))) {
+		free(sb->net_policy);
+		sb->net_policy = old;
+		if (net_host_policy_set(m->net, (unsigned)sb->net_slot, old, why, sizeof(why)))
+			log_error(sb->id, "cannot put its earlier network lists back: %s", why);
+		return sbx_fail(err, SBX_UNAVAILABLE, -EIO, "%s", why);
+	}
+	free(old);
+	sbx_save(sb, json_pack("{sOsO}", "netAllow", allow ? allow : json_null(), "netDeny",
+	                       deny ? deny : json_null()));
+	*out = json_pack("{sssoso}", "sandboxId", sb->id, "allow",
+	                 json_is_array(allow) ? json_incref(allow) : json_array(), "deny",
+	                 json_is_array(deny) ? json_incref(deny) : json_array());
+	return *out ? 0 : -ENOMEM;
 }
 
 /*
@@ -105,6 +166,9 @@ int sbx_net_attach(struct sandbox *sb, char *resolv, size_t rlen, char *err, siz
 		         m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
 		return -EOPNOTSUPP;
 	}
+	/* Serving a port alone: a namespace of lo, no slot, nothing to count. */
+	if (!sb->net)
+		return 0;
 	/* A VMM is starting: no slot is held (the last VMM's went with it). */
 	rc = net_host_slot_take(m->net, &slot);
 	if (rc) {
@@ -114,6 +178,8 @@ int sbx_net_attach(struct sandbox *sb, char *resolv, size_t rlen, char *err, siz
 	sb->net_slot = (int)slot;
 	/* The lists are in the kernel before the VMM can send anything. */
 	rc = net_host_policy_set(m->net, slot, sb->net_policy, err, errlen);
+	if (!rc)
+		rc = net_host_count_start(m->net, slot, false, err, errlen);
 	if (!rc) {
 		rc = write_resolv_conf(sb, resolv, rlen);
 		if (rc)
@@ -124,14 +190,34 @@ int sbx_net_attach(struct sandbox *sb, char *resolv, size_t rlen, char *err, siz
 	return rc;
 }
 
+uint64_t sbx_net_egress(struct sandbox *sb)
+{
+	if (sb->net_slot < 0)
+		return sb->egress_bytes;
+	return sb->egress_bytes + net_host_count(sb->m->net, (unsigned)sb->net_slot);
+}
+
 void sbx_net_detach(struct sandbox *sb)
 {
-	/* Its namespace, and the pair in it, went with the VMM. */
+	unsigned slot = (unsigned)sb->net_slot;
+
+	/* Its namespace, and the pair in it, went with the VMM; its count stays. */
 	if (sb->net_slot < 0)
 		return;
-	net_host_policy_clear(sb->m->net, (unsigned)sb->net_slot);
-	net_host_slot_put(sb->m->net, (unsigned)sb->net_slot);
+	sb->egress_bytes = sbx_net_egress(sb);
 	sb->net_slot = -1;
+	net_host_count_stop(sb->m->net, slot);
+	net_host_policy_clear(sb->m->net, slot);
+	net_host_slot_put(sb->m->net, slot);
+	if (sb->stored) {
+		json_t *pub = json_pack("{sI}", "networkEgressBytes", (json_int_t)sb->egress_bytes);
+		json_t *priv = json_pack("{sI}", "netEgress", (json_int_t)sb->egress_bytes);
+
+		if (!pub || !priv || store_sandbox_update(sb->m->store, sb->id, pub, priv, NULL))
+			log_error(sb->id, "cannot record its egress count");
+		json_decref(pub);
+		json_decref(priv);
+	}
 }
 
 void sbx_net_adopt(struct sandbox *sb, int slot)
@@ -142,7 +228,8 @@ void sbx_net_adopt(struct sandbox *sb, int slot)
 		return;
 	sb->net_slot = slot;
 	net_host_slot_hold(sb->m->net, (unsigned)slot);
-	/* huskd's table was made anew at this start: the lists go back in. */
-	if (net_host_policy_set(sb->m->net, (unsigned)slot, sb->net_policy, why, sizeof(why)))
+	/* huskd's table was made anew at this start: the lists and the count go back in. */
+	if (net_host_policy_set(sb->m->net, (unsigned)slot, sb->net_policy, why, sizeof(why)) ||
+	    net_host_count_start(sb->m->net, (unsigned)slot, true, why, sizeof(why)))
 		log_error(sb->id, "cannot restore its network lists: %s", why);
 }

@@ -5,10 +5,21 @@
 
 #include "sbx_int.h"
 
+/* What the record cannot hold: a running VMM's egress count so far. */
+static void live_fields(struct sbx_mgr *m, json_t *info)
+{
+	struct sandbox *sb = sbx_find(m, json_string_value(json_object_get(info, "sandboxId")));
+
+	if (sb && sb->net)
+		json_object_set_new(info, "networkEgressBytes",
+		                    json_integer((json_int_t)sbx_net_egress(sb)));
+}
+
 int sbx_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
 {
 	if (store_sandbox_get(m->store, id, out, NULL))
 		return sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
+	live_fields(m, *out);
 	return 0;
 }
 
@@ -39,8 +50,12 @@ int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, st
 	f.deleted = q->deleted == 2   ? STORE_DELETED_ONLY
 	            : q->deleted == 1 ? STORE_DELETED_INCLUDE
 	                              : STORE_DELETED_HIDE;
+	json_t *v;
+	size_t i;
+
 	if (store_sandbox_list(m->store, &f, out))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL, "bad list query (sort or status)");
+	json_array_foreach(json_object_get(*out, "sandboxes"), i, v) live_fields(m, v);
 	return 0;
 }
 

@@ -132,7 +132,7 @@ static int record(struct sandbox *sb, struct snap *s)
 	                 (json_int_t)sb->mem_mib, "vcpus", (json_int_t)sb->vcpus);
 	if (priv && s->memory)
 		json_object_set_new(priv, "memory", json_string(s->mem));
-	if (priv && sb->net)
+	if (priv && sbx_has_nic(sb)) /* the device set a restore must match */
 		json_object_set_new(priv, "network", json_true());
 	/* What a build (sbx_build.c) adds: shown, and kept for children and rebuilds. */
 	for (const char *const *k = (const char *const[]){"message", "userMetadata", "files", NULL};

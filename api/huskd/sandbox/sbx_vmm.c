@@ -189,7 +189,7 @@ static void vmm_exit(struct vmm_proc *p, int status, void *arg)
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
 {
 	struct sbx_mgr *m = sb->m;
-	char cmdline[64], resolv[4200];
+	char cmdline[64], resolv[4200], port[4200];
 	struct vmm_spec spec;
 	int rc;
 
@@ -205,13 +205,17 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	                         .vcpus = sb->vcpus,
 	                         .cmdline = cmdline,
 	                         .restore = restore};
-	if (sb->net) {
+	if (sbx_has_nic(sb)) {
 		rc = sbx_net_attach(sb, resolv, sizeof(resolv), err, errlen);
 		if (rc)
 			return rc;
 		spec.jail = m->cfg.jail;
-		spec.net_slot = (unsigned)sb->net_slot;
-		spec.resolv = resolv;
+		spec.net_slot = sb->net_slot;
+		spec.resolv = sb->net ? resolv : NULL;
+		spec.net_rate = sb->egress_rate;
+		spec.expose = sb->port;
+		snprintf(port, sizeof(port), "%s/port.sock", sb->dir);
+		spec.expose_path = port;
 	}
 	rc = sbx_dial_listen(sb);
 	if (!rc)

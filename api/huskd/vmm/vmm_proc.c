@@ -147,8 +147,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
                    struct vmm_proc **out, char *err, size_t errlen)
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
-		cmdline[4096], slot[16];
-	char *argv[32];
+		cmdline[4096], slot[16], net[64], expose[4200];
+	char *argv[40];
 	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
@@ -164,7 +164,10 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
 	         s->cmdline ? s->cmdline : "");
 	if (s->jail) {
-		snprintf(slot, sizeof(slot), "%u", s->net_slot);
+		if (s->net_slot < 0)
+			snprintf(slot, sizeof(slot), "none");
+		else
+			snprintf(slot, sizeof(slot), "%d", s->net_slot);
 		argv[a++] = (char *)s->jail;
 		argv[a++] = "--net";
 		argv[a++] = slot;
@@ -200,8 +203,17 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	argv[a++] = "--console";
 	argv[a++] = console;
 	if (s->jail) {
+		snprintf(net, sizeof(net), "slirp");
+		if (s->net_rate)
+			snprintf(net, sizeof(net), "slirp,rate=%llu",
+			         (unsigned long long)s->net_rate);
 		argv[a++] = "--net";
-		argv[a++] = "slirp";
+		argv[a++] = net;
+	}
+	if (s->jail && s->expose) {
+		snprintf(expose, sizeof(expose), "%u:%s", s->expose, s->expose_path);
+		argv[a++] = "--expose";
+		argv[a++] = expose;
 	}
 	argv[a] = NULL;
 	p = calloc(1, sizeof(*p));

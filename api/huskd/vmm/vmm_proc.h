@@ -29,8 +29,11 @@ struct vmm_spec {
 	const char *cmdline; /* extra kernel command line, or NULL */
 	const char *restore; /* a snapshot to start from instead of booting, or NULL */
 	const char *jail;    /* husk-jail: the VMM gets a NIC, in the namespace of net_slot */
-	unsigned net_slot;
-	const char *resolv; /* with jail: the resolv.conf the VMM sees */
+	int net_slot;        /* with jail: -1 for a namespace of lo alone */
+	const char *resolv;  /* with jail: the resolv.conf the VMM sees */
+	uint64_t net_rate;   /* with jail: bytes per second the guest may send, 0: no limit */
+	unsigned expose;     /* with jail: a guest TCP port served at expose_path, 0: none */
+	const char *expose_path;
 };
 
 /* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */

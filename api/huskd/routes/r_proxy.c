@@ -1,0 +1,287 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A sandbox's exposed port (network.port) at its url, through huskd's own
+ * listener: by host name (<sbx-id>-<port>.<public domain>, with huskd
+ * --public-domain) or by path (/p/<sandbox-id>/...), which needs no DNS and
+ * crosses wherever huskd's port does. The first request is rewritten
+ * (the path prefix dropped, X-Forwarded-* added) and the connection is
+ * then handed to a byte tunnel to the VMM's socket for that port: HTTP
+ * keep-alive, streaming and WebSocket upgrades pass as they are. A path
+ * request carries "Connection: close" upstream (the next request on the
+ * connection may be for another path), an upgrade excepted.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "http_tunnel.h"
+#include "r_int.h"
+
+#define PATH_PREFIX "/p/"
+#define NO_ANSWER                                                                    \
+	"HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nConnection: " \
+	"close\r\nContent-Length: %zu\r\n\r\n%s"
+#define NO_ANSWER_BODY                                                                  \
+	"{\"success\":false,\"code\":\"SANDBOX_UNREACHABLE\",\"message\":\"nothing in " \
+	"sandbox %s answered on port %u: start a server listening on 0.0.0.0:%u\"}"
+
+struct proxy {
+	struct routes *rt;
+	struct http_req *r;
+	bool gone; /* the client went away while the sandbox was being readied */
+	bool by_path;
+	char id[64];
+	unsigned port;
+	char path[8192]; /* the path upstream, query included */
+};
+
+/* "sbx-<rand>-<port>" (the host's first label) into id "sbx_<rand>" and port. */
+static bool host_label(const char *label, size_t len, char *id, size_t idlen, unsigned *port)
+{
+	const char *dash;
+	size_t n;
+
+	if (len < 6 || strncmp(label, "sbx-", 4))
+		return false;
+	dash = memrchr(label, '-', len);
+	if (!dash || dash < label + 5 || dash == label + len - 1)
+		return false;
+	*port = 0;
+	for (const char *p = dash + 1; p < label + len; p++) {
+		if (!isdigit((unsigned char)*p) || *port > 65535)
+			return false;
+		*port = *port * 10 + (unsigned)(*p - '0');
+	}
+	n = (size_t)(dash - label - 4);
+	if (*port < 1024 || *port > 65535 || n + 5 > idlen)
+		return false;
+	snprintf(id, idlen, "sbx_%.*s", (int)n, label + 4);
+	for (char *p = id + 4; *p; p++)
+		if (!isalnum((unsigned char)*p))
+			return false;
+	return true;
+}
+
+/* The host part of a Host header or a domain ("a.b:8080" -> "a.b"): its length. */
+static size_t host_len(const char *h)
+{
+	return strcspn(h, ":");
+}
+
+static bool match(struct routes *rt, struct http_req *r, struct proxy *px)
+{
+	const char *host = http_header(r, "Host"), *path = http_path(r), *q = http_query(r);
+	const char *dom = rt->cfg.public_domain, *rest;
+	size_t hl, dl, n;
+
+	if (dom && host) {
+		hl = host_len(host);
+		dl = host_len(dom);
+		if (hl > dl + 1 && host[hl - dl - 1] == '.' &&
+		    !strncasecmp(host + hl - dl, dom, dl) &&
+		    host_label(host, hl - dl - 1, px->id, sizeof(px->id), &px->port)) {
+			snprintf(px->path, sizeof(px->path), "%s%s%s", path, *q ? "?" : "", q);
+			return true;
+		}
+	}
+	if (strncmp(path, PATH_PREFIX, strlen(PATH_PREFIX)))
+		return false;
+	path += strlen(PATH_PREFIX);
+	n = strcspn(path, "/");
+	if (n == 0 || n >= sizeof(px->id))
+		return false;
+	snprintf(px->id, sizeof(px->id), "%.*s", (int)n, path);
+	rest = path + n;
+	px->by_path = true;
+	px->port = 0;
+	snprintf(px->path, sizeof(px->path), "%s%s%s%s", *rest ? "" : "/", rest, *q ? "?" : "", q);
+	return true;
+}
+
+static bool skip_header(const char *name, bool by_path, bool upgrade)
+{
+	static const char *const hop[] = {"Content-Length",    "Transfer-Encoding",
+	                                  "X-Forwarded-For",   "X-Forwarded-Host",
+	                                  "X-Forwarded-Proto", NULL};
+
+	for (const char *const *h = hop; *h; h++)
+		if (!strcasecmp(name, *h))
+			return true;
+	return by_path && !upgrade &&
+	       (!strcasecmp(name, "Connection") || !strcasecmp(name, "Keep-Alive"));
+}
+
+/* The request as the guest's server gets it; NULL if it does not fit. */
+static char *upstream_head(struct proxy *px, struct http_req *r, size_t body_len, size_t *len)
+{
+	const char *up = http_header(r, "Upgrade");
+	bool upgrade = up && *up;
+	size_t cap = 16384, n = 0;
+	char *buf = malloc(cap);
+	int w;
+
+	if (!buf)
+		return NULL;
+#define PUT(...)                                             \
+	do {                                                 \
+		w = snprintf(buf + n, cap - n, __VA_ARGS__); \
+		if (w < 0 || (size_t)w >= cap - n) {         \
+			free(buf);                           \
+			return NULL;                         \
+		}                                            \
+		n += (size_t)w;                              \
+	} while (0)
+	PUT("%s %s HTTP/1.1\r\n", http_method(r), px->path);
+	for (size_t i = 0; i < http_header_count(r); i++) {
+		const char *name, *value;
+
+		http_header_at(r, i, &name, &value);
+		if (!skip_header(name, px->by_path, upgrade))
+			PUT("%s: %s\r\n", name, value);
+	}
+	PUT("X-Forwarded-For: %.*s\r\n", (int)strcspn(http_peer(r), "]:"),
+	    http_peer(r)[0] == '[' ? http_peer(r) + 1 : http_peer(r));
+	if (http_header(r, "Host"))
+		PUT("X-Forwarded-Host: %s\r\n", http_header(r, "Host"));
+	PUT("X-Forwarded-Proto: http\r\n");
+	if (px->by_path && !upgrade)
+		PUT("Connection: close\r\n");
+	if (body_len || !strcmp(http_method(r), "POST") || !strcmp(http_method(r), "PUT"))
+		PUT("Content-Length: %zu\r\n", body_len);
+	PUT("\r\n");
+#undef PUT
+	*len = n;
+	return buf;
+}
+
+static void tunnel_activity(void *arg)
+{
+	struct proxy *px = arg;
+
+	sbx_port_touch(px->rt->m, px->id);
+}
+
+static void tunnel_closed(void *arg)
+{
+	free(arg);
+}
+
+static const struct http_tunnel_ops tunnel_ops = {.activity = tunnel_activity,
+                                                  .closed = tunnel_closed};
+
+static void port_ready(void *ctx, const struct sbx_err *err, const char *sock, unsigned port)
+{
+	struct proxy *px = ctx;
+	struct http_req *r = px->r;
+	char *up, *more, *rest = NULL, no_answer[1024], body_msg[512];
+	size_t head_len, body_len = 0, rest_len = 0;
+	const void *body = http_body(r, &body_len);
+	int fd, rc;
+
+	if (px->gone) {
+		http_respond(r, 499, "text/plain", "", 0); /* frees r: the client is gone */
+		free(px);
+		return;
+	}
+	http_on_close(r, NULL, NULL);
+	if (err) {
+		reply_error(r, err, S_SANDBOX);
+		free(px);
+		return;
+	}
+	px->port = port;
+	up = upstream_head(px, r, body_len, &head_len);
+	more = up ? realloc(up, head_len + body_len + 1) : NULL;
+	if (!more) {
+		free(up);
+		api_error(r, 431, "HEADERS_TOO_LARGE",
+		          "the request's head is too large to pass on");
+		free(px);
+		return;
+	}
+	up = more;
+	if (body_len) /* r, and its body, go with the takeover */
+		memcpy(up + head_len, body, body_len);
+	rc = http_takeover(r, &fd, &rest, &rest_len);
+	if (rc) {
+		free(up);
+		api_error(r, 503, "UNAVAILABLE", "cannot pass the request on: %s", strerror(-rc));
+		free(px);
+		return;
+	}
+	/* What the client sent after the request (a WebSocket's first frames) follows it. */
+	more = rest_len ? realloc(up, head_len + body_len + rest_len) : up;
+	if (!more) {
+		free(up);
+		free(rest);
+		close(fd);
+		free(px);
+		return;
+	}
+	up = more;
+	if (rest_len)
+		memcpy(up + head_len + body_len, rest, rest_len);
+	free(rest);
+	snprintf(body_msg, sizeof(body_msg), NO_ANSWER_BODY, px->id, px->port, px->port);
+	snprintf(no_answer, sizeof(no_answer), NO_ANSWER, strlen(body_msg), body_msg);
+	px->r = NULL;
+	rc = http_tunnel_start(px->rt->cfg.loop, fd, sock, up, head_len + body_len + rest_len,
+	                       no_answer, &tunnel_ops, px);
+	free(up);
+	if (rc) {
+		log_warn(px->id, "cannot open its port %u for a client: %s", px->port,
+		         strerror(-rc));
+		free(px);
+	}
+}
+
+static void client_gone(struct http_req *r, void *arg)
+{
+	struct proxy *px = arg;
+
+	(void)r;
+	px->gone = true;
+}
+
+bool proxy_route(struct routes *rt, struct http_req *r)
+{
+	struct proxy m = {0}, *px;
+
+	if (!match(rt, r, &m))
+		return false;
+	px = malloc(sizeof(*px));
+	if (!px) {
+		api_error(r, 503, "UNAVAILABLE", "out of memory");
+		return true;
+	}
+	*px = m;
+	px->rt = rt;
+	px->r = r;
+	http_on_close(r, client_gone, px);
+	sbx_port_open(rt->m, px->id, px->port, port_ready, px);
+	return true;
+}
+
+int proxy_url(struct routes *rt, struct http_req *r, json_t *info)
+{
+	const char *id = json_string_value(json_object_get(info, "sandboxId"));
+	json_t *port = json_object_get(info, "networkPort");
+	const char *pub = rt->cfg.public_url;
+	char base[512], url[1024];
+
+	if (!id || !json_is_integer(port))
+		return 0;
+	if (rt->cfg.public_domain)
+		snprintf(url, sizeof(url), "%s://sbx-%s-%lld.%s/",
+		         pub && !strncmp(pub, "https:", 6) ? "https" : "http", id + 4,
+		         (long long)json_integer_value(port), rt->cfg.public_domain);
+	else if (base_url(rt, r, base, sizeof(base)) == 0)
+		snprintf(url, sizeof(url), "%s" PATH_PREFIX "%s/", base, id);
+	else
+		return -ENAMETOOLONG;
+	return json_object_set_new(info, "url", json_string(url));
+}

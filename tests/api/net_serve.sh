@@ -1,0 +1,132 @@
+#!/bin/sh
+# A sandbox's exposed port, egress accounting and limits, and lists changed
+# at run time, end to end on real KVM in the nested host: huskd (ASan), the
+# husk CLI and tests/api/net_client.mjs against the stand-in internet of
+# net_lib.sh. Nothing leaves the machine. Prints PASS/FAIL net/NAME lines.
+set -u
+port=8792
+. "$(dirname "$0")/lib.sh"
+rc=0
+. "$(dirname "$0")/net_lib.sh"
+# (bounded: a client left waiting would stall the suite until the harness's idle limit)
+nc() { HUSK_PORT=$port HUSK_API_KEY=$key timeout 120 node "$top/tests/api/net_client.mjs" "$@" >"$T/o" 2>"$T/e"; }
+sid() { sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1; }
+
+# The guest's server: a page naming the request, and a WebSocket echo.
+SRV='
+const http = require("http"), crypto = require("crypto"), fs = require("fs");
+const s = http.createServer((q, r) => r.end(`served ${q.method} ${q.url} for ${q.headers["x-forwarded-host"]}\n`));
+s.on("upgrade", (q, sock, head) => {
+	const k = crypto.createHash("sha1").update(q.headers["sec-websocket-key"] + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").digest("base64");
+	sock.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: " + k + "\r\n\r\n");
+	let buf = Buffer.alloc(0);
+	const take = (d) => {
+		buf = Buffer.concat([buf, d]);
+		while (buf.length >= 6 && buf.length >= 6 + (buf[1] & 127)) {
+			const n = buf[1] & 127, m = buf.subarray(2, 6);
+			const p = Buffer.from(buf.subarray(6, 6 + n)).map((x, i) => x ^ m[i % 4]);
+			buf = buf.subarray(6 + n);
+			const out = Buffer.from("echo: " + p.toString());
+			sock.write(Buffer.concat([Buffer.from([0x81, out.length]), out]));
+		}
+	};
+	take(head); /* what came with the request: the client sent its first frame at once */
+	sock.on("data", take);
+});
+s.listen(8080, "0.0.0.0", () => fs.writeFileSync("/tmp/listening", "yes"));
+'
+# serve ID: the server started as a job, waited for until it listens.
+serve() {
+	h exec "$1" -- sh -c 'printf %s "$1" >/tmp/srv.js' sh "$SRV"
+	h job create "$1" -- node /tmp/srv.js
+	h exec "$1" -- sh -c 'i=0; while [ ! -e /tmp/listening ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/listening'
+}
+# What a guest runs to see where it can connect: "ADDR:PORT open|closed" for each.
+PROBE='for (const t of process.argv.slice(1)) {
+	const [h, p] = t.split(":");
+	const s = require("net").connect(Number(p), h);
+	const say = (r) => { console.log(`${t} ${r}`); s.destroy(); };
+	s.setTimeout(10000, () => say("timeout"));
+	s.on("connect", () => say("open"));
+	s.on("error", () => say("closed"));
+}'
+probe() { h exec "$@"; }
+
+if ! standin_up >"$T/e" 2>&1; then
+	echo "FAIL net/standin: cannot build the stand-in internet: $(cat "$T/e")"
+	exit 1
+fi
+$ip netns exec standin node "$top/tests/api/net_client.mjs" sink 9000 203.0.113.10 "$T/sink" &
+standin_sink=$!
+HUSKD_ARGS="--dns-upstream 198.51.100.2 --public-domain sandboxes.test --egress-deny 203.0.113.11"
+if ! start_huskd 1; then
+	echo "FAIL net/huskd_start: huskd did not start; its log:"
+	tail -n 20 "$T/huskd.log"
+	exit 1
+fi
+
+# Exposed port, by name and by path, HTTP and WebSocket; paused, then woken by a request.
+h create --json --runtime node:lts --port 8080 --idle-timeout 20m
+id=$(sid)
+url=$(sed -n 's/.*"url": *"\([^"]*\)".*/\1/p' "$T/o")
+host=sbx-${id#sbx_}-8080.sandboxes.test
+if [ "$url" = "http://$host/" ]; then pass url_in_create; else fail url_in_create "want url http://$host/, got '$url'"; fi
+h get --json "$id"
+if grep -q "\"url\": *\"http://$host/\"" "$T/o" && grep -q '"networkPort": *8080' "$T/o"; then pass url_in_get; else fail url_in_get "get did not give the url and networkPort"; fi
+nc get "http://127.0.0.1:$port/p/$id/"
+if grep -q '^status 502' "$T/o" && grep -q 'SANDBOX_UNREACHABLE.*port 8080' "$T/o"; then pass nothing_listening_502; else fail nothing_listening_502 "want a 502 naming port 8080 before the server runs"; fi
+serve "$id"
+nc get "http://127.0.0.1:$port/hello?x=1" "$host"
+if grep -q "^served GET /hello?x=1 for $host\$" "$T/o"; then pass serve_by_name; else fail serve_by_name "the guest's page did not come through by host name"; fi
+nc get "http://127.0.0.1:$port/p/$id/sub/page?y=2"
+if grep -q "^served GET /sub/page?y=2 for 127.0.0.1:$port\$" "$T/o"; then pass serve_by_path; else fail serve_by_path "the guest's page did not come through by path"; fi
+nc ws "http://127.0.0.1:$port/p/$id/ws"
+if grep -q '^HTTP/1.1 101' "$T/o" && grep -q '^ws: echo: ping$' "$T/o"; then pass websocket_echo; else fail websocket_echo "want a 101 and the echo of ping"; fi
+h pause "$id"
+nc get "http://127.0.0.1:$port/p/$id/again"
+if grep -q "^served GET /again" "$T/o"; then pass paused_woken_by_url; else fail paused_woken_by_url "a request to a paused sandbox's url did not resume it"; fi
+nc get "http://127.0.0.1:$port/p/sbx_doesnotexist/"
+if grep -q '^status 404' "$T/o"; then pass unknown_sandbox_404; else fail unknown_sandbox_404 "want 404"; fi
+h destroy "$id"
+
+# A port alone: served, but the guest reaches nothing outside.
+nc api POST /sandbox '{"runtime":"node:lts","network":{"port":8080},"timeout":{"idle":"20m"}}'
+pid_=$(sid)
+serve "$pid_"
+nc get "http://127.0.0.1:$port/p/$pid_/"
+served=$(grep -c '^served GET /' "$T/o")
+probe "$pid_" -- node -e "$PROBE" 203.0.113.10:80
+if [ "$served" = 1 ] && grep -qx '203.0.113.10:80 closed' "$T/o"; then pass port_only_no_egress; else fail port_only_no_egress "want the page served and 203.0.113.10:80 closed"; fi
+h destroy "$pid_"
+
+# Egress counted and held to its rate; huskd's deny list; lists changed at run time.
+h create --json --runtime node:lts --egress-rate 200000 --idle-timeout 20m
+nid=$(sid)
+h exec "$nid" -- node -e 'const s = require("net").connect(9000, "203.0.113.10", () => s.end(Buffer.alloc(2000000)))'
+i=0
+while [ ! -s "$T/sink" ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+read -r _ bytes _ ms <"$T/sink" || bytes=0
+h get --json "$nid"
+egress=$(sed -n 's/.*"networkEgressBytes": *\([0-9]*\).*/\1/p' "$T/o")
+if [ "${egress:-0}" -ge 2000000 ] && [ "${egress:-0}" -le 2400000 ]; then pass egress_counted; else fail egress_counted "want networkEgressBytes from 2000000 to 2400000 after sending 2000000, got '${egress:-none}'"; fi
+echo "  (measured) sink got ${bytes:-?} bytes in ${ms:-?} ms at a limit of 200000 B/s; egress counted ${egress:-?}"
+if [ "${bytes:-0}" = 2000000 ] && [ "${ms:-0}" -gt 0 ] && [ $((bytes * 1000 / ms)) -le 240000 ]; then pass egress_rate_held; else fail egress_rate_held "want 2000000 bytes at no more than 240000 B/s"; fi
+probe "$nid" -- node -e "$PROBE" 203.0.113.10:80 203.0.113.11:80
+want huskd_deny_list "203.0.113.10:80 open" "203.0.113.11:80 closed"
+nc api PUT "/sandbox/$nid/network" '{"deny":["203.0.113.10"]}'
+probe "$nid" -- node -e "$PROBE" 203.0.113.10:80
+want list_changed_at_run_time "203.0.113.10:80 closed"
+nc api PUT "/sandbox/$nid/network" '{}'
+probe "$nid" -- node -e "$PROBE" 203.0.113.10:80 203.0.113.11:80
+want list_cleared_keeps_huskd_list "203.0.113.10:80 open" "203.0.113.11:80 closed"
+nc api PUT "/sandbox/$nid/network" '{"deny":["not a host!"]}'
+if grep -q '"success": *false' "$T/o" && grep -q 'network.deny\[0\]' "$T/o"; then pass list_change_bad_entry; else fail list_change_bad_entry "want a refusal naming network.deny[0]"; fi
+h destroy "$nid"
+h get --json "$nid"
+after=$(sed -n 's/.*"networkEgressBytes": *\([0-9]*\).*/\1/p' "$T/o")
+if [ "${after:-0}" -ge "${egress:-1}" ]; then pass egress_kept_after_destroy; else fail egress_kept_after_destroy "want networkEgressBytes of at least $egress recorded, got '${after:-none}'"; fi
+
+kill $standin_sink 2>/dev/null
+[ $rc = 0 ] || { echo "--- huskd's log"; tail -n 30 "$T/huskd.log"; }
+stop_huskd net/huskd_clean_exit_serve || rc=1
+exit $rc
