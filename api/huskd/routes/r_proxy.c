@@ -10,7 +10,6 @@
  * request carries "Connection: close" upstream (the next request on the
  * connection may be for another path), an upgrade excepted.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,8 +19,8 @@
 
 #include "http_tunnel.h"
 #include "r_int.h"
+#include "r_target.h"
 
-#define PATH_PREFIX "/p/"
 #define NO_ANSWER                                                                    \
 	"HTTP/1.1 502 Bad Gateway\r\nContent-Type: application/json\r\nConnection: " \
 	"close\r\nContent-Length: %zu\r\n\r\n%s"
@@ -33,74 +32,8 @@ struct proxy {
 	struct routes *rt;
 	struct http_req *r;
 	bool gone; /* the client went away while the sandbox was being readied */
-	bool by_path;
-	char id[64];
-	unsigned port;
-	char path[8192]; /* the path upstream, query included */
+	struct proxy_target t;
 };
-
-/* "sbx-<rand>-<port>" (the host's first label) into id "sbx_<rand>" and port. */
-static bool host_label(const char *label, size_t len, char *id, size_t idlen, unsigned *port)
-{
-	const char *dash;
-	size_t n;
-
-	if (len < 6 || strncmp(label, "sbx-", 4))
-		return false;
-	dash = memrchr(label, '-', len);
-	if (!dash || dash < label + 5 || dash == label + len - 1)
-		return false;
-	*port = 0;
-	for (const char *p = dash + 1; p < label + len; p++) {
-		if (!isdigit((unsigned char)*p) || *port > 65535)
-			return false;
-		*port = *port * 10 + (unsigned)(*p - '0');
-	}
-	n = (size_t)(dash - label - 4);
-	if (*port < 1024 || *port > 65535 || n + 5 > idlen)
-		return false;
-	snprintf(id, idlen, "sbx_%.*s", (int)n, label + 4);
-	for (char *p = id + 4; *p; p++)
-		if (!isalnum((unsigned char)*p))
-			return false;
-	return true;
-}
-
-/* The host part of a Host header or a domain ("a.b:8080" -> "a.b"): its length. */
-static size_t host_len(const char *h)
-{
-	return strcspn(h, ":");
-}
-
-static bool match(struct routes *rt, struct http_req *r, struct proxy *px)
-{
-	const char *host = http_header(r, "Host"), *path = http_path(r), *q = http_query(r);
-	const char *dom = rt->cfg.public_domain, *rest;
-	size_t hl, dl, n;
-
-	if (dom && host) {
-		hl = host_len(host);
-		dl = host_len(dom);
-		if (hl > dl + 1 && host[hl - dl - 1] == '.' &&
-		    !strncasecmp(host + hl - dl, dom, dl) &&
-		    host_label(host, hl - dl - 1, px->id, sizeof(px->id), &px->port)) {
-			snprintf(px->path, sizeof(px->path), "%s%s%s", path, *q ? "?" : "", q);
-			return true;
-		}
-	}
-	if (strncmp(path, PATH_PREFIX, strlen(PATH_PREFIX)))
-		return false;
-	path += strlen(PATH_PREFIX);
-	n = strcspn(path, "/");
-	if (n == 0 || n >= sizeof(px->id))
-		return false;
-	snprintf(px->id, sizeof(px->id), "%.*s", (int)n, path);
-	rest = path + n;
-	px->by_path = true;
-	px->port = 0;
-	snprintf(px->path, sizeof(px->path), "%s%s%s%s", *rest ? "" : "/", rest, *q ? "?" : "", q);
-	return true;
-}
 
 static bool skip_header(const char *name, bool by_path, bool upgrade)
 {
@@ -135,12 +68,12 @@ static char *upstream_head(struct proxy *px, struct http_req *r, size_t body_len
 		}                                            \
 		n += (size_t)w;                              \
 	} while (0)
-	PUT("%s %s HTTP/1.1\r\n", http_method(r), px->path);
+	PUT("%s %s HTTP/1.1\r\n", http_method(r), px->t.path);
 	for (size_t i = 0; i < http_header_count(r); i++) {
 		const char *name, *value;
 
 		http_header_at(r, i, &name, &value);
-		if (!skip_header(name, px->by_path, upgrade))
+		if (!skip_header(name, px->t.by_path, upgrade))
 			PUT("%s: %s\r\n", name, value);
 	}
 	PUT("X-Forwarded-For: %.*s\r\n", (int)strcspn(http_peer(r), "]:"),
@@ -148,7 +81,7 @@ static char *upstream_head(struct proxy *px, struct http_req *r, size_t body_len
 	if (http_header(r, "Host"))
 		PUT("X-Forwarded-Host: %s\r\n", http_header(r, "Host"));
 	PUT("X-Forwarded-Proto: http\r\n");
-	if (px->by_path && !upgrade)
+	if (px->t.by_path && !upgrade)
 		PUT("Connection: close\r\n");
 	if (body_len || !strcmp(http_method(r), "POST") || !strcmp(http_method(r), "PUT"))
 		PUT("Content-Length: %zu\r\n", body_len);
@@ -162,7 +95,7 @@ static void tunnel_activity(void *arg)
 {
 	struct proxy *px = arg;
 
-	sbx_port_touch(px->rt->m, px->id);
+	sbx_port_touch(px->rt->m, px->t.id);
 }
 
 static void tunnel_closed(void *arg)
@@ -193,7 +126,7 @@ static void port_ready(void *ctx, const struct sbx_err *err, const char *sock, u
 		free(px);
 		return;
 	}
-	px->port = port;
+	px->t.port = port;
 	up = upstream_head(px, r, body_len, &head_len);
 	more = up ? realloc(up, head_len + body_len + 1) : NULL;
 	if (!more) {
@@ -226,14 +159,14 @@ static void port_ready(void *ctx, const struct sbx_err *err, const char *sock, u
 	if (rest_len)
 		memcpy(up + head_len + body_len, rest, rest_len);
 	free(rest);
-	snprintf(body_msg, sizeof(body_msg), NO_ANSWER_BODY, px->id, px->port, px->port);
+	snprintf(body_msg, sizeof(body_msg), NO_ANSWER_BODY, px->t.id, px->t.port, px->t.port);
 	snprintf(no_answer, sizeof(no_answer), NO_ANSWER, strlen(body_msg), body_msg);
 	px->r = NULL;
 	rc = http_tunnel_start(px->rt->cfg.loop, fd, sock, up, head_len + body_len + rest_len,
 	                       no_answer, &tunnel_ops, px);
 	free(up);
 	if (rc) {
-		log_warn(px->id, "cannot open its port %u for a client: %s", px->port,
+		log_warn(px->t.id, "cannot open its port %u for a client: %s", px->t.port,
 		         strerror(-rc));
 		free(px);
 	}
@@ -249,20 +182,25 @@ static void client_gone(struct http_req *r, void *arg)
 
 bool proxy_route(struct routes *rt, struct http_req *r)
 {
-	struct proxy m = {0}, *px;
+	struct proxy *px;
+	struct proxy_target t;
+	int rc = proxy_target(http_header(r, "Host"), http_path(r), http_query(r),
+	                      rt->cfg.public_domain, &t);
 
-	if (!match(rt, r, &m))
+	if (rc == 0)
 		return false;
+	if (rc < 0) {
+		api_error(r, 414, "URI_TOO_LONG", "the path and query are too long to pass on");
+		return true;
+	}
 	px = malloc(sizeof(*px));
 	if (!px) {
 		api_error(r, 503, "UNAVAILABLE", "out of memory");
 		return true;
 	}
-	*px = m;
-	px->rt = rt;
-	px->r = r;
+	*px = (struct proxy){.rt = rt, .r = r, .t = t};
 	http_on_close(r, client_gone, px);
-	sbx_port_open(rt->m, px->id, px->port, port_ready, px);
+	sbx_port_open(rt->m, px->t.id, px->t.port, port_ready, px);
 	return true;
 }
 
@@ -280,7 +218,7 @@ int proxy_url(struct routes *rt, struct http_req *r, json_t *info)
 		         pub && !strncmp(pub, "https:", 6) ? "https" : "http", id + 4,
 		         (long long)json_integer_value(port), rt->cfg.public_domain);
 	else if (base_url(rt, r, base, sizeof(base)) == 0)
-		snprintf(url, sizeof(url), "%s" PATH_PREFIX "%s/", base, id);
+		snprintf(url, sizeof(url), "%s" PROXY_PATH_PREFIX "%s/", base, id);
 	else
 		return -ENAMETOOLONG;
 	return json_object_set_new(info, "url", json_string(url));

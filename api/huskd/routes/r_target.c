@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+/* Which sandbox port a request is for (r_target.h). */
+#include "r_target.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+/* "sbx-<rand>-<port>" (the host's first label, any case) into id "sbx_<rand>" and port. */
+static bool host_label(const char *label, size_t len, struct proxy_target *t)
+{
+	size_t dash = len, n;
+
+	if (len < 6 || strncasecmp(label, "sbx-", 4))
+		return false;
+	while (dash > 4 && label[dash - 1] != '-')
+		dash--;
+	if (dash <= 5 || dash == len)
+		return false; /* no "-<port>", or nothing between "sbx-" and it */
+	dash--;
+	t->port = 0;
+	for (size_t i = dash + 1; i < len; i++) {
+		if (!isdigit((unsigned char)label[i]) || t->port > 65535)
+			return false;
+		t->port = t->port * 10 + (unsigned)(label[i] - '0');
+	}
+	n = dash - 4;
+	if (t->port < 1024 || t->port > 65535 || n + 5 > sizeof(t->id))
+		return false;
+	memcpy(t->id, "sbx_", 4);
+	for (size_t i = 0; i < n; i++) {
+		if (!isalnum((unsigned char)label[4 + i]))
+			return false;
+		t->id[4 + i] = (char)tolower((unsigned char)label[4 + i]);
+	}
+	t->id[4 + n] = '\0';
+	return true;
+}
+
+static int set_path(struct proxy_target *t, const char *lead, const char *path, const char *query)
+{
+	int n = snprintf(t->path, sizeof(t->path), "%s%s%s%s", lead, path, *query ? "?" : "",
+	                 query);
+
+	return n < 0 || (size_t)n >= sizeof(t->path) ? -ENAMETOOLONG : 1;
+}
+
+int proxy_target(const char *host, const char *path, const char *query, const char *domain,
+                 struct proxy_target *t)
+{
+	size_t hl, dl, n;
+
+	memset(t, 0, sizeof(*t));
+	if (domain && host) {
+		hl = strcspn(host, ":");
+		dl = strcspn(domain, ":");
+		if (dl && hl > dl + 1 && host[hl - dl - 1] == '.' &&
+		    !strncasecmp(host + hl - dl, domain, dl) && host_label(host, hl - dl - 1, t))
+			return set_path(t, "", path, query);
+	}
+	if (strncmp(path, PROXY_PATH_PREFIX, strlen(PROXY_PATH_PREFIX)))
+		return 0;
+	path += strlen(PROXY_PATH_PREFIX);
+	n = strcspn(path, "/");
+	if (n == 0 || n >= sizeof(t->id))
+		return 0;
+	memcpy(t->id, path, n);
+	t->id[n] = '\0';
+	t->by_path = true;
+	return set_path(t, path[n] ? "" : "/", path + n, query);
+}

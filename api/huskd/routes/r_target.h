@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_R_TARGET_H
+#define HUSK_R_TARGET_H
+
+/*
+ * Which sandbox port a request is for (r_proxy.c), from the client's Host
+ * header, path and query alone: "sbx-<rand>-<port>.<domain>" (any port on
+ * the Host, any case) or the path "/p/<sandbox id>/...". Pure, for the fuzz
+ * target.
+ */
+#include <stdbool.h>
+
+#define PROXY_PATH_PREFIX "/p/"
+
+struct proxy_target {
+	char id[64];     /* "sbx_<rand>" */
+	unsigned port;   /* by name: the port named; by path: 0 (the sandbox's own) */
+	bool by_path;    /* the path form (its prefix dropped from path) */
+	char path[8192]; /* what the guest's server is asked for, query included */
+};
+
+/*
+ * 1 with t filled for a request to a sandbox's port, 0 for any other
+ * request, -ENAMETOOLONG for one whose path and query do not fit.
+ * host may be NULL; domain NULL: no names (the path form only).
+ */
+int proxy_target(const char *host, const char *path, const char *query, const char *domain,
+                 struct proxy_target *t);
+
+#endif

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: MIT
+/* Which sandbox port a request is for: by name under huskd's domain, or by path. */
+#include <errno.h>
+#include <string.h>
+
+#include "r_target.h"
+#include "unit.h"
+
+UNIT_TEST(proxy_target_by_name)
+{
+	struct proxy_target t;
+
+	CHECK(proxy_target("sbx-abc234-3000.sb.example:8080", "/x/y", "q=1", "sb.example", &t) ==
+	      1);
+	CHECK(!strcmp(t.id, "sbx_abc234") && t.port == 3000 && !t.by_path &&
+	      !strcmp(t.path, "/x/y?q=1"));
+	CHECK(proxy_target("SBX-ABC234-3000.SB.example", "/", "", "sb.example:80", &t) == 1 &&
+	      !strcmp(t.id, "sbx_abc234")); /* names are case-insensitive, ids lower case */
+	/* Not a sandbox's name: the API's own requests go on. */
+	CHECK(proxy_target("sb.example", "/sandbox", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("sbx-abc-80.sb.example", "/", "", "sb.example", &t) == 0); /* < 1024 */
+	CHECK(proxy_target("sbx-abc-99999.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("sbx--3000.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("sbx-a_b-3000.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("sbx-abc-3000.other.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("sbx-abc-3000.sb.example", "/", "", NULL, &t) == 0);
+}
+
+UNIT_TEST(proxy_target_by_path)
+{
+	static char longpath[9000];
+	struct proxy_target t;
+
+	CHECK(proxy_target("127.0.0.1:8371", "/p/sbx_abc/api/x", "a=b", NULL, &t) == 1);
+	CHECK(!strcmp(t.id, "sbx_abc") && t.port == 0 && t.by_path &&
+	      !strcmp(t.path, "/api/x?a=b"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc", "", NULL, &t) == 1 && !strcmp(t.path, "/"));
+	CHECK(proxy_target(NULL, "/p/", "", NULL, &t) == 0);
+	CHECK(proxy_target(NULL, "/pp/sbx_abc/", "", NULL, &t) == 0);
+	memcpy(longpath, "/p/sbx_abc/", 11);
+	memset(longpath + 11, 'a', sizeof(longpath) - 12);
+	CHECK(proxy_target(NULL, longpath, "", NULL, &t) == -ENAMETOOLONG);
+}
