@@ -15,6 +15,21 @@ else
 	failed=1
 fi
 
+# A brought program where the nested host has a busybox applet of that name
+# (dpkg-deb is one) replaces the applet there and leaves this host's busybox
+# as it was (it once wrote through the applet's link onto it).
+before=$(sha256sum </bin/busybox)
+# (by path: the nested host's busybox shell runs its own applet for a bare name)
+dd=$(command -v dpkg-deb)
+out=$(tools/husk-kvm-run --timeout 900 --bring "$dd" -- "$dd" --version 2>&1)
+rc=$?
+if [ "$rc" = 0 ] && echo "$out" | grep -q "^Debian 'dpkg-deb'" && [ "$(sha256sum </bin/busybox)" = "$before" ]; then
+	echo "PASS harness/bring_over_applet"
+else
+	echo "FAIL harness/bring_over_applet: status $rc, busybox here $([ "$(sha256sum </bin/busybox)" = "$before" ] && echo unchanged || echo CHANGED), output: $(echo "$out" | tail -n 3)"
+	failed=1
+fi
+
 start=$(date +%s)
 out=$(tools/husk-kvm-run --timeout 20 -- sleep 1000 2>&1)
 rc=$?
