@@ -5,10 +5,8 @@
  * state in SQLite (store/), one husk-vmm per sandbox. VMMs outlive a huskd
  * restart and are adopted again.
  */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <linux/magic.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,7 +18,7 @@
 #include <unistd.h>
 
 #include "huskd_log.h"
-#include "net_policy.h"
+#include "huskd_opts.h"
 #include "routes.h"
 #include "sbx.h"
 #include "store.h"
@@ -174,235 +172,6 @@ static const char *mode_text(void)
 	return "native on a /dev/kvm that is not hardware-assisted (guests run emulated)";
 }
 
-static void usage(FILE *f)
-{
-	fprintf(f,
-	        "usage: huskd [--port N] [--listen ADDR] [--unix PATH] [--state DIR] [--images "
-	        "DIR]\n"
-	        "             [--vmm PATH] [--public-url URL] [--output-limit SIZE] [--durable]\n"
-	        "             [--on-idle pause|terminate] [--max-guest-memory SIZE] [--log-level "
-	        "L]\n"
-	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
-	        "             [--egress-allow LIST] [--egress-deny LIST]\n"
-	        "\n"
-	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
-	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
-	        "  --unix PATH     also listen on a Unix socket\n"
-	        "  --state DIR     state folder (default ~/.local/state/husk)\n"
-	        "  --images DIR    bzImage, initramfs.cpio, runtimes/ (default build/images)\n"
-	        "  --vmm PATH      husk-vmm (default: next to huskd)\n"
-	        "  --public-url U  base of stream URLs (default: from each request's Host)\n"
-	        "  --output-limit SIZE  output kept per stream of a command (default 64Mi)\n"
-	        "  --durable       commit to disk before answering (for machines that get cut "
-	        "off)\n"
-	        "  --on-idle pause|terminate  what timeout.idle does (default terminate; pause\n"
-	        "                  writes the sandbox to disk, the next request resumes it)\n"
-	        "  --max-guest-memory SIZE  guest memory all running sandboxes may be given\n"
-	        "                  (default: no cap; creates are refused while the host's free\n"
-	        "                  memory is short either way)\n"
-	        "  --log-level L   error, warn, info (default) or debug\n"
-	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
-	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
-	        "  --public-domain D  sandbox urls by name: http://sbx-<id>-<port>.D/ (a wildcard\n"
-	        "                  DNS name for huskd's address); default: by path, "
-	        "<base>/p/<id>/\n"
-	        "  --egress-rate N  bytes per second a sandbox may send (K, M, G: powers of 1000)\n"
-	        "  --egress-allow LIST, --egress-deny LIST  comma-separated addresses, CIDRs and\n"
-	        "                  names added to every networked sandbox's allow or deny list\n"
-	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
-	        "start).\n");
-}
-
-struct options {
-	struct http_config http;
-	struct sbx_config sbx;
-	const char *images;
-	bool durable;
-	char *state, *vmm, *kernel, *initrd, *jail;
-	const char *public_url, *public_domain;
-	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
-	const char **egress[2];
-};
-
-/* --egress-rate, --egress-allow, --egress-deny into o; 0, or -EINVAL said on stderr. */
-static int net_option(int c, const char *arg, struct options *o)
-{
-	struct sbx_config *cfg = &o->sbx;
-	int k = c == 'A' ? 0 : 1;
-	struct net_list check = {0};
-	char why[300], *copy, *save = NULL, *tok;
-	const char **list = NULL;
-	size_t n = 0;
-
-	if (c == 'R') {
-		char *end;
-		unsigned long long v = strtoull(arg, &end, 10), mul = 1;
-
-		mul = *end == 'K' ? 1000 : *end == 'M' ? 1000000 : *end == 'G' ? 1000000000 : 1;
-		if (end == arg || (mul > 1 ? end[1] : end[0]) || v * mul < 1000) {
-			fprintf(stderr,
-			        "huskd: --egress-rate '%s': give bytes per second, 1000 or "
-			        "more (e.g. 10M)\n",
-			        arg);
-			return -EINVAL;
-		}
-		cfg->egress_rate = v * mul;
-		return 0;
-	}
-	free(o->egress_text[k]);
-	free(o->egress[k]);
-	o->egress[k] = NULL;
-	o->egress_text[k] = copy = strdup(arg);
-	for (tok = copy ? strtok_r(copy, ",", &save) : NULL; tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		const char **more = realloc(list, (n + 2) * sizeof(*list));
-
-		if (!more || net_policy_add(&check, tok, why, sizeof(why))) {
-			fprintf(stderr, "huskd: --egress-%s: %s\n", c == 'A' ? "allow" : "deny",
-			        more ? why : "out of memory");
-			o->egress[k] = more ? more : list;
-			return -EINVAL;
-		}
-		o->egress[k] = list = more;
-		list[n++] = tok;
-		list[n] = NULL;
-	}
-	if (c == 'A')
-		cfg->egress_allow = list;
-	else
-		cfg->egress_deny = list;
-	return 0;
-}
-
-/* 0, 1 (--help: exit 0), or 2 (bad usage, said on stderr). */
-static int parse_options(int argc, char **argv, struct options *o)
-{
-	static const struct option opts[] = {{"port", required_argument, NULL, 'p'},
-	                                     {"listen", required_argument, NULL, 'l'},
-	                                     {"unix", required_argument, NULL, 'u'},
-	                                     {"state", required_argument, NULL, 's'},
-	                                     {"images", required_argument, NULL, 'i'},
-	                                     {"vmm", required_argument, NULL, 'v'},
-	                                     {"public-url", required_argument, NULL, 'P'},
-	                                     {"output-limit", required_argument, NULL, 'o'},
-	                                     {"durable", no_argument, NULL, 'D'},
-	                                     {"on-idle", required_argument, NULL, 'I'},
-	                                     {"max-guest-memory", required_argument, NULL, 'M'},
-	                                     {"log-level", required_argument, NULL, 'L'},
-	                                     {"dns-upstream", required_argument, NULL, 'U'},
-	                                     {"public-domain", required_argument, NULL, 'O'},
-	                                     {"egress-rate", required_argument, NULL, 'R'},
-	                                     {"egress-allow", required_argument, NULL, 'A'},
-	                                     {"egress-deny", required_argument, NULL, 'Y'},
-	                                     {"help", no_argument, NULL, 'h'},
-	                                     {NULL, 0, NULL, 0}};
-	enum huskd_log_level level;
-	int64_t bytes;
-	int c;
-
-	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
-		switch (c) {
-		case 'p':
-			o->http.tcp_port = atoi(optarg);
-			break;
-		case 'l':
-			o->http.tcp_host = optarg;
-			break;
-		case 'u':
-			o->http.unix_path = optarg;
-			break;
-		case 's':
-			o->state = strdup(optarg);
-			break;
-		case 'i':
-			o->images = optarg;
-			break;
-		case 'v':
-			o->vmm = strdup(optarg);
-			break;
-		case 'P':
-			o->public_url = optarg;
-			break;
-		case 'D':
-			o->durable = true;
-			break;
-		case 'I':
-			if (strcmp(optarg, "pause") && strcmp(optarg, "terminate")) {
-				fprintf(stderr, "huskd: --on-idle '%s': give pause or terminate\n",
-				        optarg);
-				return 2;
-			}
-			o->sbx.idle_pause = !strcmp(optarg, "pause");
-			break;
-		case 'o':
-			if (store_parse_bytes(optarg, &bytes) || bytes < 1024) {
-				fprintf(stderr,
-				        "huskd: --output-limit '%s': give a size of at least 1Ki, "
-				        "e.g. "
-				        "64Mi\n",
-				        optarg);
-				return 2;
-			}
-			o->sbx.output_limit = (uint64_t)bytes;
-			break;
-		case 'U':
-			if (inet_pton(AF_INET, optarg, &(struct in_addr){0}) != 1) {
-				fprintf(stderr,
-				        "huskd: --dns-upstream '%s': give an IPv4 address such as "
-				        "192.0.2.53\n",
-				        optarg);
-				return 2;
-			}
-			o->sbx.dns_upstream = optarg;
-			break;
-		case 'M':
-			if (store_parse_bytes(optarg, &bytes) || bytes < (256ll << 20)) {
-				fprintf(stderr,
-				        "huskd: --max-guest-memory '%s': give a size of at least "
-				        "256Mi, "
-				        "e.g. 16Gi\n",
-				        optarg);
-				return 2;
-			}
-			o->sbx.memory_mib = (uint64_t)bytes >> 20;
-			break;
-		case 'L':
-			if (huskd_log_parse_level(optarg, &level)) {
-				fprintf(stderr,
-				        "huskd: --log-level '%s': give error, warn, info or "
-				        "debug\n",
-				        optarg);
-				return 2;
-			}
-			huskd_log_set_level(level);
-			break;
-		case 'O':
-			if (!*optarg || strpbrk(optarg, "/ ")) {
-				fprintf(stderr,
-				        "huskd: --public-domain '%s': give a name such as "
-				        "sandboxes.example.com\n",
-				        optarg);
-				return 2;
-			}
-			o->public_domain = optarg;
-			break;
-		case 'R':
-		case 'A':
-		case 'Y':
-			if (net_option(c, optarg, o))
-				return 2;
-			break;
-		case 'h':
-			usage(stdout);
-			return 1;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	return 0;
-}
-
 /* The state folder, the guest images and husk-vmm; 0 or 2 (said why). */
 static int locate(struct options *o)
 {
@@ -520,7 +289,7 @@ int main(int argc, char **argv)
 	struct options o = {.http = {.tcp_host = "127.0.0.1", .tcp_port = 8371},
 	                    .sbx = {.output_limit = 64ull << 20},
 	                    .images = "build/images"};
-	int rc = parse_options(argc, argv, &o);
+	int rc = huskd_options(argc, argv, &o);
 
 	if (rc) {
 		cleanup(&d, &o);

@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_HUSKD_OPTS_H
+#define HUSK_HUSKD_OPTS_H
+
+/* huskd's command line: what it says in --help and what it reads into struct options. */
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "http.h"
+#include "sbx.h"
+
+struct options {
+	struct http_config http;
+	struct sbx_config sbx;
+	const char *images;
+	bool durable;
+	char *state, *vmm, *kernel, *initrd, *jail;
+	const char *public_url, *public_domain;
+	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
+	const char **egress[2];
+};
+
+void huskd_usage(FILE *f);
+/* 0, 1 (--help: exit 0), or 2 (bad usage, said on stderr). */
+int huskd_options(int argc, char **argv, struct options *o);
+
+#endif
