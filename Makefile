@@ -47,7 +47,7 @@ STORE_SRCS := $(sort $(wildcard api/huskd/store/*.c))
 # HTTP library) -> sandbox/ (the manager) -> store/ (SQLite), vmm/ (husk-vmm
 # processes), net/ (the host's nftables table and veth slots), and the agent
 # library's sessions.
-HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c \
+HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_opts.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c \
 	api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c)) $(STORE_SRCS)
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
@@ -64,6 +64,7 @@ VMM_SAN := $(BIN)/husk-vmm-san
 AGENT := $(BIN)/husk-agent
 BOOTBENCH := $(BIN)/bootbench
 DISKBENCH := $(BIN)/diskbench
+NETBENCH := $(BIN)/netbench
 BENCH_CPIO := $(BUILD)/images/bench.cpio
 AGENTCTL := $(BIN)/husk-agentctl
 # husk-jail: starts a VMM in a network namespace of its own (api/jail).
@@ -93,7 +94,7 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-snapshot fuzz format check-format clean client
+.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-snapshot fuzz format check-format clean client
 all: build images
 
 help:
@@ -102,7 +103,7 @@ help:
 	@echo "make stop     stop the huskd that make run started"
 	@echo "make run-vm   install, build, then boot one bare guest (no huskd)"
 	@echo "make test     install, build, then run every test; ends with 'N passed, N failed'"
-	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent, disks and the API"
+	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent, disks, the network (vs QEMU user) and the API"
 	@echo "make fuzz     run every fuzz target for FUZZ_SECONDS (default 60) each"
 	@echo "make format   clang-format every C file (make check-format: fail where one differs)"
 
@@ -201,9 +202,12 @@ $(APIBENCH): $(call obj,rel,tools/bench/apibench.c) $(call lib,httpc,rel)
 $(DISKBENCH): $(call obj,rel,tools/bench/diskbench.c)
 	$(call link,-static,)
 
-$(BENCH_CPIO): $(DISKBENCH)
+$(NETBENCH): $(call obj,rel,tools/bench/netbench.c)
+	$(call link,-static,)
+
+$(BENCH_CPIO): $(DISKBENCH) $(NETBENCH)
 	@mkdir -p $(dir $@)
-	$(Q)d=$$(mktemp -d) && mkdir -p $$d/usr/bin && cp $(DISKBENCH) $$d/usr/bin/ && \
+	$(Q)d=$$(mktemp -d) && mkdir -p $$d/usr/bin && cp $(DISKBENCH) $(NETBENCH) $$d/usr/bin/ && \
 		(cd $$d && find . -mindepth 1 | LC_ALL=C sort | cpio --quiet -o -H newc -R 0:0) >$@ && rm -rf $$d
 
 $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
@@ -285,7 +289,11 @@ test: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO) client
-	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/api.sh && tools/bench/snapshot.sh'
+	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh'
+# Only the network benchmark (guest TCP through husk-vmm's stack against QEMU's -netdev user).
+bench-net: deps
+	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
+	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- tools/bench/net.sh
 
 # Only the API benchmark (huskd with the published client).
 bench-api: deps

@@ -84,8 +84,9 @@ suite api tools/husk-kvm-run --timeout 1500 --idle 600 --bring "$(command -v nod
 suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
 	--bring /usr/sbin/dnsmasq -- tests/api/net.sh
 # Exposed ports (HTTP, WebSocket), egress counts and rates, lists changed at run time.
+# (dpkg-deb, and GNU tar for it, make the test's apt package.)
 suite net_serve tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
-	--bring /usr/sbin/dnsmasq -- tests/api/net_serve.sh
+	--bring /usr/sbin/dnsmasq --bring "$(command -v dpkg-deb)" --bring "$(command -v tar)" -- tests/api/net_serve.sh
 suite harness tests/harness.sh
 # On a KVM host the integration suite ran directly; boot once through the
 # nested path too, so the harness CI depends on elsewhere keeps working.

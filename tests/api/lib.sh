@@ -14,17 +14,20 @@ listening() {
 # start_huskd N: starts huskd (ASan) on $port with state in $T/state and waits
 # for its Nth "listening" line in $T/huskd.log (N counts restarts).
 start_huskd() {
+	want=$1
+	# (an argument with spaces: HUSKD_APT_SOURCE, kept one word)
+	if [ -n "${HUSKD_APT_SOURCE:-}" ]; then set -- --apt-source "$HUSKD_APT_SOURCE"; else set --; fi
 	# shellcheck disable=SC2086
-	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state" ${HUSKD_ARGS:-} \
+	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state" ${HUSKD_ARGS:-} "$@" \
 		--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
 	pid=$!
 	i=0
 	# Its "listening" line is the event; the bound is for a huskd that hangs.
-	while [ $i -lt 600 ] && [ "$(listening)" -lt "$1" ]; do
+	while [ $i -lt 600 ] && [ "$(listening)" -lt "$want" ]; do
 		sleep 0.1
 		i=$((i + 1))
 	done
-	if [ "$(listening)" -lt "$1" ]; then
+	if [ "$(listening)" -lt "$want" ]; then
 		echo "huskd (pid $pid) has not said it listens after $((i / 10)) s: state $(cut -d' ' -f3 /proc/$pid/stat 2>/dev/null), waiting in $(cat /proc/$pid/wchan 2>/dev/null)"
 		return 1
 	fi

@@ -44,7 +44,7 @@ standin_up() {
 
 # What standin_up made goes again (on a KVM host this runs on the host itself).
 standin_down() {
-	kill $standin_httpd $host_httpd $standin_dnsd 2>/dev/null
+	kill $standin_httpd $host_httpd $standin_dnsd ${standin_more:-} 2>/dev/null
 	for a in 203.0.113.10 203.0.113.11 10.99.0.1 169.254.169.254; do $ip route del $a/32 2>/dev/null; done
 	$ip link del sv0 2>/dev/null
 	$ip netns del standin 2>/dev/null

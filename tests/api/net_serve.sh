@@ -56,9 +56,32 @@ if ! standin_up >"$T/e" 2>&1; then
 	echo "FAIL net/standin: cannot build the stand-in internet: $(cat "$T/e")"
 	exit 1
 fi
-$ip netns exec standin node "$top/tests/api/net_client.mjs" sink 9000 203.0.113.10 "$T/sink" &
-standin_sink=$!
+# A small apt repository on the stand-in, holding one package of the test's making
+# (dpkg-deb by path: busybox's shell here prefers its own, smaller applet).
+deb_repo() {
+	d=$T/www/debian
+	mkdir -p "$T/pkg/DEBIAN" "$T/pkg/usr/bin" "$d" &&
+		printf 'Package: husk-test-dep\nVersion: 1.0\nArchitecture: all\nMaintainer: husk <husk@localhost>\nDescription: husk test package\n' >"$T/pkg/DEBIAN/control" &&
+		printf '#!/bin/sh\necho husk test dep works\n' >"$T/pkg/usr/bin/husk-test-dep" &&
+		chmod 755 "$T/pkg/usr/bin/husk-test-dep" &&
+		/usr/bin/dpkg-deb -Zgzip --build "$T/pkg" "$d/husk-test-dep_1.0_all.deb" >/dev/null &&
+		{
+			cat "$T/pkg/DEBIAN/control"
+			echo "Filename: ./husk-test-dep_1.0_all.deb"
+			echo "Size: $(stat -c %s "$d/husk-test-dep_1.0_all.deb")"
+			echo "SHA256: $(sha256sum "$d/husk-test-dep_1.0_all.deb" | cut -d' ' -f1)"
+			echo
+		} >"$d/Packages"
+}
+if ! deb_repo >"$T/e" 2>&1; then
+	echo "FAIL net/deb_repo: cannot build the test's apt repository: $(cat "$T/e")"
+	exit 1
+fi
+# (its output away from ours: a server left holding it would keep the suite open)
+$ip netns exec standin node "$top/tests/api/net_client.mjs" sink 9000 203.0.113.10 "$T/sink" >/dev/null 2>&1 &
+standin_more=$!
 HUSKD_ARGS="--dns-upstream 198.51.100.2 --public-domain sandboxes.test --egress-deny 203.0.113.11"
+HUSKD_APT_SOURCE='deb [trusted=yes] http://web.standin.test/debian ./'
 if ! start_huskd 1; then
 	echo "FAIL net/huskd_start: huskd did not start; its log:"
 	tail -n 20 "$T/huskd.log"
@@ -126,7 +149,25 @@ h get --json "$nid"
 after=$(sed -n 's/.*"networkEgressBytes": *\([0-9]*\).*/\1/p' "$T/o")
 if [ "${after:-0}" -ge "${egress:-1}" ]; then pass egress_kept_after_destroy; else fail egress_kept_after_destroy "want networkEgressBytes of at least $egress recorded, got '${after:-none}'"; fi
 
-kill $standin_sink 2>/dev/null
+# dependencies at create: installed by apt from the stand-in before the sandbox is idle.
+h create --json --runtime base:latest --network --dependency husk-test-dep --idle-timeout 20m
+did=$(sid)
+h exec "$did" -- husk-test-dep
+if grep -qx 'husk test dep works' "$T/o"; then pass dependencies_installed; else fail dependencies_installed "the package from the stand-in's repository did not run"; fi
+h destroy "$did"
+h create --json --runtime base:latest --network --dependency nosuch-pkg --idle-timeout 20m
+did=$(sid)
+i=0
+while ! grep -q "\[$did\] failed: .*nosuch-pkg" "$T/huskd.log" && [ $i -lt 3000 ]; do sleep 0.1; i=$((i + 1)); done
+h get --json "$did"
+if grep -q '"status": *"failed"' "$T/o" && grep -q "\[$did\] failed: .*Unable to locate package nosuch-pkg" "$T/huskd.log"; then
+	pass dependency_missing_fails_create
+else
+	fail dependency_missing_fails_create "want the create failed with apt's 'Unable to locate package nosuch-pkg'; log: $(grep "$did" "$T/huskd.log" | tail -n 2)"
+fi
+h create --json --runtime base:latest --dependency curl
+if [ "$cli_s" != 0 ] && grep -q 'network.enabled' "$T/e"; then pass dependencies_need_network; else fail dependencies_need_network "want a refusal naming network.enabled"; fi
+
 [ $rc = 0 ] || { echo "--- huskd's log"; tail -n 30 "$T/huskd.log"; }
 stop_huskd net/huskd_clean_exit_serve || rc=1
 exit $rc

@@ -130,6 +130,8 @@ static void sbx_free(struct sandbox *sb)
 		rmdir(sb->cgroup);
 	json_decref(sb->env);
 	json_decref(sb->files);
+	json_decref(sb->deps);
+	json_decref(sb->packages);
 	free(sb->dir);
 	free(sb->layer);
 	free(sb->net_policy);

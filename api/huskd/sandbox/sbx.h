@@ -71,6 +71,8 @@ struct sbx_config {
 	uint16_t dns_port;   /* UDP port of the sandboxes' DNS forwarder (0: 10053) */
 	const char *dns_upstream; /* the resolver it asks (NULL: /etc/resolv.conf's) */
 	uint64_t egress_rate;     /* bytes per second a sandbox may send, unless it asks less */
+	const char *apt_source;   /* apt's sources for dependencies (a one-line list), NULL: the
+	                             runtime's own */
 	/* Added to every networked sandbox's lists (huskd --egress-allow/--egress-deny). */
 	const char *const *egress_allow, *const *egress_deny;
 };

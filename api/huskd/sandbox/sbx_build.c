@@ -348,10 +348,7 @@ static int check_finalize(json_t *fin, struct sbx_err *err)
 	}
 	json_array_foreach(json_object_get(fin, "dependencies"), i, v)
 	{
-		const char *s = json_string_value(v);
-		/* Debian package names: what apt-get takes, and nothing a shell would read. */
-		if (!s || !*s || s[0] == '-' ||
-		    strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789.+-:=") != strlen(s))
+		if (!sbx_deb_name(json_string_value(v)))
 			return sbx_fail(
 				err, SBX_BAD_INPUT, -EINVAL,
 				"dependencies[%zu] is not a Debian package name (e.g. curl)", i);

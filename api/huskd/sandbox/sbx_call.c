@@ -305,8 +305,8 @@ static void run_done(void *arg, int rc, json_t *reply, const struct sbx_err *err
 
 static const struct sbx_call_ops run_ops = {.data = run_data, .done = run_done};
 
-void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
-             sbx_run_fn done, void *arg)
+static void run_start(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
+                      bool now, sbx_run_fn done, void *arg)
 {
 	struct run *r = calloc(1, sizeof(*r));
 	struct sbx_err err;
@@ -322,5 +322,19 @@ void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, siz
 	if (r->req && in)
 		json_object_set_new(r->req, "stdin", json_true());
 	sbx_hold(sb);
-	sbx_call(sb, r->req, in, &run_ops, r);
+	if (now)
+		(void)sbx_call_now(sb, r->req, in, &run_ops, r);
+	else
+		sbx_call(sb, r->req, in, &run_ops, r);
+}
+
+void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
+             sbx_run_fn done, void *arg)
+{
+	run_start(sb, argv, in, cap, false, done, arg);
+}
+
+void sbx_run_now(struct sandbox *sb, json_t *argv, sbx_run_fn done, void *arg)
+{
+	run_start(sb, argv, NULL, 0, true, done, arg);
 }

@@ -394,6 +394,8 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	rc = plan_limits(body, sb, &err);
 	if (!rc)
 		rc = plan_network(m, body, sb, &err);
+	if (!rc)
+		rc = sbx_deps_plan(sb, body, &err);
 	if (rc)
 		goto fail;
 	c->pub = public_info(body, sb, c->base.rt, mem);

@@ -142,6 +142,7 @@ struct sandbox {
 	const char *up_reason;      /* the event's reason once it is up again */
 	json_t *env;                /* the sandbox's environment (create + setEnv) */
 	json_t *files;              /* files for its setup (create), NULL after */
+	json_t *deps, *packages; /* apt and npm/bun packages for its setup (create), NULL after */
 	bool oneshot;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
@@ -195,6 +196,8 @@ void sbx_end(struct sandbox *sb, const char *status, const char *reason, json_t 
 bool sbx_ready(const struct sandbox *sb);
 /* Using the sandbox counts as activity: its idle countdown starts again. */
 void sbx_touch(struct sandbox *sb);
+/* A starting sandbox's setup may take ms from now (installing packages), not ready_ms. */
+void sbx_setup_longer(struct sandbox *sb, uint64_t ms);
 /* Runs fn once ready (now if it is; a paused sandbox is woken for it). */
 void sbx_when_ready(struct sandbox *sb, sbx_ready_fn fn, void *arg);
 /* Runs the waiters: with err (they fail) or NULL (ready). */
@@ -302,10 +305,20 @@ typedef void (*sbx_run_fn)(struct sandbox *sb, const struct sbx_err *err,
  */
 void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
              sbx_run_fn done, void *arg);
+/* The same at once on the current session (its setup), no stdin, no stdout kept. */
+void sbx_run_now(struct sandbox *sb, json_t *argv, sbx_run_fn done, void *arg);
 typedef void (*sbx_files_fn)(struct sandbox *sb, const struct sbx_err *err, void *arg);
 /* Writes [{path, content: base64}] (relative paths: the workspace), one by one; now: sbx_call_now.
  */
 void sbx_files_write(struct sandbox *sb, json_t *files, bool now, sbx_files_fn done, void *arg);
+
+/* ---- sbx_deps.c: a create's dependencies and packages ---- */
+/* A Debian package name apt-get takes (and no option). */
+bool sbx_deb_name(const char *s);
+/* body's dependencies and packages checked into sb (they need sb->net). 0 or -EINVAL. */
+int sbx_deps_plan(struct sandbox *sb, json_t *body, struct sbx_err *err);
+/* Installs them on the current session (its setup); done(sb, NULL or why, arg). */
+void sbx_deps_install(struct sandbox *sb, sbx_files_fn done, void *arg);
 
 /* ---- sbx_exec.c: executions ---- */
 /*

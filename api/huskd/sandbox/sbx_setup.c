@@ -16,8 +16,11 @@
 
 #include "sbx_int.h"
 
-enum { STEP_RESUMED, STEP_MKDIR, STEP_ENV, STEP_FILES, STEP_DONE };
-static const char *const step_names[] = {"resumed", "workspace", "env", "files"};
+enum { STEP_RESUMED, STEP_MKDIR, STEP_ENV, STEP_FILES, STEP_INSTALL, STEP_DONE };
+static const char *const step_names[] = {"resumed", "workspace", "env", "files", "install"};
+
+/* How long installing a create's dependencies and packages may take. */
+#define INSTALL_MS (30 * 60 * 1000)
 
 struct setup {
 	struct sandbox *sb;
@@ -79,8 +82,10 @@ static void files_done(struct sandbox *sb, const struct sbx_err *err, void *arg)
 		setup_fail(s, err->msg);
 		return;
 	}
-	json_decref(sb->files);
-	sb->files = NULL;
+	if (s->step == STEP_FILES) {
+		json_decref(sb->files);
+		sb->files = NULL;
+	}
 	s->step++;
 	setup_step(s);
 }
@@ -123,6 +128,8 @@ static void setup_step(struct setup *s)
 		s->step++;
 	if (s->step == STEP_FILES && !json_array_size(sb->files))
 		s->step++;
+	if (s->step == STEP_INSTALL && !sb->deps && !sb->packages)
+		s->step++;
 	switch (s->step) {
 	case STEP_RESUMED:
 		req = resumed_req();
@@ -135,6 +142,11 @@ static void setup_step(struct setup *s)
 		break;
 	case STEP_FILES:
 		sbx_files_write(sb, sb->files, true, files_done, s);
+		return;
+	case STEP_INSTALL:
+		/* Downloads: bounded by the installers, not by the agent's readiness limit. */
+		sbx_setup_longer(sb, INSTALL_MS);
+		sbx_deps_install(sb, files_done, s);
 		return;
 	default:
 		setup_end(s, NULL);

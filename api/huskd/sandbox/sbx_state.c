@@ -137,6 +137,12 @@ static void timer_arm(struct sandbox *sb)
 		timer_start(sb, sb->m->cfg.ready_ms);
 }
 
+void sbx_setup_longer(struct sandbox *sb, uint64_t ms)
+{
+	if (sbx_starting(sb->state))
+		timer_start(sb, ms);
+}
+
 void sbx_touch(struct sandbox *sb)
 {
 	if (sb->state == SBX_IDLE)
