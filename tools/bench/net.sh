@@ -43,17 +43,19 @@ run() { # VMM: one guest run, its figures on stdout
 	rm -f "$T/console"
 	if [ "$1" = husk ]; then
 		"$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$T/initrd" --mem 256M \
-			--vcpus 1 --net slirp --console "$T/console" --cmdline "quiet husk.cmd=\"$cmd\""
+			--vcpus 1 --net slirp --console "$T/console" --cmdline "quiet husk.cmd=\"$cmd\"" ||
+			echo "net bench: husk-vmm exited with status $?" >&2
 	else
 		qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -smp 1 -m 256 \
 			-nodefaults -no-user-config -nographic -no-reboot -serial "file:$T/console" \
 			-netdev user,id=n0 -device virtio-net-device,netdev=n0 \
 			-kernel "$top/build/images/bzImage" -initrd "$T/initrd" \
-			-append "console=ttyS0 quiet panic=-1 pci=off reboot=t husk.halt=reboot ip=dhcp husk.cmd=\"$cmd\""
+			-append "console=ttyS0 quiet panic=-1 pci=off reboot=t husk.halt=reboot ip=dhcp husk.cmd=\"$cmd\"" ||
+			echo "net bench: qemu exited with status $?" >&2
 	fi
 	grep '^connect_p50_ms=' "$T/console" | tr -d '\r' || {
 		echo "net bench: the guest run on $1 failed:" >&2
-		tail -n 20 "$T/console" >&2
+		tail -n 40 "$T/console" >&2
 		exit 1
 	}
 }
@@ -88,7 +90,7 @@ for k in connect_p50_ms connect_p99_ms tx_mbs rx_mbs; do
 	tx_mbs) label="guest->out MB/s" ;;
 	rx_mbs) label="out->guest MB/s" ;;
 	esac
-	awk -v l="$label" -v h="$h" -v q="$q" 'BEGIN { printf "%-22s %12.3f %12.3f %8.2f\n", l, h, q, q > 0 ? h / q : 0 }'
+	awk -v l="$label" -v h="$h" -v q="$q" 'BEGIN { printf "%-22s %12.3f %12.3f %8.2f\n", l, h, q, (q > 0 ? h / q : 0) }'
 	eval "$k=\$h q_$k=\$q"
 done
 # shellcheck disable=SC2154
