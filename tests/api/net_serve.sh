@@ -149,6 +149,34 @@ h get --json "$nid"
 after=$(sed -n 's/.*"networkEgressBytes": *\([0-9]*\).*/\1/p' "$T/o")
 if [ "${after:-0}" -ge "${egress:-1}" ]; then pass egress_kept_after_destroy; else fail egress_kept_after_destroy "want networkEgressBytes of at least $egress recorded, got '${after:-none}'"; fi
 
+# A connection open across a pause ends cleanly in the guest (its new stack
+# does not know it: a reset, not a hang): the guest's program says how its
+# first write after the resume went.
+HOLD='
+const fs = require("fs"), s = require("net").connect(9000, "203.0.113.10", () => fs.writeFileSync("/tmp/held", "yes"));
+const say = (r) => { if (!fs.existsSync("/tmp/result")) fs.writeFileSync("/tmp/result", r); };
+s.on("error", (e) => say("error " + e.code));
+s.on("close", () => say("closed"));
+const t = setInterval(() => {
+	if (!fs.existsSync("/tmp/go")) return;
+	clearInterval(t);
+	s.write(Buffer.alloc(1 << 20));
+}, 100);
+'
+h create --json --runtime node:lts --network --idle-timeout 20m
+cid=$(sid)
+h exec "$cid" -- sh -c 'printf %s "$1" >/tmp/hold.js' sh "$HOLD"
+h job create "$cid" -- node /tmp/hold.js
+h exec "$cid" -- sh -c 'i=0; while [ ! -e /tmp/held ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/held'
+held=$(cat "$T/o")
+h pause "$cid"
+h exec "$cid" -- sh -c 'touch /tmp/go; i=0; while [ ! -e /tmp/result ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/result 2>/dev/null || echo "no result in 120 s"'
+case "$held $(cat "$T/o")" in
+yes*error* | yes*closed*) pass connection_ends_after_pause; echo "  (measured) after the resume: $(cat "$T/o")" ;;
+*) fail connection_ends_after_pause "want the held connection to fail at its first write after the resume" ;;
+esac
+h destroy "$cid"
+
 # dependencies at create: installed by apt from the stand-in before the sandbox is idle.
 h create --json --runtime base:latest --network --dependency husk-test-dep --idle-timeout 20m
 did=$(sid)
