@@ -40,6 +40,7 @@ struct tb {
 	struct gq q[3];
 	char path[108];
 	uint64_t tx_buf;
+	int dropped; /* RX buffers the device gave back empty */
 };
 
 static void w32(struct tb *t, uint64_t off, uint32_t v)
@@ -72,8 +73,8 @@ static void offer(struct tb *t, int q, uint64_t gpa, uint32_t len, uint16_t flag
 	a->idx++;
 }
 
-/* Brings the device up as Linux's virtio-mmio driver does. */
-static int tb_init(struct tb *t, const char *name)
+/* Brings the device up as Linux's virtio-mmio driver does, RX buffers of rx_len bytes. */
+static int tb_init_rx(struct tb *t, const char *name, uint32_t rx_len)
 {
 	memset(t, 0, sizeof(*t));
 	t->vm.vm_fd = -1;
@@ -96,10 +97,15 @@ static int tb_init(struct tb *t, const char *name)
 	tb_virtio_up(&t->vm, BASE, 3, QSZ, tq);
 	/* RX buffers: 8 pages the device fills with packets for the guest. */
 	for (int i = 0; i < 8; i++)
-		offer(t, 0, BUF_GPA + (uint64_t)i * BUF_SIZE, BUF_SIZE, VRING_DESC_F_WRITE);
+		offer(t, 0, BUF_GPA + (uint64_t)i * BUF_SIZE, rx_len, VRING_DESC_F_WRITE);
 	w32(t, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
 	t->tx_buf = BUF_GPA + 0x100000;
 	return 0;
+}
+
+static int tb_init(struct tb *t, const char *name)
+{
+	return tb_init_rx(t, name, BUF_SIZE);
 }
 
 static void tb_free(struct tb *t)
@@ -138,7 +144,7 @@ static struct vsock_pkt pkt(uint16_t op, uint32_t src_port, uint32_t dst_port, u
 	                          .buf_alloc = 256 * 1024};
 }
 
-/* The next packet the device put in RX; payload copied to data. 0 if none. */
+/* The next packet the device put in RX; payload copied to data. 0 if none, 2 if used empty. */
 static int guest_recv(struct tb *t, struct vsock_pkt *p, char *data, size_t max)
 {
 	struct vring_used *u = used(t, 0);
@@ -149,6 +155,13 @@ static int guest_recv(struct tb *t, struct vsock_pkt *p, char *data, size_t max)
 	struct vring_used_elem e = u->ring[t->q[0].seen_used++ % QSZ];
 	uint8_t *buf = gpa_ptr(&t->vm.mem, BUF_GPA + (uint64_t)e.id % 8 * BUF_SIZE, BUF_SIZE);
 	struct virtio_vsock_hdr h;
+
+	if (e.len < sizeof(h)) {
+		/* Used empty: Linux's driver drops it and posts a fresh buffer. */
+		offer(t, 0, BUF_GPA + (uint64_t)e.id % 8 * BUF_SIZE, BUF_SIZE, VRING_DESC_F_WRITE);
+		w32(t, VIRTIO_MMIO_QUEUE_NOTIFY, 0);
+		return 2;
+	}
 
 	memcpy(&h, buf, sizeof(h));
 	/* Parse from the guest's side: swap the CIDs the parser expects. */
@@ -174,6 +187,8 @@ static int guest_wait(struct tb *t, struct vsock_pkt *p, char *data, size_t max)
 			return ret;
 		if (ret == 1 && p->op != VIRTIO_VSOCK_OP_CREDIT_UPDATE)
 			return 1;
+		if (ret == 2)
+			t->dropped++;
 		if (ret == 0)
 			evloop_run_once(t->vm.loop, 100);
 	}
@@ -290,6 +305,42 @@ UNIT_TEST(vsock_guest_past_credit_is_reset)
 	}
 	/* 2.4 MB sent against 256 KiB of credit and a socket nobody reads. */
 	CHECK(rst);
+	close(s);
+	close(lfd);
+	unlink(path);
+	tb_free(&t);
+}
+
+/*
+ * Regression: RX buffers with room for a header alone, data owed. The
+ * device used to put the buffer back and pop it again for the same
+ * connection forever, holding its lock: vsock, blk and the control socket
+ * all stopped. The alarm turns a return of that spin into a failure.
+ */
+UNIT_TEST(vsock_header_only_rx_buffers_do_not_spin)
+{
+	struct tb t;
+	struct vsock_pkt p;
+	char path[128], buf[64];
+	int lfd, s;
+
+	alarm(60);
+	CHECK(tb_init_rx(&t, "rx44", VSOCK_HDR_SIZE) == 0);
+	snprintf(path, sizeof(path), "%s_1234", t.path);
+	lfd = host_listen(path);
+	CHECK(lfd >= 0);
+	p = pkt(VIRTIO_VSOCK_OP_REQUEST, 5000, 1234, 0);
+	guest_send(&t, &p, NULL, 0, 0);
+	CHECK(guest_recv(&t, &p, NULL, 0) == 1); /* a RESPONSE fits a header-only buffer */
+	CHECK(p.op == VIRTIO_VSOCK_OP_RESPONSE);
+	s = accept(lfd, NULL, NULL);
+	CHECK(s >= 0);
+	CHECK(write(s, "world", 5) == 5);
+	CHECK(guest_wait(&t, &p, buf, sizeof(buf)) == 1);
+	CHECK(p.op == VIRTIO_VSOCK_OP_RW && p.len == 5 && !memcmp(buf, "world", 5));
+	/* The seven small buffers left came back empty; the fresh one carried the data. */
+	CHECK(t.dropped == 7);
+	alarm(0);
 	close(s);
 	close(lfd);
 	unlink(path);

@@ -69,7 +69,8 @@ static ssize_t read_into_chain(struct vsock_conn *c, const struct virtq_chain *c
 
 /*
  * Builds the next packet conn c owes the guest into ch. Returns its payload
- * length, -EAGAIN if c has nothing to send now, or -EPIPE if c was closed.
+ * length, -EAGAIN if c has nothing to send now, -ENOSPC if ch is too small
+ * for what c has to send, or -EPIPE if c was closed.
  */
 static int conn_next_packet(struct vsock_dev *d, struct vsock_conn *c, const struct virtq_chain *ch,
                             struct vsock_pkt *p)
@@ -120,6 +121,9 @@ static int conn_next_packet(struct vsock_dev *d, struct vsock_conn *c, const str
 		fill_hdr(d, c, p, VIRTIO_VSOCK_OP_CREDIT_UPDATE);
 		return 0;
 	}
+	/* Data owed, a buffer with room for a header alone: no driver posts one. */
+	if (c->want_data && c->state == CONN_ESTABLISHED && credit)
+		return -ENOSPC;
 	return -EAGAIN;
 }
 
@@ -168,6 +172,20 @@ void vsock_pump(struct vsock_dev *d)
 			c->in_ready = false;
 			c->next_ready = NULL;
 			ret = conn_next_packet(d, c, ch, &p);
+			if (ret == -ENOSPC) {
+				/*
+				 * Put back, the same buffer would be popped for the
+				 * same connection forever; used empty, the driver
+				 * drops it and the next one may be of use.
+				 */
+				log_guest(LOG_WARN,
+				          "vsock: RX buffer of %u bytes has no room for data",
+				          ch->in_len);
+				virtq_push(vq, ch->head, 0);
+				pushed = true;
+				conn_mark_ready(c);
+				continue;
+			}
 			if (ret < 0) {
 				virtq_unpop(vq);
 				if (ret == -EAGAIN)
