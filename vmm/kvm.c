@@ -68,9 +68,11 @@ int kvm_open(const char *path)
 	/*
 	 * Some hosts offer /dev/kvm without VT-x/AMD-V (e.g. the kvm_pvm module);
 	 * an ordinary guest kernel then runs by instruction emulation, a
-	 * thousand times slower. Say so rather than look hung.
+	 * thousand times slower. Say so rather than look hung (where /sys can
+	 * be seen at all: not in husk-jail).
 	 */
-	if (access("/sys/module/kvm_intel", F_OK) && access("/sys/module/kvm_amd", F_OK))
+	if (access("/sys/module", F_OK) == 0 && access("/sys/module/kvm_intel", F_OK) &&
+	    access("/sys/module/kvm_amd", F_OK))
 		log_warn("%s is not backed by VT-x or AMD-V (no kvm_intel or kvm_amd module); "
 		         "the guest will run very slowly; tools/husk-kvm-run provides a nested "
 		         "KVM host instead",

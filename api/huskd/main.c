@@ -89,6 +89,19 @@ static int load_keys(struct huskd *d, const char *state)
 }
 
 /* cpu.max needs a cgroup v2 subtree of our own with the cpu controller; NULL: none. */
+static int controller_on(const char *dir, const char *name)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/cgroup.subtree_control", dir);
+	f = fopen(path, "we");
+	if (!f)
+		return -1;
+	fprintf(f, "+%s", name);
+	return fclose(f) != 0 ? -1 : 0;
+}
+
 static const char *setup_cgroups(void)
 {
 	static const char dir[] = "/sys/fs/cgroup/husk";
@@ -106,6 +119,13 @@ static const char *setup_cgroups(void)
 	f = fopen("/sys/fs/cgroup/husk/cgroup.subtree_control", "we");
 	if (!f || fputs("+cpu", f) < 0 || fclose(f) != 0)
 		goto off;
+	/* Each on its own: a kernel without one still limits the others. */
+	for (const char *const *c = (const char *const[]){"memory", "pids", "io", NULL}; *c; c++)
+		if (controller_on("/sys/fs/cgroup", *c) || controller_on(dir, *c))
+			log_warn(NULL,
+			         "the cgroup %s controller is not available here: sandboxes' %s "
+			         "is not limited",
+			         *c, *c);
 	return dir;
 off:
 	log_warn(NULL, "cgroup v2 with the cpu controller is not available here: cpu limits are "
@@ -175,8 +195,8 @@ static const char *mode_text(void)
 /* The state folder, the guest images and husk-vmm; 0 or 2 (said why). */
 static int locate(struct options *o)
 {
-	const char *home = getenv("HOME");
-	char self[4096], path[4200];
+	const char *home = getenv("HOME"), *images = o->images;
+	char self[4096], path[4200], *real;
 	ssize_t n;
 
 	if (!o->state && asprintf(&o->state, "%s/.local/state/husk", home ? home : "/root") < 0)
@@ -187,14 +207,27 @@ static int locate(struct options *o)
 	    (!strrchr(self, '/') ||
 	     asprintf(&o->vmm, "%.*s/husk-vmm", (int)(strrchr(self, '/') - self), self) < 0))
 		return 2;
-	if (asprintf(&o->kernel, "%s/bzImage", o->images) < 0 ||
-	    asprintf(&o->initrd, "%s/initramfs.cpio", o->images) < 0)
+	/* Paths the jail binds and checks are compared as the kernel sees them. */
+	if (realpath(o->images, path))
+		images = path;
+	if (asprintf(&o->kernel, "%s/bzImage", images) < 0 ||
+	    asprintf(&o->initrd, "%s/initramfs.cpio", images) < 0)
 		return 2;
 	for (const char *p = o->state; (p = strchr(p + 1, '/'));) {
 		snprintf(path, sizeof(path), "%.*s", (int)(p - o->state), o->state);
 		mkdir(path, 0755);
 	}
 	mkdir(o->state, 0700);
+	real = realpath(o->state, NULL);
+	if (real) {
+		free(o->state);
+		o->state = real;
+	}
+	real = realpath(o->vmm, NULL);
+	if (real) {
+		free(o->vmm);
+		o->vmm = real;
+	}
 	if (access(o->kernel, R_OK) || access(o->initrd, R_OK) || access(o->vmm, X_OK)) {
 		fprintf(stderr,
 		        "huskd: need %s, %s and %s; run 'make' first (or give --images/--vmm)\n",
@@ -205,11 +238,18 @@ static int locate(struct options *o)
 	o->sbx.vmm = o->vmm;
 	o->sbx.kernel = o->kernel;
 	o->sbx.initrd = o->initrd;
-	/* Beside huskd, like husk-vmm: networked sandboxes start through it. */
+	/* Beside huskd, like husk-vmm: every VMM starts confined by it. */
 	if (strrchr(self, '/') &&
 	    asprintf(&o->jail, "%.*s/husk-jail", (int)(strrchr(self, '/') - self), self) > 0 &&
 	    access(o->jail, X_OK) == 0)
 		o->sbx.jail = o->jail;
+	if (!o->sbx.jail)
+		log_warn(NULL, "VMMs run unconfined: husk-jail is not beside huskd");
+	else if (geteuid() != 0) {
+		log_warn(NULL, "VMMs run unconfined and without network: the jail needs huskd "
+		               "to run as root");
+		o->sbx.jail = NULL;
+	}
 	return 0;
 }
 

@@ -2,6 +2,8 @@
 #ifndef HUSK_JAIL_H
 #define HUSK_JAIL_H
 
+#include <sys/types.h>
+
 /*
  * What husk-jail and huskd agree on. A sandbox with network runs its VMM
  * in a network namespace of its own whose only way out is a veth pair:
@@ -17,5 +19,36 @@
 #define JAIL_SLOT_ADDR(buf, slot, end)                                      \
 	snprintf((buf), sizeof(buf), "10.233.%u.%u", (unsigned)(slot) >> 6, \
 	         (((unsigned)(slot)&63u) << 2) | (unsigned)(end))
+
+/*
+ * The uids (and as many gids, the same numbers) jailed programs run as: one
+ * per running sandbox, above the ranges distributions hand to users,
+ * services and containers (systemd: up to 0x6FFFFFFF).
+ */
+#define JAIL_UID_BASE 0x70000000u
+#define JAIL_UIDS 65536u
+
+#define JAIL_MAX_PATHS 32
+
+/*
+ * The root a jailed program sees: a tmpfs mounted on dir (an empty folder)
+ * in a mount namespace of its own, holding the system's library folders,
+ * the ro paths read-only and the rw paths read-write at their host paths,
+ * device nodes for uid alone, and resolv (if any) as /etc/resolv.conf.
+ */
+struct jail_root {
+	const char *dir;
+	const char *ro[JAIL_MAX_PATHS], *rw[JAIL_MAX_PATHS], *dev[8];
+	unsigned nro, nrw, ndev;
+	const char *resolv;
+	uid_t uid;
+	gid_t gid;
+};
+
+/* Builds that root and makes it /; 0 or -1 (said why on stderr). In a new mount namespace. */
+int jail_root_enter(const struct jail_root *r);
+
+/* A network namespace of its own: with slot's veth pair, or (slot -1) lo alone. 0 or -1. */
+int jail_net_enter(long slot);
 
 #endif

@@ -128,6 +128,8 @@ const char *img_error(const struct img *img);
  * (IMG_FMT_AUTO when the header does not say). */
 const char *img_backing_name(const struct img *img);
 enum img_format img_backing_format(const struct img *img);
+/* The path a backing name means: as it is if absolute, else beside image_path (malloc'd). */
+char *img_resolve(const char *image_path, const char *name);
 
 /* Cluster size of a qcow2 image; 0 for raw. */
 uint64_t img_cluster_size(const struct img *img);

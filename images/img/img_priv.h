@@ -157,7 +157,6 @@ int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsi
 	__attribute__((warn_unused_result));
 int img_open_backing(struct img *img, const struct img *const *chain, int depth, char *err,
                      size_t errlen) __attribute__((warn_unused_result));
-char *img_resolve(const char *image_path, const char *name);
 int img_probe(const char *path, enum img_format *fmt, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
 const char *img_fmt_name(enum img_format fmt);

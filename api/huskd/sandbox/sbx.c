@@ -105,9 +105,9 @@ void sbx_remove_dir(const char *dir)
 	struct dirent *e;
 	DIR *dp = opendir(dir);
 
-	/* Only what huskd and the VMM put there: layers, sockets, logs, snapshots. */
+	/* What huskd and the VMM put there: layers, sockets, logs, snapshots (never followed). */
 	while (dp && (e = readdir(dp))) {
-		if (e->d_name[0] == '.')
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		unlink(path);

@@ -33,6 +33,7 @@
 #include "sbx.h"
 #include "sbx_text.h"
 #include "store.h"
+#include "vmm_proc.h"
 
 /* The guest's working folder: relative paths in the API are under it. */
 #define WORKSPACE "/home/agentuity"
@@ -106,7 +107,8 @@ struct sbx_mgr {
 	/* Sandbox networking, set up at the first sandbox that wants it (sbx_net()). */
 	struct net_host *net;
 	bool net_tried;
-	char net_why[300]; /* why there is none */
+	char net_why[300];  /* why there is none */
+	unsigned jail_next; /* where the search for a free jail uid starts */
 };
 
 struct net_policy;
@@ -146,6 +148,7 @@ struct sandbox {
 	bool oneshot;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
+	unsigned jail_uid;             /* the uid its running VMM holds, 0: none */
 	struct net_policy *net_policy; /* network.allow / deny, NULL: none */
 	unsigned port;                 /* network.port, served at its url; 0: none */
 	uint64_t egress_rate;          /* bytes per second it may send; 0: no limit */
@@ -210,6 +213,23 @@ void sbx_wake(struct sandbox *sb);
 void sbx_state_release(struct sandbox *sb);
 /* huskd stops: the sandbox is let go as it is (GONE here, its record untouched). */
 void sbx_state_forget(struct sandbox *sb);
+
+/* ---- sbx_jail.c: what its VMM is confined to ---- */
+struct sbx_jail {
+	struct vmm_jail spec;
+	char root[4200];
+	char *owned[VMM_JAIL_PATHS];
+};
+/* Takes a uid for its VMM and lists what the VMM may see; sbx_jail_done() after the spawn. */
+int sbx_jail_prepare(struct sandbox *sb, const char *restore, struct sbx_jail *j, char *err,
+                     size_t errlen);
+void sbx_jail_done(struct sbx_jail *j);
+/* Its folder's entries made its VMM's uid's (again: after huskd made new ones). */
+int sbx_jail_own(struct sandbox *sb);
+/* The uid of an adopted VMM, from /proc, held again. */
+int sbx_jail_adopt(struct sandbox *sb, pid_t pid);
+/* Its VMM ended: the uid is free. */
+void sbx_jail_release(struct sandbox *sb);
 
 /* ---- sbx_vmm.c: the VMM process and the agent's dial-in ---- */
 /* ---- sbx_net.c: its network ---- */

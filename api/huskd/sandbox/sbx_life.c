@@ -236,8 +236,8 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 		sbx_mgr_free(m);
 		return -ENOMEM;
 	}
-	for (const char *const *sub =
-	             (const char *const[]){"sandboxes", "streams", "snapshots", "builds", NULL};
+	for (const char *const *sub = (const char *const[]){"sandboxes", "streams", "snapshots",
+	                                                    "builds", "jail", NULL};
 	     *sub; sub++) {
 		snprintf(path, sizeof(path), "%s/%s", cfg->state, *sub);
 		mkdir(path, 0700);

@@ -143,7 +143,7 @@ static void vmm_last_words(const char *dir, char *out, size_t outlen)
 
 	out[0] = '\0';
 	snprintf(path, sizeof(path), "%s/vmm.log", dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return;
 	end = lseek(fd, 0, SEEK_END);
@@ -181,6 +181,7 @@ static void vmm_exit(struct vmm_proc *p, int status, void *arg)
 		sb->vmm = NULL;
 	}
 	sbx_net_detach(sb);
+	sbx_jail_release(sb);
 	sbx_hold(sb);
 	sb->m->hooks->vmm_exited(sb, status);
 	sbx_drop(sb);
@@ -190,6 +191,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 {
 	struct sbx_mgr *m = sb->m;
 	char cmdline[64], resolv[4200], port[4200];
+	struct sbx_jail jail;
 	struct vmm_spec spec;
 	int rc;
 
@@ -204,12 +206,17 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	                         .mem_mib = sb->mem_mib,
 	                         .vcpus = sb->vcpus,
 	                         .cmdline = cmdline,
-	                         .restore = restore};
+	                         .restore = restore,
+	                         .net_slot = -1};
+	if (sbx_has_nic(sb) && !m->cfg.jail) {
+		snprintf(err, errlen, "a network needs husk-jail beside huskd, and huskd as root");
+		return -EOPNOTSUPP;
+	}
 	if (sbx_has_nic(sb)) {
 		rc = sbx_net_attach(sb, resolv, sizeof(resolv), err, errlen);
 		if (rc)
 			return rc;
-		spec.jail = m->cfg.jail;
+		spec.nic = true;
 		spec.net_slot = sb->net_slot;
 		spec.resolv = sb->net ? resolv : NULL;
 		spec.net_rate = sb->egress_rate;
@@ -218,12 +225,20 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 		spec.expose_path = port;
 	}
 	rc = sbx_dial_listen(sb);
-	if (!rc)
-		rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
-	else
+	if (rc) {
 		snprintf(err, errlen, "cannot listen for the sandbox's agent: %s", uv_strerror(rc));
+	} else if (m->cfg.jail) {
+		rc = sbx_jail_prepare(sb, restore, &jail, err, errlen);
+		spec.jail = rc ? NULL : &jail.spec;
+	}
+	if (!rc) {
+		rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
+		if (m->cfg.jail)
+			sbx_jail_done(&jail);
+	}
 	if (rc) {
 		sbx_net_detach(sb);
+		sbx_jail_release(sb);
 		return rc;
 	}
 	if (sb->stored)
@@ -250,7 +265,7 @@ void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
 
 	out[0] = '\0';
 	snprintf(path, sizeof(path), "%s/console.log", sb->dir);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return;
 	end = lseek(fd, 0, SEEK_END);
@@ -274,8 +289,12 @@ int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slo
 	/* The slot its running VMM's namespace holds, as recorded when it started. */
 	if (sb->net && net_slot >= 0)
 		sbx_net_adopt(sb, net_slot);
+	if (sb->m->cfg.jail && (rc = sbx_jail_adopt(sb, pid)))
+		log_warn(sb->id, "cannot find or own its VMM's jail uid: %s", strerror(-rc));
 	/* Its agent dials the socket again once it sees the old huskd gone. */
 	rc = sbx_dial_listen(sb);
+	if (!rc && sb->jail_uid && sbx_jail_own(sb))
+		log_warn(sb->id, "cannot hand its folder to its VMM's uid %u", sb->jail_uid);
 	if (rc) {
 		vmm_proc_release(sb->vmm);
 		sb->vmm = NULL;
@@ -295,6 +314,14 @@ void sbx_vmm_exit_reason(struct sandbox *sb, int status, char *out, size_t len)
 		         last);
 	else if (status == 3)
 		snprintf(out, len, "the guest crashed (husk-vmm exit status 3)%s", last);
+	else if (status == 128 + SIGSYS)
+		snprintf(out, len,
+		         "husk-vmm made a system call outside its seccomp allowlist and was "
+		         "killed (SIGSYS; the kernel log names the call)%s",
+		         last);
+	else if (status == 128 + SIGXFSZ)
+		snprintf(out, len, "husk-vmm wrote a file past its jail's size limit (SIGXFSZ)%s",
+		         last);
 	else if (status >= 128)
 		snprintf(out, len, "husk-vmm was killed by signal %d%s", status - 128, last);
 	else

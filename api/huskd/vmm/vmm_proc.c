@@ -4,13 +4,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#define VMM_LOG_MAX (4 << 20)
 
 struct vmm_proc {
 	uv_poll_t poll;
@@ -113,12 +117,19 @@ static int proc_watch(uv_loop_t *loop, struct vmm_proc *p)
 /* The child between fork and exec: only async-signal-safe calls. */
 static void child_exec(const struct vmm_spec *s, char *const argv[], int errfd)
 {
-	char log[4096];
+	char log[4096], old[4100];
+	struct stat st;
 	int fd, e;
 
 	setsid();
 	snprintf(log, sizeof(log), "%s/vmm.log", s->dir);
-	fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+	/* Each VMM appends; one log past 4 MiB moves aside, the one before it goes. */
+	if (stat(log, &st) == 0 && st.st_size > VMM_LOG_MAX) {
+		snprintf(old, sizeof(old), "%s.1", log);
+		rename(log, old);
+	}
+	/* The folder is the VMM's: what it left there under this name is not followed. */
+	fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK, 0644);
 	if (fd >= 0) {
 		dup2(fd, STDOUT_FILENO);
 		dup2(fd, STDERR_FILENO);
@@ -143,12 +154,53 @@ fail:
 	_exit(127);
 }
 
+/* husk-jail's part of argv: appended at a, the new count returned. */
+static int jail_args(const struct vmm_spec *s, char **argv, int a, char *uid, size_t uidlen,
+                     char *slot, size_t slotlen, char *fsize, size_t fsizelen)
+{
+	const struct vmm_jail *j = s->jail;
+
+	snprintf(uid, uidlen, "%u", j->uid);
+	if (s->net_slot < 0)
+		snprintf(slot, slotlen, "none");
+	else
+		snprintf(slot, slotlen, "%d", s->net_slot);
+	snprintf(fsize, fsizelen, "%llu", (unsigned long long)j->fsize);
+	argv[a++] = (char *)j->exe;
+	argv[a++] = "--uid";
+	argv[a++] = uid;
+	argv[a++] = "--root";
+	argv[a++] = (char *)j->root;
+	argv[a++] = "--net";
+	argv[a++] = slot;
+	if (s->resolv) {
+		argv[a++] = "--resolv";
+		argv[a++] = (char *)s->resolv;
+	}
+	argv[a++] = "--rw";
+	argv[a++] = (char *)j->rw;
+	for (unsigned i = 0; i < j->nro && i < VMM_JAIL_PATHS; i++) {
+		argv[a++] = "--ro";
+		argv[a++] = (char *)j->ro[i];
+	}
+	for (unsigned i = 0; i < j->ndev && i < 4; i++) {
+		argv[a++] = "--dev";
+		argv[a++] = (char *)j->dev[i];
+	}
+	if (j->fsize) {
+		argv[a++] = "--fsize";
+		argv[a++] = fsize;
+	}
+	argv[a++] = "--";
+	return a;
+}
+
 int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exit, void *arg,
                    struct vmm_proc **out, char *err, size_t errlen)
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
-		cmdline[4096], slot[16], net[64], expose[4200];
-	char *argv[40];
+		cmdline[4096], slot[16], net[64], expose[4200], uid[16], fsize[24];
+	char *argv[40 + 2 * (VMM_JAIL_PATHS + 4)];
 	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
@@ -163,20 +215,9 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	snprintf(console, sizeof(console), "%s/console.log", s->dir);
 	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
 	         s->cmdline ? s->cmdline : "");
-	if (s->jail) {
-		if (s->net_slot < 0)
-			snprintf(slot, sizeof(slot), "none");
-		else
-			snprintf(slot, sizeof(slot), "%d", s->net_slot);
-		argv[a++] = (char *)s->jail;
-		argv[a++] = "--net";
-		argv[a++] = slot;
-		if (s->resolv) {
-			argv[a++] = "--resolv";
-			argv[a++] = (char *)s->resolv;
-		}
-		argv[a++] = "--";
-	}
+	if (s->jail)
+		a = jail_args(s, argv, a, uid, sizeof(uid), slot, sizeof(slot), fsize,
+		              sizeof(fsize));
 	argv[a++] = (char *)s->vmm;
 	if (s->restore) {
 		/* A restored guest keeps the kernel and command line it booted with. */
@@ -202,7 +243,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	argv[a++] = control;
 	argv[a++] = "--console";
 	argv[a++] = console;
-	if (s->jail) {
+	if (s->jail && s->nic) {
 		snprintf(net, sizeof(net), "slirp");
 		if (s->net_rate)
 			snprintf(net, sizeof(net), "slirp,rate=%llu",
@@ -210,7 +251,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		argv[a++] = "--net";
 		argv[a++] = net;
 	}
-	if (s->jail && s->expose) {
+	if (s->jail && s->nic && s->expose) {
 		snprintf(expose, sizeof(expose), "%u:%s", s->expose, s->expose_path);
 		argv[a++] = "--expose";
 		argv[a++] = expose;
@@ -222,7 +263,12 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		snprintf(err, errlen, "cannot start husk-vmm: %s", strerror(errno));
 		return -ENOMEM;
 	}
-	pid = fork();
+	/*
+	 * A jailed VMM is the first process of a PID namespace of its own: it
+	 * sees no other process, and its pid here is still ours to wait for.
+	 */
+	pid = s->jail ? (pid_t)syscall(SYS_clone, SIGCHLD | CLONE_NEWPID, NULL, NULL, NULL, NULL)
+	              : fork();
 	if (pid < 0) {
 		ret = -errno;
 		snprintf(err, errlen, "cannot start husk-vmm: fork: %s", strerror(errno));

@@ -2,6 +2,7 @@
 #ifndef HUSK_VMM_PROC_H
 #define HUSK_VMM_PROC_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <uv.h>
@@ -26,14 +27,34 @@ struct vmm_spec {
 	const char *cgroup; /* a cgroup v2 folder to run in, or NULL */
 	uint64_t mem_mib;
 	unsigned vcpus;
-	const char *cmdline; /* extra kernel command line, or NULL */
-	const char *restore; /* a snapshot to start from instead of booting, or NULL */
-	const char *jail;    /* husk-jail: the VMM gets a NIC, in the namespace of net_slot */
-	int net_slot;        /* with jail: -1 for a namespace of lo alone */
-	const char *resolv;  /* with jail: the resolv.conf the VMM sees */
-	uint64_t net_rate;   /* with jail: bytes per second the guest may send, 0: no limit */
-	unsigned expose;     /* with jail: a guest TCP port served at expose_path, 0: none */
+	const char *cmdline;         /* extra kernel command line, or NULL */
+	const char *restore;         /* a snapshot to start from instead of booting, or NULL */
+	const struct vmm_jail *jail; /* confined by husk-jail, or NULL: as huskd's child */
+	bool nic;                    /* with jail: the guest gets a NIC (libslirp) */
+	int net_slot;                /* with jail: the veth slot, -1 for a namespace of lo alone */
+	const char *resolv;          /* with jail: the resolv.conf the VMM sees */
+	uint64_t net_rate; /* with nic: bytes per second the guest may send, 0: no limit */
+	unsigned expose;   /* with nic: a guest TCP port served at expose_path, 0: none */
 	const char *expose_path;
+};
+
+/*
+ * What husk-jail confines a VMM to (api/jail/jail.h): its uid, a root made
+ * on an empty folder, the paths it reads (its kernel, initrd, disk bases,
+ * snapshot) and the folder it writes, the devices it opens, how large a
+ * file it may write. The VMM is the first process of a PID namespace.
+ */
+#define VMM_JAIL_PATHS 24
+struct vmm_jail {
+	const char *exe; /* husk-jail */
+	const char *root;
+	unsigned uid;
+	const char *ro[VMM_JAIL_PATHS];
+	unsigned nro;
+	const char *rw; /* the sandbox's folder */
+	const char *dev[4];
+	unsigned ndev;
+	uint64_t fsize;
 };
 
 /* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */
