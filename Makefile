@@ -11,7 +11,7 @@ SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 
 VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c vmm/snap/*.c))
 # Snapshots (vmm/snap/) compress with liblz4's frame API.
-VMM_LIBS := -lpthread -llz4 -lslirp
+VMM_LIBS := -lpthread -llz4 -lslirp -lseccomp
 VMM_MAIN_SRCS := $(filter-out vmm/evloop.c,$(VMM_SRCS))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_MAIN_SRCS))
 AGENT_SRCS := $(filter-out guest-agent/proto.c,$(sort $(wildcard guest-agent/*.c)))
@@ -69,6 +69,7 @@ BENCH_CPIO := $(BUILD)/images/bench.cpio
 AGENTCTL := $(BIN)/husk-agentctl
 # husk-jail: starts a VMM in a network namespace of its own (api/jail).
 JAIL := $(BIN)/husk-jail
+JAIL_SRCS := $(sort $(wildcard api/jail/*.c))
 NL_CFLAGS := $(shell pkg-config --cflags libnl-route-3.0 2>/dev/null || echo -I/usr/include/libnl3)
 AGENTBENCH := $(BIN)/agentbench
 APIBENCH := $(BIN)/apibench
@@ -185,9 +186,9 @@ $(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_f
 $(DIALHOST): $(call obj,san,tests/agent/dialhost.c) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
-$(JAIL): $(call obj,rel,api/jail/husk-jail.c)
-	$(call link,$(HARDEN),-lnl-route-3 -lnl-3)
-$(call obj,rel,api/jail/husk-jail.c): CFLAGS_EXTRA := $(NL_CFLAGS)
+$(JAIL): $(call obj,rel,$(JAIL_SRCS))
+	$(call link,$(HARDEN),-lnl-route-3 -lnl-3 -lcap-ng)
+$(call obj,rel,$(JAIL_SRCS)): CFLAGS_EXTRA := $(NL_CFLAGS)
 
 $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) $(call lib,vmmctl,rel) $(call lib,proto,rel)
 	$(call link,,-ljansson)
@@ -319,7 +320,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCLUDES)
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
 	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
-	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy
+	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -332,9 +333,15 @@ $(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lpthread
 $(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c api/agent/agent_call.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
 $(BUILD)/fuzz/fuzz_net: tests/fuzz/fuzz_net.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
-$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lslirp
+$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lslirp -lseccomp
 # The whole VMM but main, as the device tests link it; clang also names a GNU extension gcc takes.
 $(BUILD)/fuzz/fuzz_net: FUZZ_EXTRA := -Itests/unit -Wno-gnu-variable-sized-type-not-at-end
+# The guest-facing devices, driven as a guest does; their state restored from corrupted snapshots.
+FUZZ_DEV_SRCS := tests/fuzz/fuzz_dev.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
+$(BUILD)/fuzz/fuzz_devices: tests/fuzz/fuzz_devices.c $(FUZZ_DEV_SRCS)
+$(BUILD)/fuzz/fuzz_devstate: tests/fuzz/fuzz_devstate.c $(FUZZ_DEV_SRCS)
+$(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_LIBS := -lpthread -llz4 -lslirp -lseccomp
+$(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_EXTRA := -Itests/unit -Itests/fuzz -Wno-gnu-variable-sized-type-not-at-end
 $(BUILD)/fuzz/fuzz_dns: tests/fuzz/fuzz_dns.c api/huskd/net/dns_msg.c
 $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
 $(BUILD)/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c api/huskd/routes/r_target.c

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "log.h"
 #include "uffd.h"
 #include "vm.h"
@@ -241,6 +242,10 @@ static void *handler_thread(void *arg)
 	ssize_t n;
 
 	pthread_setname_np(pthread_self(), "lazy-mem");
+	if (confine_enter(ROLE_LAZY)) {
+		lazy_fail(l, "cannot load the seccomp filter");
+		return NULL;
+	}
 	while (!atomic_load(&l->stop) && !atomic_load(&l->failed) && atomic_load(&l->todo)) {
 		if (poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
@@ -283,6 +288,10 @@ static void *filler_thread(void *arg)
 	struct snap_chunk_reader *cr = thread_reader(l);
 
 	pthread_setname_np(pthread_self(), "lazy-mem-fill");
+	if (confine_enter(ROLE_LAZY)) {
+		lazy_fail(l, "cannot load the seccomp filter");
+		return NULL;
+	}
 	/*
 	 * Below the vCPUs and the fault handler: what the guest touches comes
 	 * first; the rest only has to be in before long (Linux's nice is per

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "control.h"
 #include "devices/power.h"
 #include "devices/serial.h"
@@ -71,7 +72,7 @@ static void usage(FILE *f)
 	        "FILE [--lazy|--eager])\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
 	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--net slirp[,...]]\n"
-	        "                [--expose PORT:PATH]\n"
+	        "                [--expose PORT:PATH] [--seccomp kill|log|off]\n"
 	        "                [--control PATH] [-v]\n"
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
@@ -112,6 +113,9 @@ static void usage(FILE *f)
 	        "                     guest touches it, the rest in the background (userfaultfd;\n"
 	        "                     eager where that is not allowed), or all of it before the\n"
 	        "                     guest runs (default: %s)\n"
+	        "  --seccomp MODE     each thread's syscall allowlist: kill (default: a call\n"
+	        "                     outside it ends the VMM), log (the kernel logs it; to\n"
+	        "                     find what a new code path needs) or off\n"
 	        "  -v, --verbose      more messages on stderr (twice for debug)\n"
 	        "  -h, --help         this text\n"
 	        "\n"
@@ -189,6 +193,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"restore", required_argument, NULL, 'r'},
 		{"lazy", no_argument, NULL, 'L'},
 		{"eager", no_argument, NULL, 'E'},
+		{"seccomp", required_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -281,6 +286,17 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'E':
 			o->lazy = false;
 			break;
+		case 'S':
+			if (!strcmp(optarg, "kill"))
+				confine_mode = SECCOMP_KILL;
+			else if (!strcmp(optarg, "log"))
+				confine_mode = SECCOMP_LOG;
+			else if (!strcmp(optarg, "off"))
+				confine_mode = SECCOMP_OFF;
+			else
+				return usage_error("--seccomp '%s' must be kill, log or off",
+				                   optarg);
+			break;
 		case 'v':
 			if (log_max_level < LOG_DEBUG)
 				log_max_level++;
@@ -304,6 +320,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--expose needs the guest's network: add --net slirp");
 	return 0;
 }
+
+/* A console file holds at most this much of the guest's output (the latest). */
+#define CONSOLE_MAX (8ULL << 20)
 
 static int open_console(const char *dest)
 {
@@ -370,6 +389,8 @@ int main(int argc, char **argv)
 		goto out;
 	log_debug("VM created and images loaded");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
+	if (serial)
+		serial_limit(serial, CONSOLE_MAX);
 	power = power_create(&vm);
 	/* Entropy from the first instant, so getrandom() never blocks the guest. */
 	rng = virtio_rng_create(&vm);

@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "log.h"
 #include "virtio/net.h"
 
@@ -339,6 +340,11 @@ static void *ns_thread(void *arg)
 {
 	struct netstack *ns = arg;
 
+	pthread_setname_np(pthread_self(), "net");
+	if (confine_enter(ROLE_NET)) {
+		log_err("net: the network thread cannot load its seccomp filter; it stops");
+		return NULL;
+	}
 	while (!atomic_load(&ns->stop)) {
 		uint32_t timeout = 1000;
 		int ret;

@@ -9,6 +9,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "log.h"
 #include "x86/cpu_state.h"
 #include "x86/cpuid.h"
@@ -233,6 +234,8 @@ static void *vcpu_thread(void *arg)
 
 	snprintf(name, sizeof(name), "vcpu%u", v->index);
 	pthread_setname_np(pthread_self(), name);
+	if (confine_enter(ROLE_VCPU))
+		vm_stop(v->vm, VM_EXIT_ERROR, "vCPU %u: cannot load its seccomp filter", v->index);
 	while (!atomic_load(&v->vm->stopping)) {
 		/* After a pause, look at stopping again: the VM may have ended meanwhile. */
 		if (vm_pause_point(v->vm, v->run))

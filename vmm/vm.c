@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "kvm_stats.h"
 #include "lazy_mem.h"
 #include "log.h"
@@ -241,7 +242,11 @@ int vm_run(struct vm *vm)
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(VCPU_KICK_SIGNAL, &sa, NULL) < 0)
 		return -errno;
-	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
+	/* Before the first guest instruction; the vCPUs inherit it under their own. */
+	ret = confine_enter(ROLE_MAIN);
+	if (ret)
+		vm_stop(vm, VM_EXIT_ERROR, "cannot load the seccomp filter: %s", strerror(-ret));
+	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++) {
 		ret = vcpu_start(&vm->vcpus[i]);
 		if (ret) {
 			vm_stop(vm, VM_EXIT_ERROR, "cannot start vCPU %u: %s", i, strerror(-ret));

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "confine.h"
 #include "snap_priv.h"
 #include "snapfile.h"
 
@@ -41,13 +42,30 @@ int snap_threads_clamp(int threads, uint32_t jobs)
 	return (uint32_t)threads > jobs ? (jobs ? (int)jobs : 1) : threads;
 }
 
+struct snap_worker {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+/* A helper thread: its own seccomp role first; the caller's thread does the work alone if not. */
+static void *snap_worker(void *arg)
+{
+	const struct snap_worker *w = arg;
+
+	pthread_setname_np(pthread_self(), "snap-worker");
+	if (confine_enter(ROLE_WORKER))
+		return NULL;
+	return w->fn(w->arg);
+}
+
 void snap_run_threads(void *(*fn)(void *), void *arg, int threads)
 {
+	struct snap_worker w = {fn, arg};
 	pthread_t tid[SNAP_MAX_THREADS];
 	int started = 0;
 
 	for (int i = 1; i < threads; i++)
-		if (pthread_create(&tid[started], NULL, fn, arg) == 0)
+		if (pthread_create(&tid[started], NULL, snap_worker, &w) == 0)
 			started++;
 	fn(arg);
 	for (int i = 0; i < started; i++)

@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "confine.h"
 #include "log.h"
 #include "vcpu.h"
 #include "x86/acpi.h"
@@ -143,6 +144,11 @@ static void *loader_thread(void *arg)
 {
 	struct boot_files *b = arg;
 
+	pthread_setname_np(pthread_self(), "loader");
+	if (confine_enter(ROLE_WORKER)) {
+		b->load_result = -EPERM;
+		return NULL;
+	}
 	b->load_result = load_file(b->mem, b->kernel_fd, b->k.load_addr, b->k.kernel_size,
 	                           b->k.setup_size, "kernel");
 	if (!b->load_result && b->initrd_fd >= 0)

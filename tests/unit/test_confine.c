@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The VMM's seccomp roles (vmm/confine.c), loaded for real in a child
+ * process: what a role allows runs, a syscall outside it kills the process
+ * with SIGSYS, the whole process and not just the thread.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "confine.h"
+#include "unit.h"
+
+/* How a child that entered role and then ran fn ended: its exit code, or 128 + signal. */
+static int in_role(enum confine_role role, int (*fn)(void))
+{
+	int st;
+	pid_t pid = fork();
+
+	if (pid == 0) {
+		confine_mode = SECCOMP_KILL;
+		if (confine_enter(role))
+			_exit(100);
+		_exit(fn());
+	}
+	if (pid < 0 || waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFSIGNALED(st) ? 128 + WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+static int write_pipe(void)
+{
+	int p[2];
+
+	if (pipe2(p, O_CLOEXEC) < 0 || write(p[1], "x", 1) != 1)
+		return 1;
+	return 0;
+}
+
+static int unix_socket(void)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+	return fd >= 0 ? 0 : 1;
+}
+
+static int inet_socket(void)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	return fd >= 0 ? 0 : 1;
+}
+
+static int open_file(void)
+{
+	return open("/dev/null", O_RDONLY | O_CLOEXEC) >= 0 ? 0 : 1;
+}
+
+static int rename_file(void)
+{
+	return rename("/nonexistent-a", "/nonexistent-b") < 0 ? 0 : 1;
+}
+
+static int exec_shell(void)
+{
+	execl("/bin/true", "true", (char *)NULL);
+	return 1;
+}
+
+static int trace_me(void)
+{
+	return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 ? 0 : 1;
+}
+
+static void *inet_in_thread(void *arg)
+{
+	(void)arg;
+	inet_socket();
+	return NULL;
+}
+
+/* A helper thread of a vCPU-role thread breaks the rule: the whole process goes. */
+static int thread_breaks_rule(void)
+{
+	pthread_t t;
+
+	if (pthread_create(&t, NULL, inet_in_thread, NULL))
+		return 2;
+	pthread_join(t, NULL);
+	return 0;
+}
+
+UNIT_TEST(confine_roles_allow_their_work)
+{
+	CHECK(in_role(ROLE_MAIN, write_pipe) == 0);
+	CHECK(in_role(ROLE_MAIN, unix_socket) == 0);
+	CHECK(in_role(ROLE_MAIN, open_file) == 0);
+	CHECK(in_role(ROLE_NET, inet_socket) == 0);
+	CHECK(in_role(ROLE_NET, open_file) == 0);
+}
+
+UNIT_TEST(confine_outside_the_list_kills)
+{
+	const int sigsys = 128 + SIGSYS;
+
+	/* No role runs programs or traces. */
+	for (int r = 0; r < ROLE_COUNT; r++) {
+		CHECK(in_role((enum confine_role)r, exec_shell) == sigsys);
+		CHECK(in_role((enum confine_role)r, trace_me) == sigsys);
+	}
+	/* Internet sockets are the network thread's alone. */
+	CHECK(in_role(ROLE_MAIN, inet_socket) == sigsys);
+	CHECK(in_role(ROLE_VCPU, unix_socket) == sigsys);
+	CHECK(in_role(ROLE_VCPU, rename_file) == sigsys);
+	CHECK(in_role(ROLE_WORKER, write_pipe) == sigsys); /* no pipe2 */
+	CHECK(in_role(ROLE_MAIN, thread_breaks_rule) == sigsys);
+}

@@ -1,0 +1,213 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The VMM's seccomp allowlists, one per thread role (confine.h), as data:
+ * a syscall is in a role's list when that thread is seen to need it. Every
+ * thread also gets what glibc's own machinery needs (malloc, futexes,
+ * logging, thread exit). Built with libseccomp; default action: kill the
+ * process.
+ *
+ * What is narrowed by argument: socket() to AF_UNIX outside the network
+ * thread (the host side of vsock and the control socket are Unix sockets;
+ * only libslirp opens internet sockets, in the VMM's own network namespace).
+ * ioctl stays open by number: the KVM, userfaultfd and socket ioctls a
+ * thread makes are all on descriptors it already holds.
+ */
+#include "confine.h"
+
+#include <errno.h>
+#include <seccomp.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "log.h"
+
+enum confine_mode confine_mode = SECCOMP_KILL;
+
+#define UNIX_ONLY 1 /* socket(): AF_UNIX alone */
+
+struct rule {
+	const char *name;
+	int narrow;
+};
+
+#define END             \
+	{               \
+		NULL, 0 \
+	}
+
+/* Every thread: glibc's allocator, locks and thread exit, logging, time. */
+static const struct rule common[] = {
+	{"futex", 0},
+	{"mmap", 0},
+	{"munmap", 0},
+	{"mprotect", 0},
+	{"madvise", 0},
+	{"brk", 0},
+	{"mremap", 0},
+	{"write", 0},
+	{"writev", 0},
+	{"close", 0},
+	{"clock_gettime", 0},
+	{"clock_nanosleep", 0},
+	{"nanosleep", 0},
+	{"gettid", 0},
+	{"getpid", 0},
+	{"sched_yield", 0},
+	{"rt_sigprocmask", 0},
+	{"rt_sigreturn", 0},
+	{"restart_syscall", 0},
+	{"exit", 0},
+	{"exit_group", 0},
+	{"tgkill", 0},
+	{"rseq", 0},
+	{"set_robust_list", 0},
+	{"getrandom", 0},
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+	/* The sanitizers' runtime: thread set-up, and the report it writes before dying. */
+	{"sigaltstack", 0},
+	{"prctl", 0},
+	{"prlimit64", 0},
+	{"getrlimit", 0},
+	{"sched_getaffinity", 0},
+	{"openat", 0},
+	{"readlink", 0},
+	{"read", 0},
+	{"fstat", 0},
+	{"newfstatat", 0},
+	{"uname", 0},
+	{"getppid", 0},
+	{"pread64", 0},
+	{"lseek", 0},
+#endif
+	END,
+};
+
+/* Reading and writing descriptors it holds: disks, sockets, eventfds, the console. */
+#define IO_RULES                                                                                   \
+	{"read", 0}, {"readv", 0}, {"pread64", 0}, {"preadv", 0}, {"preadv2", 0}, {"pwrite64", 0}, \
+		{"pwritev", 0}, {"pwritev2", 0}, {"fsync", 0}, {"fdatasync", 0}, {"fallocate", 0}, \
+		{"ftruncate", 0}, {"lseek", 0}, {"fstat", 0}, {"newfstatat", 0}, {"ioctl", 0},     \
+		{"fcntl", 0}, {"sendmsg", 0}, {"recvmsg", 0}, {"sendto", 0}, {"recvfrom", 0},      \
+		{"shutdown", 0}, {"getsockopt", 0}, {"setsockopt", 0},                             \
+	{                                                                                          \
+		"epoll_ctl", 0                                                                     \
+	}
+
+static const struct rule main_loop[] = {
+	IO_RULES,
+	{"epoll_wait", 0},
+	{"epoll_pwait", 0},
+	{"poll", 0},
+	{"ppoll", 0},
+	{"accept4", 0},
+	{"socket", UNIX_ONLY},
+	{"connect", 0},
+	{"bind", 0},
+	{"listen", 0},
+	{"getsockname", 0},
+	{"eventfd2", 0},
+	{"timerfd_create", 0},
+	{"timerfd_settime", 0},
+	{"pipe2", 0},
+	/* A snapshot: its file made beside the target, then renamed over it. */
+	{"openat", 0},
+	{"renameat", 0},
+	{"renameat2", 0},
+	{"rename", 0},
+	{"unlinkat", 0},
+	{"unlink", 0},
+	{"statx", 0},
+	{"sync_file_range", 0},
+	/* Its compression threads. */
+	{"clone", 0},
+	{"clone3", 0},
+	{"sched_getaffinity", 0},
+	END,
+};
+
+/* A vCPU handles its exits itself: device registers, queue kicks, the console. */
+static const struct rule vcpu[] = {
+	IO_RULES,
+	{"eventfd2", 0},
+	END,
+};
+
+/* libslirp: the guest's connections as the VMM's own sockets, /etc/resolv.conf for DNS. */
+static const struct rule net[] = {
+	IO_RULES,           {"poll", 0},
+	{"ppoll", 0},       {"socket", 0},
+	{"connect", 0},     {"bind", 0},
+	{"listen", 0},      {"accept", 0},
+	{"accept4", 0},     {"getsockname", 0},
+	{"getpeername", 0}, {"openat", 0},
+	{"statx", 0},       END,
+};
+
+static const struct rule lazy[] = {
+	IO_RULES,
+	{"poll", 0},
+	{"ppoll", 0},
+	END,
+};
+
+static const struct rule worker[] = {
+	{"read", 0}, {"pread64", 0}, {"pwrite64", 0}, {"pwritev", 0}, {"lseek", 0}, END,
+};
+
+static const struct {
+	const char *name;
+	const struct rule *rules;
+} roles[ROLE_COUNT] = {
+	[ROLE_MAIN] = {"main", main_loop},  [ROLE_VCPU] = {"vcpu", vcpu},
+	[ROLE_NET] = {"net", net},          [ROLE_LAZY] = {"lazy", lazy},
+	[ROLE_WORKER] = {"worker", worker},
+};
+
+const char *confine_role_name(enum confine_role role)
+{
+	return role < ROLE_COUNT ? roles[role].name : "?";
+}
+
+static int add(scmp_filter_ctx ctx, const struct rule *r)
+{
+	for (; r->name; r++) {
+		int nr = seccomp_syscall_resolve_name(r->name), ret;
+
+		if (nr == __NR_SCMP_ERROR)
+			continue; /* not a syscall on this architecture */
+		if (r->narrow == UNIX_ONLY) {
+			const struct scmp_arg_cmp unix_only = {
+				.arg = 0, .op = SCMP_CMP_EQ, .datum_a = AF_UNIX, .datum_b = 0};
+
+			ret = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &unix_only);
+		} else
+			ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+		/* The same syscall twice (common and the role): the first rule stands. */
+		if (ret && ret != -EEXIST)
+			return ret;
+	}
+	return 0;
+}
+
+int confine_enter(enum confine_role role)
+{
+	scmp_filter_ctx ctx;
+	int ret;
+
+	if (confine_mode == SECCOMP_OFF || role >= ROLE_COUNT)
+		return 0;
+	ctx = seccomp_init(confine_mode == SECCOMP_LOG ? SCMP_ACT_LOG : SCMP_ACT_KILL_PROCESS);
+	if (!ctx)
+		return -ENOMEM;
+	ret = add(ctx, common);
+	if (!ret)
+		ret = add(ctx, roles[role].rules);
+	if (!ret)
+		ret = seccomp_load(ctx);
+	seccomp_release(ctx);
+	if (ret)
+		log_err("cannot load the %s thread's seccomp filter: %s", roles[role].name,
+		        strerror(-ret));
+	return ret;
+}
