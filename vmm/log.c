@@ -2,6 +2,7 @@
 #include "log.h"
 
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,11 +48,25 @@ void log_print(enum log_level level, const char *fmt, ...)
 		return;
 }
 
+/*
+ * Lines a guest can cause, in all: at ten a second per call site a guest
+ * could still fill the host's disk over weeks. Past this the VMM says so
+ * once and keeps its own messages only.
+ */
+#define GUEST_LINES_MAX 100000
+static atomic_long guest_lines;
+
 int log_ratelimit_ok(struct log_ratelimit *rl)
 {
-	long now = (long)time(NULL);
+	long now = (long)time(NULL), total;
 
 	if (atomic_exchange(&rl->window, now) != now)
 		atomic_store(&rl->count, 0);
-	return atomic_fetch_add(&rl->count, 1) < 10;
+	if (atomic_fetch_add(&rl->count, 1) >= 10)
+		return 0;
+	total = atomic_fetch_add(&guest_lines, 1);
+	if (total == GUEST_LINES_MAX)
+		log_print(LOG_WARN, "%d lines about the guest's doings logged; no more of them",
+		          GUEST_LINES_MAX);
+	return total < GUEST_LINES_MAX;
 }

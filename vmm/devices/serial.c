@@ -9,8 +9,10 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bus.h"
@@ -59,6 +61,7 @@ struct serial {
 	struct vm *vm;
 	unsigned irq;
 	int out_fd;
+	uint64_t written, max; /* bytes in out_fd; 0: no cap (not a file) */
 	int irq_level;
 	int thr_pending; /* THR-empty interrupt not yet acknowledged */
 	uint8_t ier, fcr, lcr, mcr, scr, dll, dlm;
@@ -87,15 +90,53 @@ static void serial_update_irq(struct serial *s)
 		log_guest(LOG_WARN, "serial: cannot set IRQ %u", s->irq);
 }
 
+/*
+ * A file console full: it starts again, saying so, rather than fill the
+ * host's disk with whatever the guest prints.
+ */
+static void serial_rotate(struct serial *s)
+{
+	char note[96];
+	int n = snprintf(note, sizeof(note),
+	                 "[husk-vmm: the console reached %llu bytes; what came before is gone]\n",
+	                 (unsigned long long)s->max);
+
+	if (ftruncate(s->out_fd, 0) < 0 || lseek(s->out_fd, 0, SEEK_SET) < 0 ||
+	    write(s->out_fd, note, (size_t)n) != n) {
+		log_guest(LOG_WARN, "serial: cannot start the console file again: %s",
+		          strerror(errno));
+		s->out_fd = -1; /* better silent than unbounded */
+		return;
+	}
+	s->written = (uint64_t)n;
+}
+
 static void serial_transmit(struct serial *s, uint8_t byte)
 {
 	if (s->mcr & MCR_LOOP) {
 		if (s->rx_len < RX_FIFO_SIZE)
 			s->rx[(s->rx_head + s->rx_len++) % RX_FIFO_SIZE] = byte;
-	} else if (s->out_fd >= 0 && write(s->out_fd, &byte, 1) < 0 && errno != EAGAIN) {
-		log_guest(LOG_WARN, "serial: console write failed: %s", strerror(errno));
+	} else if (s->out_fd >= 0) {
+		if (s->max && s->written >= s->max)
+			serial_rotate(s);
+		if (s->out_fd >= 0 && write(s->out_fd, &byte, 1) < 0 && errno != EAGAIN)
+			log_guest(LOG_WARN, "serial: console write failed: %s", strerror(errno));
+		else
+			s->written++;
 	}
 	s->thr_pending = 1;
+}
+
+void serial_limit(struct serial *s, uint64_t max_bytes)
+{
+	struct stat st;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->out_fd >= 0 && fstat(s->out_fd, &st) == 0 && S_ISREG(st.st_mode)) {
+		s->max = max_bytes;
+		s->written = (uint64_t)st.st_size;
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 static uint8_t serial_msr(const struct serial *s)

@@ -14,6 +14,12 @@ struct serial;
  */
 struct serial *serial_create(struct vm *vm, uint16_t base, unsigned irq, int out_fd);
 
+/*
+ * With out_fd a file: once it holds max_bytes it is emptied and starts
+ * again with a line saying so (a console the guest cannot grow without end).
+ */
+void serial_limit(struct serial *s, uint64_t max_bytes);
+
 /* Queues bytes the guest will receive (console input); drops what does not fit. */
 size_t serial_receive(struct serial *s, const uint8_t *data, size_t len);
 

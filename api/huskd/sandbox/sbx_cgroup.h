@@ -2,10 +2,25 @@
 #ifndef HUSK_SBX_CGROUP_H
 #define HUSK_SBX_CGROUP_H
 
-/* A sandbox's cgroup v2 folder: its cpu quota. */
+/* A sandbox's cgroup v2 folder: its cpu quota, memory and process limits. */
 #include <stdint.h>
 
 /* Writes dir/cpu.max: millis millicores (of 100 ms periods), or no limit (0). 0 or -errno. */
 int cgroup_cpu_max(const char *dir, int64_t millis) __attribute__((warn_unused_result));
+
+/*
+ * What a guest's VMM may hold besides guest RAM: its own heap and libraries,
+ * libslirp, snapshot buffers, and the page cache of its disk and snapshot
+ * writes (charged to it; reclaimed under the limit), plus an eighth of RAM.
+ */
+#define CGROUP_VMM_OVERHEAD_MIB 128
+uint64_t cgroup_memory_for(uint64_t guest_mib);
+
+/*
+ * memory.max (cgroup_memory_for), no swap, the group killed as one on OOM,
+ * pids.max. 0 or -errno with *what naming the file that refused.
+ */
+int cgroup_limits(const char *dir, uint64_t guest_mib, unsigned pids, const char **what)
+	__attribute__((warn_unused_result));
 
 #endif

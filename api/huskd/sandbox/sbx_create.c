@@ -14,6 +14,7 @@
 
 #include "img.h"
 #include "sbx_base.h"
+#include "sbx_cgroup.h"
 #include "sbx_int.h"
 
 #define DEFAULT_MEM (512ll << 20)
@@ -202,19 +203,30 @@ static int admit(struct sbx_mgr *m, uint64_t mem_mib, struct sbx_err *err)
 	return 0;
 }
 
-/* The sandbox's cgroup, its cpu not limited yet; NULL where cgroups are not ours. */
-static char *make_cgroup(struct sbx_mgr *m, const char *id)
+/*
+ * The sandbox's cgroup, its memory and processes limited, its cpu not yet;
+ * NULL where cgroups are not ours.
+ */
+static char *make_cgroup(struct sandbox *sb)
 {
+	struct sbx_mgr *m = sb->m;
+	const char *what;
 	char *dir;
+	int rc;
 
-	if (!m->cfg.cgroup_dir || asprintf(&dir, "%s/%s", m->cfg.cgroup_dir, id) < 0)
+	if (!m->cfg.cgroup_dir || asprintf(&dir, "%s/%s", m->cfg.cgroup_dir, sb->id) < 0)
 		return NULL;
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		log_warn(id, "cannot make cgroup %s (%s); cpu is not limited", dir,
+		log_warn(sb->id, "cannot make cgroup %s (%s); cpu is not limited", dir,
 		         strerror(errno));
 		free(dir);
 		return NULL;
 	}
+	/* A VMM's threads: its vCPUs, the network, lazy restore, snapshot workers. */
+	rc = cgroup_limits(dir, sb->mem_mib, 256, &what);
+	if (rc)
+		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its VMM's memory is not held",
+		         what, dir, strerror(-rc));
 	return dir;
 }
 
@@ -301,7 +313,7 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		return;
 	}
 	sb->stored = true;
-	sb->cgroup = make_cgroup(sb->m, sb->id);
+	sb->cgroup = make_cgroup(sb);
 	rc = sbx_vmm_start(sb, c->warm, e, sizeof(e));
 	if (rc) {
 		json_decref(info);
