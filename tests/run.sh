@@ -74,7 +74,7 @@ suite badinput tests/api/badinput.sh
 # huskd under load, host only (fake VMM): the published client, vanishing clients, cancels, destroys.
 suite load tests/api/load.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
@@ -87,6 +87,8 @@ suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node
 # (dpkg-deb, and GNU tar for it, make the test's apt package.)
 suite net_serve tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
 	--bring /usr/sbin/dnsmasq --bring "$(command -v dpkg-deb)" --bring "$(command -v tar)" -- tests/api/net_serve.sh
+# Every VMM confined: uid, capabilities, namespaces, root, environment (issue H).
+suite jail tools/husk-kvm-run --timeout 900 --idle 600 -- tests/api/jail.sh
 suite harness tests/harness.sh
 # On a KVM host the integration suite ran directly; boot once through the
 # nested path too, so the harness CI depends on elsewhere keeps working.

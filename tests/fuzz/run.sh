@@ -9,8 +9,12 @@ for t in "$@"; do
 	name=$(basename "$t")
 	corpus=$(dirname "$t")/corpus-$name
 	mkdir -p "$corpus"
+	# Checked-in seeds (tests/fuzz/seeds/NAME, read only): new finds go to the corpus.
+	seeds=$(dirname "$0")/seeds/$name
+	[ -d "$seeds" ] || seeds=
+	# shellcheck disable=SC2086
 	if "$t" -max_total_time="$secs" -rss_limit_mb=2048 -print_final_stats=1 \
-		-artifact_prefix="$(dirname "$t")/crash-$name-" "$corpus" >"$corpus.log" 2>&1; then
+		-artifact_prefix="$(dirname "$t")/crash-$name-" "$corpus" $seeds >"$corpus.log" 2>&1; then
 		runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$corpus.log")
 		echo "PASS fuzz/$name: ${runs:-?} inputs in ${secs}s, no crash"
 	else
