@@ -20,6 +20,7 @@ void huskd_usage(FILE *f)
 	        "             [--vmm PATH] [--public-url URL] [--output-limit SIZE] [--durable]\n"
 	        "             [--on-idle pause|terminate] [--max-guest-memory SIZE] [--log-level "
 	        "L]\n"
+	        "             [--max-sandboxes N] [--max-vcpus N] [--min-free-disk SIZE]\n"
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
 	        "\n"
@@ -38,6 +39,11 @@ void huskd_usage(FILE *f)
 	        "  --max-guest-memory SIZE  guest memory all running sandboxes may be given\n"
 	        "                  (default: no cap; creates are refused while the host's free\n"
 	        "                  memory is short either way)\n"
+	        "  --max-sandboxes N  sandboxes running at once (default: one per 128 MiB of\n"
+	        "                  the host's memory)\n"
+	        "  --max-vcpus N   vCPUs all running sandboxes may have (default: 8 per CPU)\n"
+	        "  --min-free-disk SIZE  creates are refused while less is free under the\n"
+	        "                  state folder (default 1Gi)\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -103,6 +109,19 @@ static int net_option(int c, const char *arg, struct options *o)
 	return 0;
 }
 
+static int count(const char *s, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || end == s || v < 1 || v > 1000000)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
 /* 0, 1 (--help: exit 0), or 2 (bad usage, said on stderr). */
 int huskd_options(int argc, char **argv, struct options *o)
 {
@@ -124,6 +143,9 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"egress-allow", required_argument, NULL, 'A'},
 	                                     {"egress-deny", required_argument, NULL, 'Y'},
 	                                     {"apt-source", required_argument, NULL, 'S'},
+	                                     {"max-sandboxes", required_argument, NULL, 'n'},
+	                                     {"max-vcpus", required_argument, NULL, 'c'},
+	                                     {"min-free-disk", required_argument, NULL, 'F'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -195,6 +217,25 @@ int huskd_options(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			o->sbx.memory_mib = (uint64_t)bytes >> 20;
+			break;
+		case 'n':
+		case 'c':
+			if (count(optarg, c == 'n' ? &o->sbx.max_sandboxes : &o->sbx.max_vcpus)) {
+				fprintf(stderr,
+				        "huskd: --max-%s '%s': give a number from 1 to 1000000\n",
+				        c == 'n' ? "sandboxes" : "vcpus", optarg);
+				return 2;
+			}
+			break;
+		case 'F':
+			if (store_parse_bytes(optarg, &bytes) || bytes < 0) {
+				fprintf(stderr,
+				        "huskd: --min-free-disk '%s': give a size, e.g. 2Gi\n",
+				        optarg);
+				return 2;
+			}
+			/* 0 asks for no reserve: one byte stands for it. */
+			o->sbx.min_free_disk = bytes ? (uint64_t)bytes : 1;
 			break;
 		case 'L':
 			if (huskd_log_parse_level(optarg, &level)) {

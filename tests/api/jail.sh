@@ -27,7 +27,8 @@ field() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status"; }
 created() { sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1; }
 
 # (a resolver for networked sandboxes; a documentation address: nothing is asked here)
-HUSKD_ARGS="--dns-upstream 203.0.113.53"
+# (and a host budget of two running sandboxes)
+HUSKD_ARGS="--dns-upstream 203.0.113.53 --max-sandboxes 2"
 if ! start_huskd 1; then
 	echo "FAIL jail/huskd_start: huskd did not start; its log:"
 	tail -n 20 "$T/huskd.log"
@@ -38,6 +39,11 @@ h create --json --runtime base:latest --idle-timeout 20m
 a=$(created)
 h create --json --runtime base:latest --network --idle-timeout 20m
 b=$(created)
+# A third is past the host's budget: refused, the limit named, nothing killed.
+h create --json --runtime base:latest --idle-timeout 20m
+if [ "$cli_s" != 0 ] && grep -q -- "--max-sandboxes 2" "$T/e"; then pass past_budget_refused; else
+	fail past_budget_refused "a third create: status $cli_s, $(head -c 300 "$T/e") $(head -c 200 "$T/o")"
+fi
 h exec "$a" -- echo up-a
 ua=$(cat "$T/o")
 h exec "$b" -- echo up-b

@@ -47,9 +47,10 @@ cat >"$img/runtimes/catalog.json" <<'EOF'
 EOF
 
 # huskd as lib.sh's start_huskd starts it, with the fake VMM and these images.
-# --max-guest-memory: the load fits, a 64Gi sandbox does not (503 HOST_FULL).
+# --max-guest-memory: the load fits, a 64Gi sandbox does not (503 HOST_FULL);
+# --max-vcpus: fakes have none to run, the load's 40 and more fit.
 HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$state" --images "$img" \
-	--vmm "$top/build/tests/fake-vmm" --output-limit $limit --max-guest-memory 64Gi \
+	--vmm "$top/build/tests/fake-vmm" --output-limit $limit --max-guest-memory 64Gi --max-vcpus 1000 \
 	>>"$T/huskd.log" 2>&1 &
 pid=$!
 i=0

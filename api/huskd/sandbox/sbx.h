@@ -67,8 +67,11 @@ struct sbx_config {
 	const char *cgroup_dir; /* cgroup v2 folder for sandboxes' cpu.max, NULL: none */
 	uint64_t ready_ms;   /* a guest's agent must dial in this soon after a start (0: 180 s) */
 	uint64_t memory_mib; /* guest memory the host may hand out in all (0: from /proc/meminfo) */
-	const char *jail;    /* husk-jail, which starts a networked VMM in its namespace */
-	uint16_t dns_port;   /* UDP port of the sandboxes' DNS forwarder (0: 10053) */
+	unsigned max_sandboxes;   /* running at once (0: from the machine's memory) */
+	unsigned max_vcpus;       /* vCPUs of running sandboxes in all (0: 8 per host CPU) */
+	uint64_t min_free_disk;   /* bytes kept free under the state folder (0: 1 GiB) */
+	const char *jail;         /* husk-jail, which starts a networked VMM in its namespace */
+	uint16_t dns_port;        /* UDP port of the sandboxes' DNS forwarder (0: 10053) */
 	const char *dns_upstream; /* the resolver it asks (NULL: /etc/resolv.conf's) */
 	uint64_t egress_rate;     /* bytes per second a sandbox may send, unless it asks less */
 	const char *apt_source;   /* apt's sources for dependencies (a one-line list), NULL: the

@@ -22,8 +22,6 @@
 /* A forgotten sandbox must not hold a VM forever; timeout.idle "0s" means never. */
 #define DEFAULT_IDLE_MS (10 * 60 * 1000)
 /* What a booting guest touches, and what the host keeps for itself, in MiB. */
-#define BOOT_FOOTPRINT_MIB 128
-#define HOST_RESERVE_MIB 256
 
 struct create {
 	sbx_done_fn done;
@@ -151,55 +149,6 @@ static int plan_limits(json_t *body, struct sandbox *sb, struct sbx_err *err)
 		json_decref(sb->files);
 		sb->files = NULL;
 	}
-	return 0;
-}
-
-/*
- * Whether the host can take one more guest of mem_mib now. Guests touch
- * their memory lazily, so what counts is what is free, not what was
- * promised; --max-guest-memory (cfg.memory_mib) caps the promises too.
- */
-static int admit(struct sbx_mgr *m, uint64_t mem_mib, struct sbx_err *err)
-{
-	unsigned long long kib = 0;
-	uint64_t promised = 0, need;
-	struct rlimit nofile;
-	char line[256];
-	unsigned n = 0;
-	FILE *f;
-
-	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
-		if (sb->state != SBX_PAUSED && sb->state != SBX_GONE)
-			promised += sb->mem_mib;
-		n++;
-	}
-	if (m->cfg.memory_mib && promised + mem_mib > m->cfg.memory_mib)
-		return sbx_fail(err, SBX_FULL, -ENOSPC,
-		                "the host is full: its sandboxes hold %llu MiB of the %llu MiB of "
-		                "guest memory it may hand out, and this one asks for %llu MiB; end "
-		                "or pause some, or ask for less memory",
-		                (unsigned long long)promised, (unsigned long long)m->cfg.memory_mib,
-		                (unsigned long long)mem_mib);
-	f = fopen("/proc/meminfo", "re");
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "MemAvailable: %llu kB", &kib) == 1)
-			break;
-	if (f)
-		fclose(f);
-	need = HOST_RESERVE_MIB + (mem_mib < BOOT_FOOTPRINT_MIB ? mem_mib : BOOT_FOOTPRINT_MIB);
-	if (kib && kib / 1024 < need)
-		return sbx_fail(err, SBX_FULL, -ENOSPC,
-		                "the host is out of memory for another sandbox: %llu MiB available "
-		                "with %u sandboxes running, a new one needs about %llu MiB; end or "
-		                "pause some and try again",
-		                kib / 1024, n, (unsigned long long)need);
-	/* Each sandbox holds a few descriptors in huskd (its session, listener, pidfd, streams). */
-	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
-	    (uint64_t)(n + 1) * 8 + 64 > nofile.rlim_cur)
-		return sbx_fail(err, SBX_FULL, -EMFILE,
-		                "the host is full: %u sandboxes use huskd's %llu file descriptors "
-		                "(raise huskd's RLIMIT_NOFILE to run more)",
-		                n, (unsigned long long)nofile.rlim_cur);
 	return 0;
 }
 
@@ -387,7 +336,7 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 		                    json_object_get(c->base.rt, "requirements"), &mem, &millis,
 		                    &c->disk, &err);
 	if (!rc)
-		rc = admit(m, (uint64_t)mem >> 20, &err);
+		rc = sbx_admit(m, (uint64_t)mem >> 20, (unsigned)((millis + 999) / 1000), &err);
 	if (rc)
 		goto fail;
 	sb = sbx_new(m, id);

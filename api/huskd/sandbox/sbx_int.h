@@ -214,6 +214,10 @@ void sbx_state_release(struct sandbox *sb);
 /* huskd stops: the sandbox is let go as it is (GONE here, its record untouched). */
 void sbx_state_forget(struct sandbox *sb);
 
+/* ---- sbx_admit.c: the host's budget ---- */
+/* 0 if the host takes one more running sandbox of mem_mib and vcpus; else SBX_FULL in err. */
+int sbx_admit(struct sbx_mgr *m, uint64_t mem_mib, unsigned vcpus, struct sbx_err *err);
+
 /* ---- sbx_jail.c: what its VMM is confined to ---- */
 struct sbx_jail {
 	struct vmm_jail spec;
