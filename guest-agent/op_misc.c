@@ -86,6 +86,25 @@ static int hexval(char ch)
 	return -1;
 }
 
+/* A child of a snapshot is a machine of its own: not its siblings' machine-id. */
+static int new_machine_id(const char *hex)
+{
+	char line[34];
+	int fd, ok;
+
+	snprintf(line, sizeof(line), "%s\n", hex);
+	fd = open("/etc/machine-id.husk", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
+	if (fd < 0)
+		return -1;
+	ok = write(fd, line, 33) == 33 && fsync(fd) == 0;
+	close(fd);
+	if (!ok || rename("/etc/machine-id.husk", "/etc/machine-id") < 0) {
+		unlink("/etc/machine-id.husk");
+		return -1;
+	}
+	return 0;
+}
+
 /*
  * The guest was restored from a snapshot: its wall clock stopped when the
  * snapshot was taken, and a sandbox started from a shared snapshot has the
@@ -95,6 +114,7 @@ static int hexval(char ch)
 void op_resumed(struct conn *c, uint32_t id, json_t *req)
 {
 	const char *seed = json_string_value(json_object_get(req, "seed"));
+	const char *machine_id = json_string_value(json_object_get(req, "machine_id"));
 	json_t *ns = json_object_get(req, "time_ns");
 	struct {
 		struct rand_pool_info info;
@@ -118,6 +138,11 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		}
 		e.buf[i] = (uint8_t)(hi << 4 | lo);
 	}
+	if (machine_id &&
+	    (strlen(machine_id) != 32 || strspn(machine_id, "0123456789abcdef") != 32)) {
+		conn_send_error(c, id, "bad_request", "machine_id must be 32 lowercase hex digits");
+		return;
+	}
 	ts.tv_sec = (time_t)(json_integer_value(ns) / 1000000000);
 	ts.tv_nsec = (long)(json_integer_value(ns) % 1000000000);
 	if (clock_settime(CLOCK_REALTIME, &ts) < 0)
@@ -135,5 +160,12 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		                rng_rc ? strerror(-rng_rc) : "reseeded");
 		return;
 	}
-	conn_send_json(c, FRAME_RESULT, id, json_pack("{s:b, s:b}", "clock", 1, "reseeded", 1));
+	if (machine_id && new_machine_id(machine_id)) {
+		conn_send_error(c, id, "failed", "cannot write /etc/machine-id: %s",
+		                strerror(errno));
+		return;
+	}
+	conn_send_json(c, FRAME_RESULT, id,
+	               json_pack("{s:b, s:b, s:b}", "clock", 1, "reseeded", 1, "machineId",
+	                         machine_id != NULL));
 }

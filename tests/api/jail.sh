@@ -187,8 +187,23 @@ if [ "$(cat "$T/o")" = again ]; then pass adopted_after_restart; else
 	fail adopted_after_restart "exec after huskd's restart: '$(cat "$T/o")' $(cat "$T/e")"
 fi
 
-h destroy "$a"
+# Children of one snapshot are machines of their own: a machine-id each,
+# not the parent's (one at a time: the budget is two).
 h destroy "$b"
+h exec "$a" -- sh -c 'cat /etc/machine-id 2>/dev/null || echo none'
+mid_a=$(cat "$T/o")
+h snapshot create "$a" --name jail-snap --json
+h run --snapshot jail-snap -- cat /etc/machine-id
+mid_1=$(cat "$T/o")
+h run --snapshot jail-snap -- cat /etc/machine-id
+mid_2=$(cat "$T/o")
+if echo "$mid_1" | grep -qx '[0-9a-f]\{32\}' && echo "$mid_2" | grep -qx '[0-9a-f]\{32\}' &&
+	[ "$mid_1" != "$mid_2" ] && [ "$mid_1" != "$mid_a" ] && [ "$mid_2" != "$mid_a" ]; then
+	pass snapshot_children_own_machine_id
+else
+	fail snapshot_children_own_machine_id "parent '$mid_a', children '$mid_1' '$mid_2' $(cat "$T/e")"
+fi
+h destroy "$a"
 [ $rc = 0 ] || { echo "--- huskd's log"; tail -n 30 "$T/huskd.log"; }
 stop_huskd jail/huskd_clean_exit || rc=1
 exit $rc

@@ -59,10 +59,15 @@ static void step_done(void *arg, int rc, json_t *reply, const struct sbx_err *er
 	struct setup *s = arg;
 	const char *msg = json_string_value(json_object_get(reply, "message"));
 
-	/* An agent too old for "resumed" still runs: the clock is only late. */
+	/*
+	 * Without "resumed" the guest would run on with its siblings' random
+	 * state and a stopped clock: the restore fails rather.
+	 */
 	if (rc > 0 && s->step == STEP_RESUMED) {
-		log_warn(s->sb->id, "its agent cannot set the clock: %s", msg ? msg : "refused");
-		rc = 0;
+		setup_fail(s, msg ? msg
+		                  : "its agent did not reseed the guest's random generator; the "
+		                    "snapshot's agent may be older than this huskd: take it again");
+		return;
 	}
 	if (rc) {
 		setup_fail(s, rc > 0 ? (msg ? msg : "refused by the agent") : err->msg);
@@ -90,10 +95,14 @@ static void files_done(struct sandbox *sb, const struct sbx_err *err, void *arg)
 	setup_step(s);
 }
 
-/* The "resumed" request: the wall clock now and 32 fresh bytes for the CRNG. */
-static json_t *resumed_req(void)
+/*
+ * The "resumed" request: the wall clock now and 32 fresh bytes for the CRNG;
+ * for a new sandbox from a snapshot (child), a machine-id of its own too.
+ */
+static json_t *resumed_req(bool child)
 {
-	unsigned char seed[32];
+	unsigned char seed[32], mid[16];
+	char mhex[2 * sizeof(mid) + 1];
 	char hex[2 * sizeof(seed) + 1];
 	struct timespec ts;
 	json_t *req;
@@ -105,6 +114,15 @@ static json_t *resumed_req(void)
 	clock_gettime(CLOCK_REALTIME, &ts);
 	req = json_pack("{sssIss}", "op", "resumed", "time_ns",
 	                (json_int_t)ts.tv_sec * 1000000000 + ts.tv_nsec, "seed", hex);
+	if (req && child) {
+		if (getrandom(mid, sizeof(mid), 0) != (ssize_t)sizeof(mid)) {
+			json_decref(req);
+			return NULL;
+		}
+		for (size_t i = 0; i < sizeof(mid); i++)
+			snprintf(mhex + 2 * i, 3, "%02x", mid[i]);
+		json_object_set_new(req, "machine_id", json_string(mhex));
+	}
 	explicit_bzero(hex, sizeof(hex));
 	explicit_bzero(seed, sizeof(seed));
 	return req;
@@ -132,7 +150,7 @@ static void setup_step(struct setup *s)
 		s->step++;
 	switch (s->step) {
 	case STEP_RESUMED:
-		req = resumed_req();
+		req = resumed_req(s->prepare);
 		break;
 	case STEP_MKDIR:
 		req = json_pack("{sssssb}", "op", "file.mkdir", "path", WORKSPACE, "parents", 1);
