@@ -358,6 +358,7 @@ int main(int argc, char **argv)
 	t_executions();
 	t_failures();
 	t_adoption();
+	t_reaping();
 	if (T.m)
 		t_close();
 	t_kill_all();

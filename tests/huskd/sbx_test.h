@@ -87,5 +87,6 @@ void t_lifecycle(void);
 void t_executions(void);
 void t_failures(void);
 void t_adoption(void);
+void t_reaping(void);
 
 #endif

@@ -109,6 +109,7 @@ struct sbx_mgr {
 	bool net_tried;
 	char net_why[300];  /* why there is none */
 	unsigned jail_next; /* where the search for a free jail uid starts */
+	uv_timer_t *reaper; /* hourly: old streams, abandoned builds (sbx_reap.c) */
 };
 
 struct net_policy;
@@ -213,6 +214,14 @@ void sbx_wake(struct sandbox *sb);
 void sbx_state_release(struct sandbox *sb);
 /* huskd stops: the sandbox is let go as it is (GONE here, its record untouched). */
 void sbx_state_forget(struct sandbox *sb);
+
+/* ---- sbx_reap.c: files nobody will ask for again ---- */
+/* Removes the output streams of a deleted sandbox's executions. */
+void sbx_streams_drop(struct sbx_mgr *m, const char *sandbox_id);
+/* Removes streams past their age and builds never finalized (now; hourly once started). */
+void sbx_reap(struct sbx_mgr *m);
+int sbx_reap_start(struct sbx_mgr *m);
+void sbx_reap_stop(struct sbx_mgr *m);
 
 /* ---- sbx_admit.c: the host's budget ---- */
 /* 0 if the host takes one more running sandbox of mem_mib and vcpus; else SBX_FULL in err. */

@@ -194,6 +194,7 @@ int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
 
 	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE) {
 		sbx_end(sb, "deleted", "destroyed by request", NULL);
+		sbx_streams_drop(m, id);
 		return 0;
 	}
 	rc = store_sandbox_get(m->store, id, &info, NULL);
@@ -203,6 +204,8 @@ int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
 		rc = store_sandbox_set_status(m->store, id, "deleted", "destroyed by request");
 	json_decref(info);
 	sbx_notify(m, id);
+	if (!rc)
+		sbx_streams_drop(m, id);
 	/* -EINVAL: already deleted, or a status the store keeps (nothing to do). */
 	if (rc && rc != -EINVAL)
 		return sbx_fail(err, SBX_INTERNAL, rc, "cannot destroy %s: %s", id, strerror(-rc));
@@ -242,6 +245,8 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 		snprintf(path, sizeof(path), "%s/%s", cfg->state, *sub);
 		mkdir(path, 0700);
 	}
+	if (sbx_reap_start(m))
+		log_warn(NULL, "cannot start the hourly removal of old streams and builds");
 	*out = m;
 	return 0;
 }
@@ -254,6 +259,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	sbx_fail(&err, SBX_UNAVAILABLE, -ESHUTDOWN, "huskd is stopping; try again once it is back");
 	m->closing = true;
 	m->on_change = NULL;
+	sbx_reap_stop(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
 	net_host_close(m->net);
 	m->net = NULL;
