@@ -288,10 +288,6 @@ static void *filler_thread(void *arg)
 	struct snap_chunk_reader *cr = thread_reader(l);
 
 	pthread_setname_np(pthread_self(), "lazy-mem-fill");
-	if (confine_enter(ROLE_LAZY)) {
-		lazy_fail(l, "cannot load the seccomp filter");
-		return NULL;
-	}
 	/*
 	 * Below the vCPUs and the fault handler: what the guest touches comes
 	 * first; the rest only has to be in before long (Linux's nice is per
@@ -299,6 +295,10 @@ static void *filler_thread(void *arg)
 	 */
 	if (setpriority(PRIO_PROCESS, (id_t)gettid(), FILLER_NICE) < 0)
 		log_debug("lazy restore: cannot lower the filler's priority: %s", strerror(errno));
+	if (confine_enter(ROLE_LAZY)) {
+		lazy_fail(l, "cannot load the seccomp filter");
+		return NULL;
+	}
 	for (uint32_t i = 0; cr && i < l->nr_chunks; i++) {
 		if (atomic_load(&l->stop) || atomic_load(&l->failed))
 			break;

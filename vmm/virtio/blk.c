@@ -158,9 +158,9 @@ static void blk_notify(void *dev, unsigned q)
 	struct virtio_blk *b = dev;
 	struct virtq *vq = virtio_queue(b->t, q);
 	struct virtq_chain *c = &b->chain;
-	int ret;
+	int ret, budget = VIRTQ_BUDGET;
 
-	while ((ret = virtq_pop(vq, virtio_mem(b->t), c)) != 0) {
+	while (budget-- > 0 && (ret = virtq_pop(vq, virtio_mem(b->t), c)) != 0) {
 		uint32_t used = 0;
 		uint8_t status;
 
@@ -178,6 +178,8 @@ static void blk_notify(void *dev, unsigned q)
 		virtq_chain_write(c, c->in_len - 1, &status, 1);
 		virtq_push(vq, c->head, used);
 	}
+	if (budget < 0 && virtq_has_work(vq))
+		virtio_notify_again(b->t, q);
 	virtio_signal(b->t, q);
 }
 

@@ -70,6 +70,17 @@ void virtio_signal(struct virtio_mmio *t, unsigned q)
 		          strerror(errno));
 }
 
+void virtio_notify_again(struct virtio_mmio *t, unsigned q)
+{
+	uint64_t one = 1;
+
+	/* Without KVM (tests) notifications are MMIO writes: the guest's next one will do. */
+	if (q < t->ops->nr_queues && t->notify[q].fd >= 0 &&
+	    write(t->notify[q].fd, &one, sizeof(one)) < 0)
+		log_guest(LOG_WARN, "%s: cannot queue more work on queue %u: %s", t->ops->name, q,
+		          strerror(errno));
+}
+
 static void transport_reset(struct virtio_mmio *t)
 {
 	if (t->ops->reset)

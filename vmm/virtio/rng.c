@@ -22,9 +22,9 @@ static void rng_notify(void *dev, unsigned q)
 	struct virtio_rng *r = dev;
 	struct virtq *vq = virtio_queue(r->t, q);
 	uint8_t buf[RNG_MAX_REQUEST];
-	int ret;
+	int ret, budget = VIRTQ_BUDGET;
 
-	while ((ret = virtq_pop(vq, virtio_mem(r->t), &r->chain)) != 0) {
+	while (budget-- > 0 && (ret = virtq_pop(vq, virtio_mem(r->t), &r->chain)) != 0) {
 		size_t want = r->chain.in_len < sizeof(buf) ? r->chain.in_len : sizeof(buf);
 		ssize_t got;
 
@@ -38,6 +38,8 @@ static void rng_notify(void *dev, unsigned q)
 		virtq_push(vq, r->chain.head,
 		           (uint32_t)virtq_chain_write(&r->chain, 0, buf, (size_t)got));
 	}
+	if (budget < 0 && virtq_has_work(vq))
+		virtio_notify_again(r->t, q);
 	virtio_signal(r->t, q);
 }
 

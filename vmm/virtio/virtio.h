@@ -63,6 +63,16 @@ const struct guest_mem *virtio_mem(struct virtio_mmio *t);
 /* After pushing used buffers on q: interrupts the guest if it wants one. Lock held. */
 void virtio_signal(struct virtio_mmio *t, unsigned q);
 
+/*
+ * How many chains a device takes from one queue per notification: a guest
+ * that keeps a queue full must not hold the device loop (and the other
+ * devices and the control socket) for ever. With more left, the device
+ * calls virtio_notify_again() and the rest comes at the loop's next turn.
+ */
+#define VIRTQ_BUDGET 256
+/* Has queue q's notification come again (its ioeventfd made readable). Lock held. */
+void virtio_notify_again(struct virtio_mmio *t, unsigned q);
+
 /* Whether the driver negotiated feature bit. */
 int virtio_has_feature(struct virtio_mmio *t, unsigned bit);
 

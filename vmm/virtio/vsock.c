@@ -241,15 +241,17 @@ static void vsock_notify(void *dev, unsigned q)
 {
 	struct vsock_dev *d = dev;
 	struct virtq *vq = virtio_queue(d->t, q);
-	int ret;
+	int ret, budget = VIRTQ_BUDGET;
 
 	if (q == VSOCK_QUEUE_TX) {
-		while ((ret = virtq_pop(vq, virtio_mem(d->t), &d->chain)) != 0) {
+		while (budget-- > 0 && (ret = virtq_pop(vq, virtio_mem(d->t), &d->chain)) != 0) {
 			if (ret < 0)
 				continue;
 			handle_tx_chain(d, &d->chain);
 			virtq_push(vq, d->chain.head, 0);
 		}
+		if (budget < 0 && virtq_has_work(vq))
+			virtio_notify_again(d->t, q);
 		virtio_signal(d->t, q);
 	}
 	/* New RX buffers, or credit the TX packets just gave: send what waits. */
