@@ -18,13 +18,15 @@
 #include <seccomp.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 
 #include "log.h"
 
 enum confine_mode confine_mode = SECCOMP_KILL;
 
-#define UNIX_ONLY 1 /* socket(): AF_UNIX alone */
+#define UNIX_ONLY 1   /* socket(): AF_UNIX alone */
+#define NAME_OR_NNP 2 /* prctl(): naming the thread, no_new_privs (libseccomp sets it) */
 
 struct rule {
 	const char *name;
@@ -63,6 +65,11 @@ static const struct rule common[] = {
 	{"rseq", 0},
 	{"set_robust_list", 0},
 	{"getrandom", 0},
+	/* glibc sets its own signal handler at a process's first pthread_create. */
+	{"rt_sigaction", 0},
+	/* A thread names itself and loads its role's filter under the one it inherited. */
+	{"prctl", NAME_OR_NNP},
+	{"seccomp", 0},
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
 	/* The sanitizers' runtime: thread set-up, and the report it writes before dying. */
 	{"sigaltstack", 0},
@@ -169,6 +176,14 @@ const char *confine_role_name(enum confine_role role)
 	return role < ROLE_COUNT ? roles[role].name : "?";
 }
 
+static int allow_arg0(scmp_filter_ctx ctx, int nr, uint64_t value)
+{
+	const struct scmp_arg_cmp eq = {
+		.arg = 0, .op = SCMP_CMP_EQ, .datum_a = value, .datum_b = 0};
+
+	return seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &eq);
+}
+
 static int add(scmp_filter_ctx ctx, const struct rule *r)
 {
 	for (; r->name; r++) {
@@ -177,10 +192,11 @@ static int add(scmp_filter_ctx ctx, const struct rule *r)
 		if (nr == __NR_SCMP_ERROR)
 			continue; /* not a syscall on this architecture */
 		if (r->narrow == UNIX_ONLY) {
-			const struct scmp_arg_cmp unix_only = {
-				.arg = 0, .op = SCMP_CMP_EQ, .datum_a = AF_UNIX, .datum_b = 0};
-
-			ret = seccomp_rule_add_array(ctx, SCMP_ACT_ALLOW, nr, 1, &unix_only);
+			ret = allow_arg0(ctx, nr, AF_UNIX);
+		} else if (r->narrow == NAME_OR_NNP) {
+			ret = allow_arg0(ctx, nr, PR_SET_NAME);
+			if (!ret || ret == -EEXIST)
+				ret = allow_arg0(ctx, nr, PR_SET_NO_NEW_PRIVS);
 		} else
 			ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
 		/* The same syscall twice (common and the role): the first rule stands. */

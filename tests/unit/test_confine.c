@@ -96,8 +96,31 @@ static int thread_breaks_rule(void)
 	return 0;
 }
 
+static void *vcpu_under_main(void *arg)
+{
+	int *ok = arg;
+
+	/* As a vCPU thread starts: its name, its own filter over the inherited one. */
+	pthread_setname_np(pthread_self(), "vcpu0");
+	*ok = confine_enter(ROLE_VCPU) == 0 && write(STDERR_FILENO, "", 0) == 0;
+	return NULL;
+}
+
+static int nested_roles(void)
+{
+	pthread_t t;
+	int ok = 0;
+
+	if (pthread_create(&t, NULL, vcpu_under_main, &ok))
+		return 2;
+	pthread_join(t, NULL);
+	return ok ? 0 : 1;
+}
+
 UNIT_TEST(confine_roles_allow_their_work)
 {
+	/* A thread made under the main loop's filter enters its own (vm_run's order). */
+	CHECK(in_role(ROLE_MAIN, nested_roles) == 0);
 	CHECK(in_role(ROLE_MAIN, write_pipe) == 0);
 	CHECK(in_role(ROLE_MAIN, unix_socket) == 0);
 	CHECK(in_role(ROLE_MAIN, open_file) == 0);
