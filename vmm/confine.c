@@ -25,6 +25,18 @@
 
 enum confine_mode confine_mode = SECCOMP_KILL;
 
+/* GCC says so by a macro, clang by __has_feature. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#define HUSK_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define HUSK_SANITIZED 1
+#endif
+#endif
+#ifndef HUSK_SANITIZED
+#define HUSK_SANITIZED 0
+#endif
+
 #define UNIX_ONLY 1   /* socket(): AF_UNIX alone */
 #define NAME_OR_NNP 2 /* prctl(): naming the thread, no_new_privs (libseccomp sets it) */
 
@@ -70,7 +82,7 @@ static const struct rule common[] = {
 	/* A thread names itself and loads its role's filter under the one it inherited. */
 	{"prctl", NAME_OR_NNP},
 	{"seccomp", 0},
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
+#if HUSK_SANITIZED
 	/* The sanitizers' runtime: thread set-up, and the report it writes before dying. */
 	{"sigaltstack", 0},
 	{"prctl", 0},
