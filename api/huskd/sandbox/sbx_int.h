@@ -216,8 +216,6 @@ void sbx_state_release(struct sandbox *sb);
 void sbx_state_forget(struct sandbox *sb);
 
 /* ---- sbx_reap.c: files nobody will ask for again ---- */
-/* Removes the output streams of a deleted sandbox's executions. */
-void sbx_streams_drop(struct sbx_mgr *m, const char *sandbox_id);
 /* Removes streams past their age and builds never finalized (now; hourly once started). */
 void sbx_reap(struct sbx_mgr *m);
 int sbx_reap_start(struct sbx_mgr *m);

@@ -194,7 +194,6 @@ int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
 
 	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE) {
 		sbx_end(sb, "deleted", "destroyed by request", NULL);
-		sbx_streams_drop(m, id);
 		return 0;
 	}
 	rc = store_sandbox_get(m->store, id, &info, NULL);
@@ -204,8 +203,6 @@ int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
 		rc = store_sandbox_set_status(m->store, id, "deleted", "destroyed by request");
 	json_decref(info);
 	sbx_notify(m, id);
-	if (!rc)
-		sbx_streams_drop(m, id);
 	/* -EINVAL: already deleted, or a status the store keeps (nothing to do). */
 	if (rc && rc != -EINVAL)
 		return sbx_fail(err, SBX_INTERNAL, rc, "cannot destroy %s: %s", id, strerror(-rc));

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Files nobody will ask for again, so the state folder does not grow
- * without end: a deleted sandbox's output streams, streams past their age
- * (cfg.stream_max_age), and snapshot builds that were begun and never
- * finalized. At start and then hourly.
+ * without end: output streams past their age (cfg.stream_max_age; a
+ * destroyed sandbox's last command may still be read until then), and
+ * snapshot builds that were begun and never finalized. At start and then
+ * hourly.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -28,30 +29,6 @@ static bool id_like(const char *s)
 	size_t n = strlen(s);
 
 	return n > 4 && n < STORE_ID_LEN && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == n;
-}
-
-void sbx_streams_drop(struct sbx_mgr *m, const char *sandbox_id)
-{
-	static const char *const keys[] = {"stdoutStreamUrl", "stderrStreamUrl"};
-	json_t *list = NULL, *e;
-	char path[4200];
-	size_t i;
-
-	if (store_execution_list(m->store, sandbox_id, 100000, &list))
-		return;
-	json_array_foreach(json_object_get(list, "executions"), i, e)
-	{
-		for (size_t k = 0; k < 2; k++) {
-			const char *url = json_string_value(json_object_get(e, keys[k]));
-			const char *sid = url ? strrchr(url, '/') : NULL;
-
-			if (!sid || !id_like(sid + 1))
-				continue;
-			snprintf(path, sizeof(path), "%s/%s", m->streams, sid + 1);
-			unlink(path);
-		}
-	}
-	json_decref(list);
 }
 
 /* Entries of dir last changed before cutoff, removed by rm (a file or a build folder). */
