@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +355,12 @@ int main(int argc, char **argv)
 	struct guest_mem mem;
 	int kvm_fd = -1, console_fd = -1, status, ret;
 
+	/*
+	 * One malloc arena: glibc opens /proc/sys/vm/overcommit_memory when a
+	 * thread's first allocation makes an arena of its own, and a vCPU or
+	 * lazy-restore thread's seccomp role has no business opening files.
+	 */
+	mallopt(M_ARENA_MAX, 1);
 	status = parse_args(argc, argv, &o);
 	if (status)
 		return status;
