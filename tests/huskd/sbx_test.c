@@ -359,6 +359,7 @@ int main(int argc, char **argv)
 	t_failures();
 	t_adoption();
 	t_reaping();
+	t_admission();
 	if (T.m)
 		t_close();
 	t_kill_all();

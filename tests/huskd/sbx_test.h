@@ -88,5 +88,6 @@ void t_executions(void);
 void t_failures(void);
 void t_adoption(void);
 void t_reaping(void);
+void t_admission(void);
 
 #endif

@@ -252,6 +252,12 @@ int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err
 		return sbx_fail(err, SBX_STATE, -EBUSY,
 		                "sandbox %s is %s: only a paused sandbox resumes", sb->id,
 		                sbx_state_name(sb->state));
+	/* A paused sandbox holds no budget: it takes its share again, or waits for room. */
+	if (sb->state == SBX_PAUSED) {
+		rc = sbx_admit(sb->m, sb->mem_mib, sb->vcpus, err);
+		if (rc)
+			return rc;
+	}
 	snap_path(sb, path, sizeof(path));
 	if (access(path, R_OK) < 0)
 		return sbx_fail(err, SBX_INTERNAL, -errno,
