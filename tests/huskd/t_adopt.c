@@ -112,6 +112,11 @@ void t_adoption(void)
 	        t_state(dead.id) == SBX_GONE &&
 	                !strcmp(t_status(dead.id, st, sizeof(st)), "failed"),
 	        "status %s", st);
+	/* An adopted VMM is not huskd's child: its exit after a written snapshot has no status. */
+	sbx_pause(T.m, idle.id, t_done_cb, &d);
+	t_check("adopted_pauses", t_wait_done(&d) && d.ok && t_state(idle.id) == SBX_PAUSED,
+	        "%s; state %s", d.msg, sbx_state_name(t_state(idle.id)));
+	t_done_reset(&d);
 	for (struct kept *k = (struct kept[]){idle, running, paused}, *end = k + 3; k < end; k++) {
 		t_destroy(k->id);
 	}

@@ -213,7 +213,12 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 {
 	char why[1024];
 
-	if (status != 0 || sb->plan.step != PLAN_QUITTING) {
+	/*
+	 * Quitting, its snapshot was written and answered for. An adopted VMM
+	 * is not huskd's child: its exit has no status (-1), and that is no
+	 * reason to throw the written snapshot away.
+	 */
+	if (sb->plan.step != PLAN_QUITTING || (status != 0 && status != -1)) {
 		char how[320];
 
 		sbx_vmm_exit_reason(sb, status, how, sizeof(how));
