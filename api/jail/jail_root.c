@@ -57,21 +57,31 @@ static int mkdirs(char *p, size_t keep)
 }
 
 /* A mount point in the jail for host path src (a folder or a file). */
-static int mount_point(const struct jail_root *r, const char *path, const struct stat *st)
+/* An empty file at host path in the jail (for a file to be bound over); the path it has there in p.
+ */
+static int empty_file(const struct jail_root *r, const char *path, char *p, size_t len)
 {
-	char p[PATH_MAX];
 	int fd;
 
-	if (inside(r, path, p, sizeof(p)) || mkdirs(p, strlen(r->dir)))
+	if (inside(r, path, p, len) || mkdirs(p, strlen(r->dir)))
 		return -1;
-	if (S_ISDIR(st->st_mode))
-		return mkdir(p, 0755) < 0 && errno != EEXIST ? say("cannot make", p) : 0;
 	/* Read-only: a file already there (under a bound folder) is merely opened. */
 	fd = open(p, O_RDONLY | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return say("cannot make", p);
 	close(fd);
 	return 0;
+}
+
+static int mount_point(const struct jail_root *r, const char *path, const struct stat *st)
+{
+	char p[PATH_MAX];
+
+	if (!S_ISDIR(st->st_mode))
+		return empty_file(r, path, p, sizeof(p));
+	if (inside(r, path, p, sizeof(p)) || mkdirs(p, strlen(r->dir)))
+		return -1;
+	return mkdir(p, 0755) < 0 && errno != EEXIST ? say("cannot make", p) : 0;
 }
 
 /* Whether path lies in a folder the program writes (where it could plant a link). */
@@ -88,9 +98,10 @@ static int writable(const struct jail_root *r, const char *path)
 
 /*
  * Recreates in the jail every symlink on the way to host path, then
- * returns (in real) the path with none, where the bind goes.
+ * returns (in real, PATH_MAX long: realpath's) the path with none, where
+ * the bind goes.
  */
-static int follow(const struct jail_root *r, const char *path, char *real, size_t len, int depth)
+static int follow(const struct jail_root *r, const char *path, char real[PATH_MAX], int depth)
 {
 	char walked[PATH_MAX], target[PATH_MAX], rest[PATH_MAX], p[PATH_MAX];
 	const char *s = path;
@@ -137,11 +148,10 @@ static int follow(const struct jail_root *r, const char *path, char *real, size_
 			errno = ENAMETOOLONG;
 			return say("cannot follow", path);
 		}
-		return follow(r, rest, real, len, depth + 1);
+		return follow(r, rest, real, depth + 1);
 	}
 	if (!realpath(path, real))
 		return say("cannot resolve", path);
-	(void)len;
 	return 0;
 }
 
@@ -152,8 +162,8 @@ static int bind(const struct jail_root *r, const char *path, int rw)
 	unsigned long ro = rw ? 0 : MS_RDONLY;
 	struct stat st;
 
-	if (follow(r, path, real, sizeof(real), 0) || stat(real, &st) < 0 ||
-	    mount_point(r, real, &st) || inside(r, real, p, sizeof(p)))
+	if (follow(r, path, real, 0) || stat(real, &st) < 0 || mount_point(r, real, &st) ||
+	    inside(r, real, p, sizeof(p)))
 		return -1;
 	if (mount(real, p, NULL, MS_BIND | MS_REC, NULL) < 0)
 		return say("cannot bind", real);
@@ -207,14 +217,9 @@ static int device(const struct jail_root *r, const char *path)
 static int resolv(const struct jail_root *r)
 {
 	char p[PATH_MAX];
-	int fd;
 
-	if (inside(r, "/etc/resolv.conf", p, sizeof(p)) || mkdirs(p, strlen(r->dir)))
+	if (empty_file(r, "/etc/resolv.conf", p, sizeof(p)))
 		return -1;
-	fd = open(p, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-	if (fd < 0)
-		return say("cannot make", p);
-	close(fd);
 	if (mount(r->resolv, p, NULL, MS_BIND, NULL) < 0 ||
 	    mount(NULL, p, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) < 0)
 		return say("cannot bind", r->resolv);
