@@ -53,7 +53,7 @@ HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(filter-out $(HTTPC_SRCS),$(sort $(wildcard api/cli/*.c)))
-INCLUDES := -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
+INCLUDES := -I$(BUILD)/gen -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
 	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
@@ -117,6 +117,16 @@ images: $(KERNEL) $(INITRAMFS) runtimes
 
 # V=1 shows whole command lines.
 Q := $(if $(V),,@)
+
+# The guest's DSDT, compiled from ASL by ACPICA's iasl (its preprocessor
+# reads the addresses from layout.h) into a C table acpi.c includes.
+DSDT_H := $(BUILD)/gen/dsdt.h
+$(DSDT_H): vmm/x86/dsdt.asl vmm/x86/layout.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  IASL    $<")
+	$(Q)iasl -vs -p $(BUILD)/gen/dsdt -tc $< >$(BUILD)/gen/iasl.log || { cat $(BUILD)/gen/iasl.log; exit 1; }
+	$(Q)sed 's/^unsigned char dsdt_aml_code\[\]/static const unsigned char dsdt_aml[]/' $(BUILD)/gen/dsdt.hex >$@
+$(call obj,rel,vmm/x86/acpi.c) $(call obj,san,vmm/x86/acpi.c): $(DSDT_H)
 
 $(BUILD)/obj/rel/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -348,7 +358,9 @@ $(BUILD)/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c api/huskd/routes/r_target.c
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")
-	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_EXTRA) -o $@ $^ -ljansson $(FUZZ_LIBS)
+	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_EXTRA) -o $@ $(filter %.c,$^) -ljansson $(FUZZ_LIBS)
+
+$(BUILD)/fuzz/fuzz_net $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: $(DSDT_H)
 
 fuzz-build: $(FUZZ_TARGETS)
 

@@ -15,6 +15,7 @@
 #include "control.h"
 #include "devices/power.h"
 #include "devices/serial.h"
+#include "devices/vmgenid.h"
 #include "kvm.h"
 #include "log.h"
 #include "netstack.h"
@@ -441,7 +442,16 @@ int main(int argc, char **argv)
 			goto out;
 		}
 		log_info("restored %s", o.restore);
+		/* A restored guest may be one of many children: it learns so before it runs. */
+		if ((ret = vmgenid_restored(&vm))) {
+			log_err("cannot give the restored guest a new generation id: %s",
+			        strerror(-ret));
+			goto out;
+		}
 	} else if (boot_setup(&boot, &vm, cmdline)) {
+		goto out;
+	} else if ((ret = vmgenid_boot(&vm))) {
+		log_err("cannot give the guest a generation id: %s", strerror(-ret));
 		goto out;
 	}
 	if (o.expose_port && (ret = netstack_expose(netstack, o.expose_port, o.expose_path))) {

@@ -74,6 +74,9 @@ static void check_tables(unsigned nr_vcpus)
 	CHECK(u32_at(fadt + 40) == u64_at(fadt + 140));
 	CHECK(acpi_checksum(dsdt, u32_at(dsdt + 4)) == 0);
 	CHECK(memmem(dsdt + 36, u32_at(dsdt + 4) - 36, "_S5_", 4) != NULL);
+	/* The generation id device, matched by its compatible id, and the event device. */
+	CHECK(memmem(dsdt + 36, u32_at(dsdt + 4) - 36, "VM_GEN_COUNTER", 14) != NULL);
+	CHECK(memmem(dsdt + 36, u32_at(dsdt + 4) - 36, "ACPI0013", 8) != NULL);
 	CHECK(u32_at(madt + 36) == LAPIC_ADDR);
 	CHECK(u32_at(madt + 40) & 1); /* PCAT_COMPAT: legacy PIC present */
 	for (uint32_t off = 44; off < u32_at(madt + 4); off += madt[off + 1]) {

@@ -144,9 +144,8 @@ struct madt_lapic_nmi {
 #define ACPI_ACCESS_WORD 2
 #define ACPI_ACCESS_DWORD 3
 
-/* DefName(_S5_, Package(2) { 5, 0 }): the sleep type for power-off. */
-static const uint8_t dsdt_aml[] = {0x08, '_',  'S',  '5',  '_',  0x12,
-                                   0x06, 0x02, 0x0a, 0x05, 0x0a, 0x00};
+/* The DSDT as iasl compiled vmm/x86/dsdt.asl: a whole table, header and checksum included. */
+#include "dsdt.h"
 
 uint8_t acpi_checksum(const void *p, size_t len)
 {
@@ -286,16 +285,14 @@ long acpi_build(uint8_t *buf, size_t buflen, uint64_t base, unsigned nr_vcpus)
 	rsdp = take(buf, buflen, &off, sizeof(*rsdp));
 	xsdt = take(buf, buflen, &off, xsdt_len);
 	fadt = take(buf, buflen, &off, sizeof(*fadt));
-	dsdt = take(buf, buflen, &off, sizeof(struct acpi_sdt_header) + sizeof(dsdt_aml));
+	dsdt = take(buf, buflen, &off, sizeof(dsdt_aml));
 	madt = take(buf, buflen, &off, madt_len);
 	off = (off + 63) & ~(size_t)63; /* the FACS must be 64-byte aligned */
 	facs = take(buf, buflen, &off, sizeof(*facs));
 	if (!rsdp || !xsdt || !fadt || !dsdt || !madt || !facs)
 		return -ENOSPC;
 
-	sdt_init(dsdt, "DSDT", sizeof(struct acpi_sdt_header) + sizeof(dsdt_aml), 2);
-	memcpy(dsdt + sizeof(struct acpi_sdt_header), dsdt_aml, sizeof(dsdt_aml));
-	sdt_seal(dsdt);
+	memcpy(dsdt, dsdt_aml, sizeof(dsdt_aml));
 
 	fill_facs(facs);
 	fill_fadt(fadt, base + (uint64_t)(dsdt - buf), base + (uint64_t)((uint8_t *)facs - buf));

@@ -26,6 +26,15 @@
 #define ACPI_TABLES_ADDR 0xe0000ULL
 #define ACPI_TABLES_SIZE 0x10000ULL
 
+/*
+ * The VM Generation ID's 16 bytes, in the reserved area above the tables,
+ * and the GSI (an IOAPIC pin past the ISA ones) of the event device that
+ * announces a new one. No ULL: dsdt.asl reads these through iasl.
+ */
+#define VMGENID_ADDR 0xf0000
+#define VMGENID_SIZE 16
+#define GED_GSI 16
+
 /* BIOS data area word the kernel sets to 0x1234 before a warm reset. */
 #define BDA_RESET_FLAG_ADDR 0x472ULL
 #define BDA_RESET_FLAG_WARM 0x1234
