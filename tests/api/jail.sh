@@ -7,22 +7,10 @@
 # Prints PASS/FAIL jail/NAME lines.
 set -u
 port=8793
+suite=jail
 . "$(dirname "$0")/lib.sh"
 rc=0
 
-pass() { echo "PASS jail/$1"; }
-fail() {
-	echo "FAIL jail/$1: $2"
-	rc=1
-}
-h() {
-	HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"
-	cli_s=$?
-}
-vmm_pid() {
-	tail=$(echo "$1" | tail -c 21)
-	ps -o pid,args | awk -v t="serial=$tail" '$0 ~ t && /husk-vmm/ && !/awk/ {print $1; exit}'
-}
 field() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status"; }
 created() { sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1; }
 
@@ -182,6 +170,24 @@ if [ "$(cat "$T/o")" = again ]; then pass adopted_after_restart; else
 fi
 
 h destroy "$b"
+# Children of one snapshot are machines of their own: a machine-id each, not
+# the parent's.
+h exec "$a" -- sh -c 'cat /etc/machine-id 2>/dev/null || echo none'
+mid_a=$(cat "$T/o")
+h snapshot create "$a" --name jail-snap --json
+if [ "$cli_s" != 0 ]; then
+	fail snapshot_children_own_machine_id "snapshot create: status $cli_s"
+else
+	mid_1= mid_2=
+	h run --snapshot jail-snap -- cat /etc/machine-id && mid_1=$(cat "$T/o")
+	h run --snapshot jail-snap -- cat /etc/machine-id && mid_2=$(cat "$T/o")
+	if echo "$mid_1" | grep -qx '[0-9a-f]\{32\}' && echo "$mid_2" | grep -qx '[0-9a-f]\{32\}' &&
+		[ "$mid_1" != "$mid_2" ] && [ "$mid_1" != "$mid_a" ] && [ "$mid_2" != "$mid_a" ]; then
+		pass snapshot_children_own_machine_id
+	else
+		fail snapshot_children_own_machine_id "parent '$mid_a', children '$mid_1' '$mid_2' (last status $cli_s)"
+	fi
+fi
 h destroy "$a"
 [ $rc = 0 ] || { echo "--- huskd's log"; tail -n 30 "$T/huskd.log"; }
 stop_huskd jail/huskd_clean_exit || rc=1

@@ -33,6 +33,27 @@ start_huskd() {
 	fi
 }
 
+# The checks of a suite that sets $suite before sourcing this: PASS/FAIL
+# $suite/NAME lines, the last h's output shown with a failure.
+pass() { echo "PASS ${suite:-api}/$1"; }
+fail() {
+	echo "FAIL ${suite:-api}/$1: $2"
+	[ -s "$T/o" ] && echo "  stdout: $(head -c 800 "$T/o")"
+	[ -s "$T/e" ] && echo "  stderr: $(head -c 400 "$T/e")"
+	rc=1
+}
+# h ARGS...: the husk CLI (ASan) against it; stdout in $T/o, stderr in $T/e, status in $cli_s.
+h() {
+	HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"
+	cli_s=$?
+	return $cli_s
+}
+# vmm_pid ID: the pid of sandbox ID's husk-vmm (its serial is the id's last 20 characters).
+vmm_pid() {
+	tail=$(echo "$1" | tail -c 21)
+	ps -o pid,args | awk -v t="serial=$tail" '$0 ~ t && /husk-vmm/ && !/awk/ {print $1; exit}'
+}
+
 # client SCRIPT ARGS...: runs a tests/api/client script against it.
 client() { HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tests/api/client/$@"; }
 

@@ -9,6 +9,7 @@
 # Prints PASS/FAIL net/NAME lines.
 set -u
 port=8791
+suite=net
 . "$(dirname "$0")/lib.sh"
 rc=0
 . "$(dirname "$0")/net_lib.sh"

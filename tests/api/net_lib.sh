@@ -8,18 +8,6 @@
 ip=/usr/sbin/ip
 [ -x /sbin/ip ] && /sbin/ip -V 2>/dev/null | grep -q iproute2 && ip=/sbin/ip
 
-pass() { echo "PASS net/$1"; }
-fail() {
-	echo "FAIL net/$1: $2"
-	[ -s "$T/o" ] && echo "  stdout: $(head -c 800 "$T/o")"
-	[ -s "$T/e" ] && echo "  stderr: $(head -c 400 "$T/e")"
-	rc=1
-}
-h() {
-	HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"
-	cli_s=$?
-}
-
 standin_up() {
 	mkdir -p "$T/www" /run/netns &&
 		echo "hello from the stand-in" >"$T/www/index.html" &&
@@ -67,12 +55,6 @@ hv_gone() {
 		i=$((i + 1))
 	done
 	if [ "$(hv_count)" = 0 ]; then pass "$1"; else fail "$1" "a veth pair outlived its sandbox: $($ip -o link show | grep ': hv')"; fi
-}
-
-# vmm_pid ID: the pid of the sandbox's husk-vmm (its disk serial is the id's tail).
-vmm_pid() {
-	tail=$(echo "$1" | tail -c 21)
-	ps -o pid,args | awk -v t="serial=$tail" '$0 ~ t && /husk-vmm/ && !/awk/ {print $1; exit}'
 }
 
 # want NAME WANT...: each line WANT is in $T/o.

@@ -5,6 +5,7 @@
 # net_lib.sh. Nothing leaves the machine. Prints PASS/FAIL net/NAME lines.
 set -u
 port=8792
+suite=net
 . "$(dirname "$0")/lib.sh"
 rc=0
 . "$(dirname "$0")/net_lib.sh"
