@@ -106,10 +106,13 @@ start_host 3 --conns 1 --then close
 wait $host
 rc=$?
 host=""
-if [ "$rc" = 0 ] && grep -q "^hello 1 dial=4 " "$T/host3.out"; then
+# (A redial may reach the dying host's listener first and be reset: dial 4
+# or a later one, not exactly 4.)
+n=$(sed -n 's/^hello 1 dial=\([0-9]*\) .*/\1/p' "$T/host3.out")
+if [ "$rc" = 0 ] && [ "${n:-0}" -ge 4 ]; then
 	ok dial_again_after_long_connection
 else
-	bad dial_again_after_long_connection "dialhost exited $rc; want a dial with dial 4"
+	bad dial_again_after_long_connection "dialhost exited $rc with dial '${n}'; want a dial, the 4th or later"
 fi
 
 # Retrying stays quiet: at most one line a minute.
