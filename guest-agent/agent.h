@@ -116,14 +116,22 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req);
 /* Kills every running job and forgets all jobs (the agent is exiting). */
 void jobs_destroy(struct agent *a);
 
+/* identity.c: host name, machine-id, boot id; 0 or -errno (-EINVAL: malformed). */
+bool identity_hostname_valid(const char *name);
+bool identity_boot_id_valid(const char *uuid);
+int identity_set_hostname(const char *name);
+int identity_set_machine_id(const char *hex);
+int identity_set_boot_id(const char *uuid);
+
 /* init.c: PID 1 duties */
 /* PID 1's first steps: /proc, /sys, /dev and the console. */
 void init_early(void);
 /*
  * The rest of the system, in the final root: /tmp, /run, devpts, cgroups,
- * host name, loopback, the resolver of a networked guest, env.
+ * host name (husk.hostname=NAME, else "sandbox"), loopback, the resolver of
+ * a networked guest, env.
  */
-void init_system(void);
+void init_system(const char *cmdline);
 /*
  * Mounts the ext4 disk dev (waiting briefly for it), grows its file system
  * to the disk's size unless readonly, and makes it the root, taking /dev,

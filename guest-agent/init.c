@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "cmdline.h"
 
 static void mount_one(const char *src, const char *dir, const char *type, unsigned long flags,
                       const char *data)
@@ -95,9 +96,10 @@ static void resolver_from_dhcp(void)
 		fprintf(stderr, "husk-agent: cannot write /etc/resolv.conf: %s\n", strerror(errno));
 }
 
-void init_system(void)
+void init_system(const char *cmdline)
 {
-	static const char hostname[] = "sandbox";
+	char hostname[64] = "";
+	int rc;
 
 	mount_one("devpts", "/dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
 	          "gid=5,mode=620,ptmxmode=666");
@@ -105,8 +107,16 @@ void init_system(void)
 	mount_one("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
 	mount_one("tmpfs", "/run", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755");
 	mount_one("cgroup2", "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
-	if (sethostname(hostname, sizeof(hostname) - 1) < 0)
-		fprintf(stderr, "husk-agent: cannot set the host name: %s\n", strerror(errno));
+	if (cmdline_get(cmdline, "husk.hostname", hostname, sizeof(hostname)) < 0 ||
+	    !identity_hostname_valid(hostname)) {
+		if (hostname[0])
+			fprintf(stderr, "husk-agent: husk.hostname=%s is not a host name\n",
+			        hostname);
+		snprintf(hostname, sizeof(hostname), "sandbox");
+	}
+	rc = identity_set_hostname(hostname);
+	if (rc)
+		fprintf(stderr, "husk-agent: cannot set the host name: %s\n", strerror(-rc));
 	loopback_up();
 	resolver_from_dhcp();
 	setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);

@@ -195,7 +195,7 @@ int main(int argc, char **argv)
 	init_early();
 	if (read_cmdline(cmdline, sizeof(cmdline)) == 0)
 		switch_root(cmdline);
-	init_system();
+	init_system(cmdline);
 	if (cmdline[0]) {
 		int n = cmdline_get(cmdline, "husk.cmd", cmd, sizeof(cmd));
 

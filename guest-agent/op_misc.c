@@ -86,25 +86,6 @@ static int hexval(char ch)
 	return -1;
 }
 
-/* A child of a snapshot is a machine of its own: not its siblings' machine-id. */
-static int new_machine_id(const char *hex)
-{
-	char line[34];
-	int fd, ok;
-
-	snprintf(line, sizeof(line), "%s\n", hex);
-	fd = open("/etc/machine-id.husk", O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0444);
-	if (fd < 0)
-		return -1;
-	ok = write(fd, line, 33) == 33 && fsync(fd) == 0;
-	close(fd);
-	if (!ok || rename("/etc/machine-id.husk", "/etc/machine-id") < 0) {
-		unlink("/etc/machine-id.husk");
-		return -1;
-	}
-	return 0;
-}
-
 /*
  * The guest was restored from a snapshot: its wall clock stopped when the
  * snapshot was taken, and a sandbox started from a shared snapshot has the
@@ -115,6 +96,8 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 {
 	const char *seed = json_string_value(json_object_get(req, "seed"));
 	const char *machine_id = json_string_value(json_object_get(req, "machine_id"));
+	const char *hostname = json_string_value(json_object_get(req, "hostname"));
+	const char *boot_id = json_string_value(json_object_get(req, "boot_id"));
 	json_t *ns = json_object_get(req, "time_ns");
 	struct {
 		struct rand_pool_info info;
@@ -122,7 +105,7 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 	} e = {0};
 	size_t n = seed ? strlen(seed) / 2 : 0;
 	struct timespec ts;
-	int fd, clock_rc = 0, rng_rc = 0;
+	int fd, rc, clock_rc = 0, rng_rc = 0;
 
 	if (!json_is_integer(ns) || json_integer_value(ns) <= 0 || !seed || n == 0 ||
 	    n > sizeof(e.buf) || strlen(seed) != 2 * n) {
@@ -143,6 +126,18 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		conn_send_error(c, id, "bad_request", "machine_id must be 32 lowercase hex digits");
 		return;
 	}
+	if (hostname && !identity_hostname_valid(hostname)) {
+		conn_send_error(
+			c, id, "bad_request",
+			"hostname must be 1 to 63 of a-z, 0-9 and '-', not starting or ending "
+			"with '-'");
+		return;
+	}
+	if (boot_id && !identity_boot_id_valid(boot_id)) {
+		conn_send_error(c, id, "bad_request",
+		                "boot_id must be a UUID in lowercase hex (8-4-4-4-12)");
+		return;
+	}
 	ts.tv_sec = (time_t)(json_integer_value(ns) / 1000000000);
 	ts.tv_nsec = (long)(json_integer_value(ns) % 1000000000);
 	if (clock_settime(CLOCK_REALTIME, &ts) < 0)
@@ -160,12 +155,20 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		                rng_rc ? strerror(-rng_rc) : "reseeded");
 		return;
 	}
-	if (machine_id && new_machine_id(machine_id)) {
-		conn_send_error(c, id, "failed", "cannot write /etc/machine-id: %s",
-		                strerror(errno));
+	if (machine_id && (rc = identity_set_machine_id(machine_id))) {
+		conn_send_error(c, id, "failed", "cannot write /etc/machine-id: %s", strerror(-rc));
+		return;
+	}
+	if (hostname && (rc = identity_set_hostname(hostname))) {
+		conn_send_error(c, id, "failed", "cannot set the host name: %s", strerror(-rc));
+		return;
+	}
+	if (boot_id && (rc = identity_set_boot_id(boot_id))) {
+		conn_send_error(c, id, "failed", "cannot renew the boot id: %s", strerror(-rc));
 		return;
 	}
 	conn_send_json(c, FRAME_RESULT, id,
-	               json_pack("{s:b, s:b, s:b}", "clock", 1, "reseeded", 1, "machineId",
-	                         machine_id != NULL));
+	               json_pack("{s:b, s:b, s:b, s:b, s:b}", "clock", 1, "reseeded", 1,
+	                         "machineId", machine_id != NULL, "hostname", hostname != NULL,
+	                         "bootId", boot_id != NULL));
 }

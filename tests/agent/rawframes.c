@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "agent_client.h"
@@ -96,6 +97,39 @@ int main(int argc, char **argv)
 	check(!ret && reply(c, 6, code, sizeof(code)) == FRAME_ERROR &&
 	              !strcmp(code, "bad_request"),
 	      "exec_empty_argv", code);
+
+	/*
+	 * resumed: every field is checked before the clock or anything else
+	 * changes. The time given is now: this agent may run as root on a host.
+	 */
+	{
+		struct timespec now;
+		char req[256];
+
+		static const char *const bad[][2] = {
+			{"resumed_no_seed", "{\"op\":\"resumed\",\"time_ns\":%lld}"},
+			{"resumed_bad_hostname", "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":"
+		                                 "\"00\",\"hostname\":\"-a\"}"},
+			{"resumed_long_hostname",
+		         "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":\"00\",\"hostname\":\""
+		         "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"}"},
+			{"resumed_bad_boot_id",
+		         "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":\"00\","
+		         "\"boot_id\":\"0e078a7c-3158-4714-9d34-b3bea861ddbX\"}"},
+			{"resumed_bad_machine_id", "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":"
+		                                   "\"00\",\"machine_id\":\"ab\"}"},
+		};
+
+		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+			clock_gettime(CLOCK_REALTIME, &now);
+			snprintf(req, sizeof(req), bad[i][1],
+			         (long long)now.tv_sec * 1000000000LL + now.tv_nsec);
+			ret = agent_client_send(c, FRAME_REQUEST, 0, 20 + i, req, strlen(req));
+			check(!ret && reply(c, 20 + i, code, sizeof(code)) == FRAME_ERROR &&
+			              !strcmp(code, "bad_request"),
+			      bad[i][0], code);
+		}
+	}
 
 	/* 64 MiB announced: refused unread, and the stream stays in step. */
 	{

@@ -170,22 +170,32 @@ if [ "$(cat "$T/o")" = again ]; then pass adopted_after_restart; else
 fi
 
 h destroy "$b"
-# Children of one snapshot are machines of their own: a machine-id each, not
-# the parent's.
-h exec "$a" -- sh -c 'cat /etc/machine-id 2>/dev/null || echo none'
-mid_a=$(cat "$T/o")
+# Children of one snapshot are machines of their own: a machine-id, host
+# name and boot id each, not the parent's. The parent's host name is its id.
+ident='echo $(cat /etc/machine-id 2>/dev/null || echo none) $(cat /proc/sys/kernel/hostname) $(cat /proc/sys/kernel/random/boot_id)'
+h exec "$a" -- sh -c "$ident"
+id_a=$(cat "$T/o")
 h snapshot create "$a" --name jail-snap --json
 if [ "$cli_s" != 0 ]; then
-	fail snapshot_children_own_machine_id "snapshot create: status $cli_s"
+	fail snapshot_children_own_identity "snapshot create: status $cli_s"
 else
-	mid_1= mid_2=
-	h run --snapshot jail-snap -- cat /etc/machine-id && mid_1=$(cat "$T/o")
-	h run --snapshot jail-snap -- cat /etc/machine-id && mid_2=$(cat "$T/o")
-	if echo "$mid_1" | grep -qx '[0-9a-f]\{32\}' && echo "$mid_2" | grep -qx '[0-9a-f]\{32\}' &&
-		[ "$mid_1" != "$mid_2" ] && [ "$mid_1" != "$mid_a" ] && [ "$mid_2" != "$mid_a" ]; then
-		pass snapshot_children_own_machine_id
+	id_1= id_2=
+	h run --snapshot jail-snap -- sh -c "$ident" && id_1=$(cat "$T/o")
+	h run --snapshot jail-snap -- sh -c "$ident" && id_2=$(cat "$T/o")
+	# distinct N: field N differs in all three machines.
+	distinct() {
+		x=$(echo "$id_a" | cut -d' ' -f"$1") y=$(echo "$id_1" | cut -d' ' -f"$1")
+		z=$(echo "$id_2" | cut -d' ' -f"$1")
+		[ -n "$x" ] && [ -n "$y" ] && [ -n "$z" ] && [ "$x" != "$y" ] && [ "$x" != "$z" ] &&
+			[ "$y" != "$z" ]
+	}
+	hex='[0-9a-f]\{32\} sbx-[a-z2-7]* [0-9a-f]\{8\}-[0-9a-f-]\{27\}'
+	if echo "$id_1" | grep -qx "$hex" && echo "$id_2" | grep -qx "$hex" &&
+		[ "$(echo "$id_a" | cut -d' ' -f2)" = "sbx-${a#sbx_}" ] &&
+		distinct 1 && distinct 2 && distinct 3; then
+		pass snapshot_children_own_identity
 	else
-		fail snapshot_children_own_machine_id "parent '$mid_a', children '$mid_1' '$mid_2' (last status $cli_s)"
+		fail snapshot_children_own_identity "parent '$id_a', children '$id_1' '$id_2' (last status $cli_s)"
 	fi
 fi
 h destroy "$a"

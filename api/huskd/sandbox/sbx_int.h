@@ -107,9 +107,10 @@ struct sbx_mgr {
 	/* Sandbox networking, set up at the first sandbox that wants it (sbx_net()). */
 	struct net_host *net;
 	bool net_tried;
-	char net_why[300];  /* why there is none */
-	unsigned jail_next; /* where the search for a free jail uid starts */
-	uv_timer_t *reaper; /* hourly: old streams, abandoned builds (sbx_reap.c) */
+	char net_why[300];    /* why there is none */
+	unsigned jail_next;   /* where the search for a free jail uid starts */
+	uv_timer_t *reaper;   /* old streams, abandoned builds (sbx_reap.c) */
+	int64_t reaped_to_ms; /* streams of sandboxes deleted before this are gone */
 };
 
 struct net_policy;
@@ -216,8 +217,11 @@ void sbx_state_release(struct sandbox *sb);
 void sbx_state_forget(struct sandbox *sb);
 
 /* ---- sbx_reap.c: files nobody will ask for again ---- */
-/* Removes streams past their age and builds never finalized (now; hourly once started). */
-void sbx_reap(struct sbx_mgr *m);
+/*
+ * Removes the streams of sandboxes deleted over an hour before now, streams
+ * past their age and builds never finalized (at start, then every 15 min).
+ */
+void sbx_reap(struct sbx_mgr *m, time_t now);
 int sbx_reap_start(struct sbx_mgr *m);
 void sbx_reap_stop(struct sbx_mgr *m);
 
@@ -243,6 +247,9 @@ int sbx_jail_adopt(struct sandbox *sb, pid_t pid);
 void sbx_jail_release(struct sandbox *sb);
 
 /* ---- sbx_vmm.c: the VMM process and the agent's dial-in ---- */
+#define SBX_HOSTNAME_LEN 64
+/* Its guest's host name: its id as a DNS label ("sbx_x" gives "sbx-x"). */
+void sbx_hostname(const struct sandbox *sb, char out[SBX_HOSTNAME_LEN]);
 /* ---- sbx_net.c: its network ---- */
 /* A NIC in its VMM: for network.enabled, or for serving network.port. */
 static inline bool sbx_has_nic(const struct sandbox *sb)

@@ -95,14 +95,30 @@ static void files_done(struct sandbox *sb, const struct sbx_err *err, void *arg)
 	setup_step(s);
 }
 
+/* A random boot id, formatted the way the kernel prints one (version 4 UUID). */
+static int new_boot_id(char out[37])
+{
+	unsigned char u[16];
+
+	if (getrandom(u, sizeof(u), 0) != (ssize_t)sizeof(u))
+		return -EIO;
+	u[6] = (u[6] & 0x0f) | 0x40;
+	u[8] = (u[8] & 0x3f) | 0x80;
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+	         u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+	         u[13], u[14], u[15]);
+	return 0;
+}
+
 /*
  * The "resumed" request: the wall clock now and 32 fresh bytes for the CRNG;
- * for a new sandbox from a snapshot (child), a machine-id of its own too.
+ * for a new sandbox from a snapshot (child), a machine-id, host name and
+ * boot id of its own too.
  */
-static json_t *resumed_req(bool child)
+static json_t *resumed_req(const struct sandbox *sb, bool child)
 {
 	unsigned char seed[32], mid[16];
-	char mhex[2 * sizeof(mid) + 1];
+	char mhex[2 * sizeof(mid) + 1], host[SBX_HOSTNAME_LEN], boot[37];
 	char hex[2 * sizeof(seed) + 1];
 	struct timespec ts;
 	json_t *req;
@@ -115,13 +131,16 @@ static json_t *resumed_req(bool child)
 	req = json_pack("{sssIss}", "op", "resumed", "time_ns",
 	                (json_int_t)ts.tv_sec * 1000000000 + ts.tv_nsec, "seed", hex);
 	if (req && child) {
-		if (getrandom(mid, sizeof(mid), 0) != (ssize_t)sizeof(mid)) {
+		if (getrandom(mid, sizeof(mid), 0) != (ssize_t)sizeof(mid) || new_boot_id(boot)) {
 			json_decref(req);
 			return NULL;
 		}
 		for (size_t i = 0; i < sizeof(mid); i++)
 			snprintf(mhex + 2 * i, 3, "%02x", mid[i]);
+		sbx_hostname(sb, host);
 		json_object_set_new(req, "machine_id", json_string(mhex));
+		json_object_set_new(req, "hostname", json_string(host));
+		json_object_set_new(req, "boot_id", json_string(boot));
 	}
 	explicit_bzero(hex, sizeof(hex));
 	explicit_bzero(seed, sizeof(seed));
@@ -150,7 +169,7 @@ static void setup_step(struct setup *s)
 		s->step++;
 	switch (s->step) {
 	case STEP_RESUMED:
-		req = resumed_req(s->prepare);
+		req = resumed_req(sb, s->prepare);
 		break;
 	case STEP_MKDIR:
 		req = json_pack("{sssssb}", "op", "file.mkdir", "path", WORKSPACE, "parents", 1);

@@ -187,15 +187,25 @@ static void vmm_exit(struct vmm_proc *p, int status, void *arg)
 	sbx_drop(sb);
 }
 
+void sbx_hostname(const struct sandbox *sb, char out[SBX_HOSTNAME_LEN])
+{
+	size_t i;
+
+	for (i = 0; sb->id[i] && i < SBX_HOSTNAME_LEN - 1; i++)
+		out[i] = sb->id[i] == '_' ? '-' : sb->id[i];
+	out[i] = 0;
+}
+
 int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
 {
 	struct sbx_mgr *m = sb->m;
-	char cmdline[64], resolv[4200], port[4200];
+	char cmdline[128], host[SBX_HOSTNAME_LEN], resolv[4200], port[4200];
 	struct sbx_jail jail;
 	struct vmm_spec spec;
 	int rc;
 
-	snprintf(cmdline, sizeof(cmdline), "husk.dial=%d", DIAL_PORT);
+	sbx_hostname(sb, host);
+	snprintf(cmdline, sizeof(cmdline), "husk.dial=%d husk.hostname=%s", DIAL_PORT, host);
 	spec = (struct vmm_spec){.vmm = m->cfg.vmm,
 	                         .kernel = m->cfg.kernel,
 	                         .initrd = m->cfg.initrd,
