@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * Bounded files: streams past their age and builds never finalized go at
- * the next sweep; a destroyed sandbox's output stays readable until then.
+ * Bounded files: a deleted sandbox's streams an hour after it went, streams
+ * past their age and builds never finalized at the next sweep.
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -54,8 +54,11 @@ void t_reaping(void)
 		snprintf(sandbox, sizeof(sandbox), "%s", id);
 		t_destroy(sandbox);
 	}
-	/* A client may still read a destroyed sandbox's last command: its output stays. */
+	/* A client may still read a destroyed sandbox's last command: its output stays a while. */
+	sbx_reap(T.m, now + 600);
 	t_check("stream_outlives_destroy", url && exists(path), "%s gone", path);
+	sbx_reap(T.m, now + 3700);
+	t_check("stream_removed_an_hour_after_destroy", url && !exists(path), "%s kept", path);
 
 	snprintf(old_s, sizeof(old_s), "%s/state/streams/str_reapold", T.root);
 	snprintf(new_s, sizeof(new_s), "%s/state/streams/str_reapnew", T.root);
@@ -65,7 +68,7 @@ void t_reaping(void)
 	touch(new_s, now - 3600, false);
 	touch(old_b, now - 2 * 24 * 3600, true);
 	touch(new_b, now - 3600, true);
-	sbx_reap(T.m);
+	sbx_reap(T.m, now);
 	t_check("old_stream_and_build_reaped", !exists(old_s) && !exists(old_b),
 	        "stream %s, build %s", exists(old_s) ? "kept" : "gone",
 	        exists(old_b) ? "kept" : "gone");

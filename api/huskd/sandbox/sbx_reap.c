@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Files nobody will ask for again, so the state folder does not grow
- * without end: output streams past their age (cfg.stream_max_age; a
- * destroyed sandbox's last command may still be read until then), and
- * snapshot builds that were begun and never finalized. At start and then
- * hourly.
+ * without end: the output streams of a deleted sandbox once an hour has
+ * passed (a client may still be reading its last command), any stream past
+ * its age (cfg.stream_max_age), and snapshot builds that were begun and
+ * never finalized. At start and then every quarter of an hour.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -18,15 +18,16 @@
 
 #include "sbx_int.h"
 
-#define REAP_EVERY_MS (3600 * 1000)
+#define REAP_EVERY_MS (900 * 1000)
 #define STREAM_MAX_AGE_S (7 * 24 * 3600)
+#define STREAM_GRACE_MS (3600 * 1000)
 /* A build's finalize is bound to well under this (its setup: 30 min). */
 #define BUILD_MAX_AGE_S (24 * 3600)
 
 /* An id as huskd makes them: a prefix, '_', lowercase letters and digits. */
 static bool id_like(const char *s)
 {
-	size_t n = strlen(s);
+	size_t n = s ? strlen(s) : 0;
 
 	return n > 4 && n < STORE_ID_LEN && strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789_") == n;
 }
@@ -65,25 +66,58 @@ static void rm_build(const char *path)
 	sbx_remove_dir(path);
 }
 
-void sbx_reap(struct sbx_mgr *m)
+/*
+ * The streams of sandboxes deleted since the last sweep, up to an hour ago.
+ * The first sweep after a start looks at every deleted sandbox.
+ */
+static unsigned sweep_deleted(struct sbx_mgr *m, time_t now)
 {
-	time_t now = time(NULL);
+	int64_t to = (int64_t)now * 1000 - STREAM_GRACE_MS;
+	char path[4200];
+	json_t *ids, *id;
+	unsigned n = 0;
+	size_t i;
+	int rc;
+
+	if (to <= m->reaped_to_ms)
+		return 0;
+	rc = store_streams_of_deleted(m->store, m->reaped_to_ms, to, &ids);
+	if (rc) {
+		log_warn(NULL, "cannot list the streams of deleted sandboxes: %s", strerror(-rc));
+		return 0;
+	}
+	json_array_foreach(ids, i, id)
+	{
+		if (!id_like(json_string_value(id)))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", m->streams, json_string_value(id));
+		n += unlink(path) == 0;
+	}
+	json_decref(ids);
+	m->reaped_to_ms = to;
+	return n;
+}
+
+void sbx_reap(struct sbx_mgr *m, time_t now)
+{
 	uint64_t age = m->cfg.stream_max_age ? m->cfg.stream_max_age : STREAM_MAX_AGE_S;
 	char builds[4200];
-	unsigned s, b;
+	unsigned d, s, b;
 
 	snprintf(builds, sizeof(builds), "%s/builds", m->cfg.state);
+	d = sweep_deleted(m, now);
 	s = sweep(m->streams, now - (time_t)age, rm_file);
 	b = sweep(builds, now - BUILD_MAX_AGE_S, rm_build);
-	if (s || b)
+	if (d || s || b)
 		log_info(NULL,
-		         "removed %u output streams older than %llu s and %u abandoned builds", s,
-		         (unsigned long long)age, b);
+		         "removed %u output streams of deleted sandboxes, %u older than %llu s and "
+		         "%u abandoned builds",
+		         d, s, (unsigned long long)age, b);
 }
 
 static void reap_tick(uv_timer_t *t)
 {
-	sbx_reap(t->data);
+	sbx_reap(t->data, time(NULL));
 }
 
 static void reap_closed(uv_handle_t *h)

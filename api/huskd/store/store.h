@@ -285,6 +285,13 @@ int store_job_list(struct store *s, const char *sandbox_id, int limit, json_t **
 	__attribute__((warn_unused_result));
 
 /*
+ * *out = the ids of the output streams of every execution of the sandboxes
+ * deleted in [from_ms, to_ms) (a JSON array of strings; the caller frees it).
+ */
+int store_streams_of_deleted(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
+	__attribute__((warn_unused_result));
+
+/*
  * After a restart, for a sandbox whose commands huskd can no longer follow:
  * its queued/running executions become "failed" (exitCode 1 unless they had
  * one) and its pending/running jobs "failed", each with error = reason, in

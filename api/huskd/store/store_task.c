@@ -391,3 +391,39 @@ int store_job_list(struct store *s, const char *sandbox_id, int limit, json_t **
 {
 	return task_list(&jobs, s, sandbox_id, limit, out);
 }
+
+int store_streams_of_deleted(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
+{
+	static const char sql[] = "SELECT json_extract(e.private, '$.stdoutStream'), "
+				  "json_extract(e.private, '$.stderrStream') FROM executions e "
+				  "JOIN sandboxes x ON x.id = e.sandbox_id "
+				  "WHERE x.deleted_ms >= ? AND x.deleted_ms < ?";
+	json_t *ids = json_array();
+	sqlite3_stmt *st;
+	int ret;
+
+	if (!ids)
+		return -ENOMEM;
+	store_lock(s);
+	ret = store_prepare(s, sql, &st);
+	if (ret == 0) {
+		ret = store_bind(st, "ii", from_ms, to_ms);
+		while (ret == 0 && (ret = store_step(s, st)) == 1) {
+			for (int c = 0; c < 2 && ret >= 0; c++) {
+				const char *id = store_col_text(st, c);
+
+				if (id && json_array_append_new(ids, json_string(id)))
+					ret = -ENOMEM;
+			}
+			ret = ret < 0 ? ret : 0;
+		}
+		store_reset(st);
+	}
+	store_unlock(s);
+	if (ret < 0) {
+		json_decref(ids);
+		return ret;
+	}
+	*out = ids;
+	return 0;
+}
