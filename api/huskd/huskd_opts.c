@@ -23,6 +23,7 @@ void huskd_usage(FILE *f)
 	        "             [--max-sandboxes N] [--max-vcpus N] [--min-free-disk SIZE]\n"
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
+	        "             [--disk-rate SIZE] [--disk-iops N]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -44,6 +45,10 @@ void huskd_usage(FILE *f)
 	        "  --max-vcpus N   vCPUs all running sandboxes may have (default: 8 per CPU)\n"
 	        "  --min-free-disk SIZE  creates are refused while less is free under the\n"
 	        "                  state folder (default 1Gi)\n"
+	        "  --disk-rate SIZE  bytes per second each sandbox may read, and write, on the\n"
+	        "                  state folder's disk (default: no limit)\n"
+	        "  --disk-iops N   reads, and writes, per second each sandbox may make there\n"
+	        "                  (default: no limit)\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -146,6 +151,8 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"max-sandboxes", required_argument, NULL, 'n'},
 	                                     {"max-vcpus", required_argument, NULL, 'c'},
 	                                     {"min-free-disk", required_argument, NULL, 'F'},
+	                                     {"disk-rate", required_argument, NULL, 'b'},
+	                                     {"disk-iops", required_argument, NULL, 'q'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -237,6 +244,29 @@ int huskd_options(int argc, char **argv, struct options *o)
 			/* 0 asks for no reserve: one byte stands for it. */
 			o->sbx.min_free_disk = bytes ? (uint64_t)bytes : 1;
 			break;
+		case 'b':
+			if (store_parse_bytes(optarg, &bytes) || bytes < (1 << 20)) {
+				fprintf(stderr,
+				        "huskd: --disk-rate '%s': give bytes per second, at least "
+				        "1Mi, e.g. 100Mi\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.disk_bps = (uint64_t)bytes;
+			break;
+		case 'q': {
+			unsigned iops;
+
+			if (count(optarg, &iops) || iops < 10) {
+				fprintf(stderr,
+				        "huskd: --disk-iops '%s': give a number from 10 to "
+				        "1000000\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.disk_iops = iops;
+			break;
+		}
 		case 'L':
 			if (huskd_log_parse_level(optarg, &level)) {
 				fprintf(stderr,

@@ -15,7 +15,8 @@ field() { sed -n "s/^$2:[[:space:]]*//p" "/proc/$1/status"; }
 created() { sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1; }
 
 # (a resolver for networked sandboxes; a documentation address: nothing is asked here)
-HUSKD_ARGS="--dns-upstream 203.0.113.53"
+# (disk limits: the state folder is on tmpfs here, so huskd says it cannot apply them)
+HUSKD_ARGS="--dns-upstream 203.0.113.53 --disk-rate 50Mi"
 if ! start_huskd 1; then
 	echo "FAIL jail/huskd_start: huskd did not start; its log:"
 	tail -n 20 "$T/huskd.log"
@@ -84,6 +85,17 @@ else
 	fail cgroup_holds_memory "$cg: memory.max '$max', current '$cur', pids.max '$(cat "$cg/pids.max" 2>&1)'"
 fi
 echo "  (measured) a's VMM: memory.current $((cur >> 20)) MiB of memory.max $((max >> 20)) MiB"
+
+# Its disk share in proportion to its vCPUs (the kernel here weighs I/O:
+# iocost); a disk limit where the state folder has no disk is refused aloud.
+weight=$(cat "$cg/io.weight" 2>&1)
+h exec "$a" -- nproc
+if [ "$weight" = "default $(($(cat "$T/o") * 100))" ] &&
+	grep -q 'is on no disk huskd can limit' "$T/huskd.log"; then
+	pass cgroup_io_weight
+else
+	fail cgroup_io_weight "io.weight '$weight'; huskd's log: $(grep -c 'no disk huskd' "$T/huskd.log") warnings"
+fi
 
 # Namespaces: mount, pid, net, ipc, uts, cgroup of its own.
 ok=1

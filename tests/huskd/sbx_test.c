@@ -360,6 +360,7 @@ int main(int argc, char **argv)
 	t_adoption();
 	t_reaping();
 	t_admission();
+	t_cgroup_io();
 	if (T.m)
 		t_close();
 	t_kill_all();

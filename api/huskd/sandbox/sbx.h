@@ -71,6 +71,9 @@ struct sbx_config {
 	unsigned max_vcpus;       /* vCPUs of running sandboxes in all (0: 8 per host CPU) */
 	uint64_t min_free_disk;   /* bytes kept free under the state folder (0: 1 GiB) */
 	uint64_t stream_max_age;  /* seconds an output stream is kept (0: 7 days) */
+	uint64_t disk_bps;        /* a sandbox's bytes per second each way on the state
+	                             folder's disk (io.max), 0: no limit */
+	uint64_t disk_iops;       /* its operations per second each way, 0: no limit */
 	const char *jail;         /* husk-jail, which starts a networked VMM in its namespace */
 	uint16_t dns_port;        /* UDP port of the sandboxes' DNS forwarder (0: 10053) */
 	const char *dns_upstream; /* the resolver it asks (NULL: /etc/resolv.conf's) */

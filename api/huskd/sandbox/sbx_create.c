@@ -176,6 +176,10 @@ static char *make_cgroup(struct sandbox *sb)
 	if (rc)
 		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its VMM's memory is not held",
 		         what, dir, strerror(-rc));
+	rc = cgroup_io(dir, &m->io, sb->vcpus, &what);
+	if (rc)
+		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its disk I/O is not limited",
+		         what, dir, strerror(-rc));
 	return dir;
 }
 

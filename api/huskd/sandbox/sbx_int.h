@@ -31,6 +31,7 @@
 #include "agent_session.h"
 #include "huskd_log.h"
 #include "sbx.h"
+#include "sbx_cgroup.h"
 #include "sbx_text.h"
 #include "store.h"
 #include "vmm_proc.h"
@@ -107,10 +108,11 @@ struct sbx_mgr {
 	/* Sandbox networking, set up at the first sandbox that wants it (sbx_net()). */
 	struct net_host *net;
 	bool net_tried;
-	char net_why[300];    /* why there is none */
-	unsigned jail_next;   /* where the search for a free jail uid starts */
-	uv_timer_t *reaper;   /* old streams, abandoned builds (sbx_reap.c) */
-	int64_t reaped_to_ms; /* streams of sandboxes deleted before this are gone */
+	char net_why[300];          /* why there is none */
+	unsigned jail_next;         /* where the search for a free jail uid starts */
+	uv_timer_t *reaper;         /* old streams, abandoned builds (sbx_reap.c) */
+	int64_t reaped_to_ms;       /* streams of sandboxes deleted before this are gone */
+	struct cgroup_io_limits io; /* each sandbox's disk limits */
 };
 
 struct net_policy;

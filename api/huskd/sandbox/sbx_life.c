@@ -242,8 +242,22 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 		snprintf(path, sizeof(path), "%s/%s", cfg->state, *sub);
 		mkdir(path, 0700);
 	}
+	m->io.bps = cfg->disk_bps;
+	m->io.iops = cfg->disk_iops;
+	if (m->cfg.cgroup_dir && (m->io.bps || m->io.iops)) {
+		int rc = cgroup_disk_of(cfg->state, m->io.disk);
+
+		if (rc) {
+			m->io.disk[0] = 0;
+			log_warn(NULL,
+			         "the state folder %s is on no disk huskd can limit (%s): "
+			         "sandboxes' "
+			         "disk I/O is not limited",
+			         cfg->state, strerror(-rc));
+		}
+	}
 	if (sbx_reap_start(m))
-		log_warn(NULL, "cannot start the hourly removal of old streams and builds");
+		log_warn(NULL, "cannot start the removal of old streams and builds");
 	*out = m;
 	return 0;
 }
