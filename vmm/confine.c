@@ -9,15 +9,21 @@
  * What is narrowed by argument: socket() to AF_UNIX outside the network
  * thread (the host side of vsock and the control socket are Unix sockets;
  * only libslirp opens internet sockets, in the VMM's own network namespace).
- * ioctl stays open by number: the KVM, userfaultfd and socket ioctls a
- * thread makes are all on descriptors it already holds.
+ * ioctl() to the requests each role makes once confined: the vCPUs run and
+ * raise interrupts, the main loop saves state for snapshots, the lazy
+ * restorer places pages, libslirp asks how much a socket holds. Making a
+ * VM, vCPUs, memory slots or event wiring happens before any filter.
  */
 #include "confine.h"
 
 #include <errno.h>
+#include <linux/fs.h>
+#include <linux/kvm.h>
+#include <linux/userfaultfd.h>
 #include <seccomp.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -120,9 +126,9 @@ static const struct rule common[] = {
 #define IO_RULES                                                                                   \
 	{"read", 0}, {"readv", 0}, {"pread64", 0}, {"preadv", 0}, {"preadv2", 0}, {"pwrite64", 0}, \
 		{"pwritev", 0}, {"pwritev2", 0}, {"fsync", 0}, {"fdatasync", 0}, {"fallocate", 0}, \
-		{"ftruncate", 0}, {"lseek", 0}, {"fstat", 0}, {"newfstatat", 0}, {"ioctl", 0},     \
-		{"fcntl", 0}, {"sendmsg", 0}, {"recvmsg", 0}, {"sendto", 0}, {"recvfrom", 0},      \
-		{"shutdown", 0}, {"getsockopt", 0}, {"setsockopt", 0},                             \
+		{"ftruncate", 0}, {"lseek", 0}, {"fstat", 0}, {"newfstatat", 0}, {"fcntl", 0},     \
+		{"sendmsg", 0}, {"recvmsg", 0}, {"sendto", 0}, {"recvfrom", 0}, {"shutdown", 0},   \
+		{"getsockopt", 0}, {"setsockopt", 0},                                              \
 	{                                                                                          \
 		"epoll_ctl", 0                                                                     \
 	}
@@ -191,13 +197,34 @@ static const struct rule worker[] = {
 	END,
 };
 
+/* ioctl requests, each list ending in 0. Every thread: isatty() (glibc's stdio). */
+static const unsigned long common_ioctls[] = {TCGETS, 0};
+/* KVM_GET_REGS: the RIP in a crash's message. */
+static const unsigned long vcpu_ioctls[] = {KVM_RUN, KVM_IRQ_LINE, KVM_GET_REGS, 0};
+/* The vCPU threads start under the main loop's filter: theirs is in it too. */
+static const unsigned long main_ioctls[] = {
+	KVM_RUN, KVM_IRQ_LINE,
+	/* A snapshot: every vCPU's and the VM's state. */
+	KVM_GET_REGS, KVM_GET_SREGS, KVM_GET_XSAVE, KVM_GET_XCRS, KVM_GET_MSRS,
+	KVM_GET_MSR_INDEX_LIST, KVM_GET_LAPIC, KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS,
+	KVM_GET_DEBUGREGS, KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CLOCK,
+	/* The exit counts at debug level; a disk's size. */
+	KVM_CHECK_EXTENSION, KVM_GET_STATS_FD, BLKGETSIZE64,
+	/* A lazily restored VM ending. */
+	UFFDIO_UNREGISTER, UFFDIO_WAKE, 0};
+static const unsigned long net_ioctls[] = {FIONREAD, 0};
+static const unsigned long lazy_ioctls[] = {UFFDIO_COPY, UFFDIO_ZEROPAGE, UFFDIO_WAKE,
+                                            UFFDIO_UNREGISTER, 0};
+static const unsigned long no_ioctls[] = {0};
+
 static const struct {
 	const char *name;
 	const struct rule *rules;
+	const unsigned long *ioctls;
 } roles[ROLE_COUNT] = {
-	[ROLE_MAIN] = {"main", main_loop},  [ROLE_VCPU] = {"vcpu", vcpu},
-	[ROLE_NET] = {"net", net},          [ROLE_LAZY] = {"lazy", lazy},
-	[ROLE_WORKER] = {"worker", worker},
+	[ROLE_MAIN] = {"main", main_loop, main_ioctls}, [ROLE_VCPU] = {"vcpu", vcpu, vcpu_ioctls},
+	[ROLE_NET] = {"net", net, net_ioctls},          [ROLE_LAZY] = {"lazy", lazy, lazy_ioctls},
+	[ROLE_WORKER] = {"worker", worker, no_ioctls},
 };
 
 const char *confine_role_name(enum confine_role role)
@@ -244,6 +271,19 @@ static int add(scmp_filter_ctx ctx, const struct rule *r)
 	return 0;
 }
 
+/* ioctl(fd, req) for each req; the low 32 bits compared, as the kernel reads the request. */
+static int add_ioctls(scmp_filter_ctx ctx, const unsigned long *req)
+{
+	for (; *req; req++) {
+		int ret = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(ioctl), 1,
+		                           SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, *req));
+
+		if (ret && ret != -EEXIST)
+			return ret;
+	}
+	return 0;
+}
+
 int confine_enter(enum confine_role role)
 {
 	scmp_filter_ctx ctx;
@@ -257,6 +297,10 @@ int confine_enter(enum confine_role role)
 	ret = add(ctx, common);
 	if (!ret)
 		ret = add(ctx, roles[role].rules);
+	if (!ret)
+		ret = add_ioctls(ctx, common_ioctls);
+	if (!ret)
+		ret = add_ioctls(ctx, roles[role].ioctls);
 	if (!ret)
 		ret = seccomp_load(ctx);
 	seccomp_release(ctx);

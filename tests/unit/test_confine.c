@@ -6,9 +6,11 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/kvm.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/ioctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -85,6 +87,30 @@ static int trace_me(void)
 	return ptrace(PTRACE_TRACEME, 0, NULL, NULL) == 0 ? 0 : 1;
 }
 
+/* isatty() on a pipe made before the filter: allowed everywhere, it answers ENOTTY. */
+static int no_tty[2] = {-1, -1};
+
+static int is_a_tty(void)
+{
+	return !isatty(no_tty[0]) && errno == ENOTTY ? 0 : 1;
+}
+
+/* A request no role makes once confined: a new VM (on a bad fd: it never gets that far). */
+static int create_vm(void)
+{
+	return ioctl(-1, KVM_CREATE_VM, 0) < 0 ? 0 : 1;
+}
+
+static int socket_bytes(void)
+{
+	int n, fd = socket(AF_UNIX, SOCK_STREAM, 0), ok;
+
+	ok = fd >= 0 && ioctl(fd, FIONREAD, &n) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : 1;
+}
+
 static void *inet_in_thread(void *arg)
 {
 	(void)arg;
@@ -109,7 +135,8 @@ static void *vcpu_under_main(void *arg)
 
 	/* As a vCPU thread starts: its name, its own filter over the inherited one. */
 	pthread_setname_np(pthread_self(), "vcpu0");
-	*ok = confine_enter(ROLE_VCPU) == 0 && write(STDERR_FILENO, "", 0) == 0;
+	*ok = confine_enter(ROLE_VCPU) == 0 && write(STDERR_FILENO, "", 0) == 0 &&
+	      ioctl(-1, KVM_RUN, 0) < 0 && errno == EBADF;
 	return NULL;
 }
 
@@ -147,6 +174,12 @@ UNIT_TEST(confine_roles_allow_their_work)
 	CHECK(in_role(ROLE_MAIN, open_file) == 0);
 	CHECK(in_role(ROLE_NET, inet_socket) == 0);
 	CHECK(in_role(ROLE_NET, open_file) == 0);
+	CHECK(in_role(ROLE_NET, socket_bytes) == 0);
+	CHECK(pipe(no_tty) == 0);
+	for (int r = 0; r < ROLE_COUNT; r++)
+		CHECK(in_role((enum confine_role)r, is_a_tty) == 0);
+	close(no_tty[0]);
+	close(no_tty[1]);
 #ifdef LEAK_CHECKED
 	for (int r = 0; r < ROLE_COUNT; r++)
 		CHECK(in_role((enum confine_role)r, leak_check) == 0);
@@ -168,4 +201,8 @@ UNIT_TEST(confine_outside_the_list_kills)
 	CHECK(in_role(ROLE_VCPU, rename_file) == sigsys);
 	CHECK(in_role(ROLE_WORKER, write_pipe) == sigsys); /* no pipe2 */
 	CHECK(in_role(ROLE_MAIN, thread_breaks_rule) == sigsys);
+	/* ioctl by request: nothing makes a VM once confined; only libslirp asks FIONREAD. */
+	for (int r = 0; r < ROLE_COUNT; r++)
+		CHECK(in_role((enum confine_role)r, create_vm) == sigsys);
+	CHECK(in_role(ROLE_VCPU, socket_bytes) == sigsys);
 }
