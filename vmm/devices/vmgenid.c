@@ -9,7 +9,8 @@
 #include "vm.h"
 #include "x86/layout.h"
 
-int vmgenid_boot(struct vm *vm)
+/* A generation id no guest has seen: every boot and every restore differs. */
+static int new_generation(struct vm *vm)
 {
 	uint8_t fresh[VMGENID_SIZE];
 
@@ -18,9 +19,14 @@ int vmgenid_boot(struct vm *vm)
 	return guest_mem_write(&vm->mem, VMGENID_ADDR, fresh, sizeof(fresh));
 }
 
+int vmgenid_boot(struct vm *vm)
+{
+	return new_generation(vm);
+}
+
 int vmgenid_restored(struct vm *vm)
 {
-	int ret = vmgenid_boot(vm);
+	int ret = new_generation(vm);
 
 	/* An edge on the event device's pin; its _EVT notifies VGEN. */
 	if (!ret)

@@ -214,11 +214,11 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 	char why[1024];
 
 	/*
-	 * Quitting, its snapshot was written and answered for. An adopted VMM
-	 * is not huskd's child: its exit has no status (-1), and that is no
-	 * reason to throw the written snapshot away.
+	 * Quitting, its snapshot was written and answered for. An adopted
+	 * VMM's exit has no status, and that is no reason to throw the written
+	 * snapshot away.
 	 */
-	if (sb->plan.step != PLAN_QUITTING || (status != 0 && status != -1)) {
+	if (sb->plan.step != PLAN_QUITTING || (status != 0 && status != VMM_STATUS_UNKNOWN)) {
 		char how[320];
 
 		sbx_vmm_exit_reason(sb, status, how, sizeof(how));

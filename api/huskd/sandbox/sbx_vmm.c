@@ -317,7 +317,7 @@ void sbx_vmm_exit_reason(struct sandbox *sb, int status, char *out, size_t len)
 	char last[160];
 
 	vmm_last_words(sb->dir, last, sizeof(last));
-	if (status == -1)
+	if (status == VMM_STATUS_UNKNOWN)
 		snprintf(out, len,
 		         "husk-vmm ended (adopted after a restart: its exit status is "
 		         "unknown)%s",

@@ -85,7 +85,7 @@ void vmm_proc_release(struct vmm_proc *p)
 static void on_pidfd(uv_poll_t *h, int status, int events)
 {
 	struct vmm_proc *p = h->data;
-	int st = 0, code = -1;
+	int st = 0, code = VMM_STATUS_UNKNOWN;
 
 	(void)status;
 	(void)events;

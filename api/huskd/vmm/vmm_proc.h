@@ -57,7 +57,9 @@ struct vmm_jail {
 	uint64_t fsize;
 };
 
-/* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or -1 if unknown (adopted). */
+/* An adopted VMM is not huskd's child: its exit status cannot be known. */
+#define VMM_STATUS_UNKNOWN (-1)
+/* status: the VMM's exit status (0 poweroff, 3 guest crash ...), or VMM_STATUS_UNKNOWN. */
 typedef void (*vmm_exit_fn)(struct vmm_proc *p, int status, void *arg);
 
 /* Starts a VMM. Returns 0, or -errno with a message in err. */
