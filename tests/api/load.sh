@@ -84,6 +84,25 @@ else
 	echo "PASS load/huskd_alive"
 fi
 
+# A pause: the fake VMM saves, quits and exits by itself, in its jail (where
+# there is no /proc for the sanitizers' exit check); the sandbox must be
+# paused, not failed, and resume.
+suite=load
+if h create --json --runtime base:latest; then
+	p_id=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+	h pause "$p_id" && h get "$p_id" --json
+	p_paused=$(grep -o '"status": *"[a-z]*"' "$T/o" | head -n 1)
+	h resume "$p_id" && h exec "$p_id" -- echo back
+	if [ "$p_paused" = '"status": "paused"' ] && [ "$(cat "$T/o")" = back ]; then
+		pass pause_quits_cleanly
+	else
+		fail pause_quits_cleanly "after the pause: $p_paused; exec after the resume: '$(cat "$T/o")'"
+	fi
+	h destroy "$p_id"
+else
+	fail pause_quits_cleanly "create: status $cli_s"
+fi
+
 # Every sandbox was destroyed: no VMM of this state folder may be left (their
 # exit after SIGKILL is asynchronous: allow them 10 s to go; a dead huskd
 # leaves them running by design, and kills none).

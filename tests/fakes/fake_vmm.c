@@ -25,6 +25,17 @@
 #define DIAL_RETRY_MS 20
 #define SHORT_CONN_MS 1000 /* a connection that ends sooner is redialled after DIAL_RETRY_MS */
 
+/*
+ * The leak check at exit lists the process's threads in /proc, and
+ * husk-jail's root has none: there it would fail, and the exit status with
+ * it, for every fake that quits by itself (a pause). On there, off here.
+ */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void)
+{
+	return access("/proc/self/task", F_OK) == 0 ? "" : "detect_leaks=0";
+}
+
 struct ctl {
 	int fd; /* -1: a free slot */
 	size_t len;
