@@ -213,10 +213,24 @@ ROUTE(r_runtimes)
 {
 	struct routes *rt = ctx;
 	struct sbx_err err = {.fault = SBX_INTERNAL, .msg = "cannot list runtimes"};
+	char sort[32] = "", dir[8] = "";
+	bool by = http_query_get(r, "sort", sort, sizeof(sort)) > 0;
+	bool dir_given = http_query_get(r, "direction", dir, sizeof(dir)) > 0;
 	json_t *out = NULL;
+	int limit, offset, rc;
 
 	(void)p;
-	if (sbx_runtimes(rt->m, query_int(r, "limit", 100), query_int(r, "offset", 0), &out))
+	if (dir_given && strcmp(dir, "asc") && strcmp(dir, "desc")) {
+		api_error(r, 400, "BAD_REQUEST", "direction must be asc or desc");
+		return;
+	}
+	query_page(r, 50, 100, &limit, &offset);
+	/* The catalog reads best by name, a to z; a sort asked for is newest or last first. */
+	rc = sbx_runtimes(rt->m, by ? sort : NULL, dir_given ? !strcmp(dir, "desc") : by, limit,
+	                  offset, &out);
+	if (rc == -EINVAL)
+		api_error(r, 400, "BAD_REQUEST", "sort must be name or created");
+	else if (rc)
 		reply_error(r, &err, S_SANDBOX);
 	else
 		api_ok(r, 200, out);

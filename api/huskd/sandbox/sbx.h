@@ -254,8 +254,9 @@ int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, st
 	__attribute__((warn_unused_result));
 int sbx_events(struct sbx_mgr *m, const char *id, int limit, bool descending, json_t **out)
 	__attribute__((warn_unused_result));
-int sbx_runtimes(struct sbx_mgr *m, int limit, int offset, json_t **out)
-	__attribute__((warn_unused_result));
+/* sort: "name" or "created" (NULL: name). -EINVAL for another sort. */
+int sbx_runtimes(struct sbx_mgr *m, const char *sort, bool descending, int limit, int offset,
+                 json_t **out) __attribute__((warn_unused_result));
 /* Usage in [from_ms, to_ms] and the live sandboxes by status. */
 int sbx_usage(struct sbx_mgr *m, int64_t from_ms, int64_t to_ms, json_t **out)
 	__attribute__((warn_unused_result));

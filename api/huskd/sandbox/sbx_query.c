@@ -64,9 +64,10 @@ int sbx_events(struct sbx_mgr *m, const char *id, int limit, bool descending, js
 	return store_event_list(m->store, id, limit, descending, out);
 }
 
-int sbx_runtimes(struct sbx_mgr *m, int limit, int offset, json_t **out)
+int sbx_runtimes(struct sbx_mgr *m, const char *sort, bool descending, int limit, int offset,
+                 json_t **out)
 {
-	return store_runtime_list(m->store, NULL, false, limit, offset, out);
+	return store_runtime_list(m->store, sort, descending, limit, offset, out);
 }
 
 int sbx_usage(struct sbx_mgr *m, int64_t from_ms, int64_t to_ms, json_t **out)

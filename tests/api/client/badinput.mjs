@@ -92,6 +92,24 @@ else {
 	console.log(`FAIL badinput/snapshot_list_empty: ${snaps.status} ${snaps.text.slice(0, 200)}`);
 }
 
+// Runtimes: sort and direction as the client sends them; anything else is refused.
+await expect('runtimes_bad_sort', req('GET', '/sandbox/runtimes?sort=size'), 400);
+await expect('runtimes_bad_direction', req('GET', '/sandbox/runtimes?sort=name&direction=up'), 400);
+{
+	const names = async (q) => (await req('GET', `/sandbox/runtimes${q}`)).json?.data?.runtimes?.map((r) => r.name) ?? [];
+	const plain = await names('');
+	const asc = await names('?sort=name&direction=asc');
+	const desc = await names('?sort=name');
+	const sorted = [...plain].sort();
+	const same = (a, b) => a.length === b.length && a.every((x, i) => x === b[i]);
+	if (plain.length > 1 && same(plain, sorted) && same(asc, sorted) && same(desc, [...sorted].reverse()))
+		console.log('PASS badinput/runtimes_sorted');
+	else {
+		failed++;
+		console.log(`FAIL badinput/runtimes_sorted: plain ${plain}, asc ${asc}, desc (default) ${desc}`);
+	}
+}
+
 // Still serving after all of that.
 const ok = await req('GET', '/sandbox/runtimes');
 if (ok.status === 200 && ok.json?.success === true && Array.isArray(ok.json.data?.runtimes)) console.log('PASS badinput/still_serving');
