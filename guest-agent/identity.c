@@ -28,13 +28,6 @@ bool identity_hostname_valid(const char *name)
 	return strspn(name, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
-int identity_set_hostname(const char *name)
-{
-	if (!identity_hostname_valid(name))
-		return -EINVAL;
-	return sethostname(name, strlen(name)) < 0 ? -errno : 0;
-}
-
 /* Writes text to path through a temporary file and a rename. */
 static int replace_file(const char *path, const char *text, mode_t mode)
 {
@@ -54,6 +47,72 @@ static int replace_file(const char *path, const char *text, mode_t mode)
 	if (rc)
 		unlink(tmp);
 	return rc;
+}
+
+/* The first len bytes of path (NUL-terminated in buf); -EFBIG if it holds more. */
+static ssize_t read_small(const char *path, char *buf, size_t len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, len);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n == len)
+		return -EFBIG;
+	buf[n] = 0;
+	return n;
+}
+
+/*
+ * /etc/hostname and the 127.0.1.1 line of /etc/hosts name the host too
+ * (sudo, hostname -f and mail tools look there); other lines are the
+ * user's. Written only when they change, so a reboot leaves the disk as is.
+ */
+static void name_in_etc(const char *name)
+{
+	static char old[16384], hosts[16384 + 128];
+	size_t n = 0;
+	bool found = false;
+
+	snprintf(hosts, sizeof(hosts), "%s\n", name);
+	if (read_small("/etc/hostname", old, sizeof(old)) < 0 || strcmp(old, hosts))
+		replace_file("/etc/hostname", hosts, 0644);
+	if (read_small("/etc/hosts", old, sizeof(old)) < 0)
+		return;
+	hosts[0] = 0;
+	for (char *line = old, *next; *line; line = next) {
+		next = strchr(line, '\n');
+		next = next ? next + 1 : line + strlen(line);
+		if (!strncmp(line, "127.0.1.1", 9) && (line[9] == ' ' || line[9] == '\t')) {
+			n += (size_t)snprintf(hosts + n, sizeof(hosts) - n, "127.0.1.1\t%s\n",
+			                      name);
+			found = true;
+		} else {
+			n += (size_t)snprintf(hosts + n, sizeof(hosts) - n, "%.*s",
+			                      (int)(next - line), line);
+		}
+		if (n >= sizeof(hosts))
+			return;
+	}
+	if (!found)
+		n += (size_t)snprintf(hosts + n, sizeof(hosts) - n, "%s127.0.1.1\t%s\n",
+		                      n && hosts[n - 1] != '\n' ? "\n" : "", name);
+	if (n < sizeof(hosts) && strcmp(old, hosts))
+		replace_file("/etc/hosts", hosts, 0644);
+}
+
+int identity_set_hostname(const char *name)
+{
+	if (!identity_hostname_valid(name))
+		return -EINVAL;
+	if (sethostname(name, strlen(name)) < 0)
+		return -errno;
+	name_in_etc(name);
+	return 0;
 }
 
 int identity_set_machine_id(const char *hex)

@@ -184,7 +184,8 @@ fi
 h destroy "$b"
 # Children of one snapshot are machines of their own: a machine-id, host
 # name and boot id each, not the parent's. The parent's host name is its id.
-ident='echo $(cat /etc/machine-id 2>/dev/null || echo none) $(cat /proc/sys/kernel/hostname) $(cat /proc/sys/kernel/random/boot_id)'
+# (fields: machine-id, host name, boot id, /etc/hostname, /etc/hosts' 127.0.1.1 name)
+ident='echo $(cat /etc/machine-id 2>/dev/null || echo none) $(cat /proc/sys/kernel/hostname) $(cat /proc/sys/kernel/random/boot_id) $(cat /etc/hostname) $(sed -n "s/^127.0.1.1[[:space:]]*//p" /etc/hosts)'
 h exec "$a" -- sh -c "$ident"
 id_a=$(cat "$T/o")
 h snapshot create "$a" --name jail-snap --json
@@ -201,10 +202,16 @@ else
 		[ -n "$x" ] && [ -n "$y" ] && [ -n "$z" ] && [ "$x" != "$y" ] && [ "$x" != "$z" ] &&
 			[ "$y" != "$z" ]
 	}
-	hex='[0-9a-f]\{32\} sbx-[a-z2-7]* [0-9a-f]\{8\}-[0-9a-f-]\{27\}'
+	# etc_named: /etc/hostname and /etc/hosts say the host name too.
+	etc_named() {
+		n=$(echo "$1" | cut -d' ' -f2)
+		[ "$(echo "$1" | cut -d' ' -f4-)" = "$n $n" ]
+	}
+	hex='[0-9a-f]\{32\} sbx-[a-z2-7]* [0-9a-f]\{8\}-[0-9a-f-]\{27\} .*'
 	if echo "$id_1" | grep -qx "$hex" && echo "$id_2" | grep -qx "$hex" &&
 		[ "$(echo "$id_a" | cut -d' ' -f2)" = "sbx-${a#sbx_}" ] &&
-		distinct 1 && distinct 2 && distinct 3; then
+		distinct 1 && distinct 2 && distinct 3 && etc_named "$id_a" && etc_named "$id_1" &&
+		etc_named "$id_2"; then
 		pass snapshot_children_own_identity
 	else
 		fail snapshot_children_own_identity "parent '$id_a', children '$id_1' '$id_2' (last status $cli_s)"
