@@ -1,9 +1,10 @@
 #!/bin/sh
 # Builds the runtime root file systems that sandboxes boot into. For each
-# runtime NAME here (NAME.json: its catalog entry; NAME.packages: Debian
-# packages on top of base.packages): a Debian trixie tree made by mmdebstrap,
-# set up for a sandbox, smoke-tested in a chroot, made into an ext4 file
-# system and converted to husk's copy-on-write format with husk-img.
+# runtime STEM here (STEM.json: its catalog entry; STEM.packages: Debian
+# packages on top of base.packages; STEM.build, if there: its suite and its
+# steps beyond Debian's packages): a Debian tree made by mmdebstrap, set up
+# for a sandbox, smoke-tested in a chroot, made into an ext4 file system and
+# converted to husk's copy-on-write format with husk-img.
 #
 # Outputs, in OUTDIR: NAME.qcow2 (a hard link to the cache, or a symbolic
 # link where the cache is on another file system), NAME.json (the catalog
@@ -17,8 +18,8 @@
 # build with nothing changed only links the cached files.
 #
 # usage: build.sh OUTDIR [RUNTIME...]
-#   RUNTIME: a file name stem here (base, python, node, bun) or a runtime
-#   name (python:3.13); every runtime when none is given.
+#   RUNTIME: a file name stem here (base, python, node, bun, ...) or a
+#   runtime name (python:3.13); every runtime when none is given.
 #   HUSK_IMG: the husk-img tool (default: build/bin/husk-img of this clone).
 #   While it is not built the images stay raw ext4 files (NAME.raw).
 set -eu
@@ -28,9 +29,6 @@ top=$(cd "$here/../.." && pwd)
 out=${1:?usage: build.sh OUTDIR [RUNTIME...]}
 shift
 husk_img=${HUSK_IMG:-$top/build/bin/husk-img}
-suite=trixie
-# Bun's baseline build runs on CPUs without AVX2, which a guest may lack.
-bun_pkg=@oven/bun-linux-x64-baseline
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 
 die() {
@@ -191,50 +189,62 @@ version() {
 	printf '%s\t%s\n' "$1" "$2" >>"$work/versions"
 }
 
-# The latest Bun 1.x on the npm registry, asked at most once a day (and the
-# last answer when the registry cannot be reached).
-bun_resolve() {
-	vfile=$cache/npm/bun-1.version
-	if [ -s "$vfile" ] && [ -n "$(find "$vfile" -mmin -1440)" ]; then
-		bun_version=$(cat "$vfile")
-		return
-	fi
-	v=""
-	if command -v npm >/dev/null; then
-		v=$(npm view "$bun_pkg@1" version --json --fetch-retries=1 --fetch-timeout=30000 \
-			2>>"$cache/logs/npm.log" | jq -r 'if type == "array" then .[] else . end' |
-			grep -E '^1\.[0-9]+\.[0-9]+$' | sort -V | tail -n 1) || v=""
-	fi
-	if [ -n "$v" ]; then
-		echo "$v" >"$vfile.tmp" && mv "$vfile.tmp" "$vfile"
-	elif [ -s "$vfile" ]; then
-		echo "runtime bun:1: cannot ask the npm registry for the latest $bun_pkg 1.x" \
-			"(npm: $(command -v npm || echo missing)); using $(cat "$vfile") as last time"
-	elif ! command -v npm >/dev/null; then
-		die "bun:1 needs npm to fetch $bun_pkg from the npm registry; install Node.js with npm"
-	else
-		die "bun:1: npm cannot find $bun_pkg 1.x on the registry; see $cache/logs/npm.log"
-	fi
-	bun_version=$(cat "$vfile")
+# shellcheck source=images/runtimes/npm.sh
+. "$here/npm.sh"
+
+# python_smoke VERSION: python3 is that version (any with ""), pip and venv work.
+python_smoke() {
+	check 6 python3 -c 'print(sum([1,2,3]))' >/dev/null
+	v=$(check "" python3 -c 'import platform; print(platform.python_version())')
+	case $v in "$1"*) ;; *) echo "smoke test failed: python3 is $v, not $1" >>"$log" && return 1 ;; esac
+	version python "$v"
+	v=$(check "" pip3 --version)
+	version pip "$(echo "$v" | cut -d' ' -f2)"
+	check ok sh -c 'python3 -m venv /tmp/v && /tmp/v/bin/pip --version >/dev/null &&
+		/tmp/v/bin/python -c "import sys; print(\"ok\" if sys.prefix == \"/tmp/v\" else sys.prefix)"' >/dev/null
 }
 
-# Puts the bun binary of the npm package into the tree, with bunx beside it.
-bun_install() {
-	tgz=$cache/npm/bun-linux-x64-baseline-$bun_version.tgz
-	if [ ! -s "$tgz" ]; then
-		command -v npm >/dev/null ||
-			die "bun:1 needs npm to fetch $bun_pkg from the npm registry; install Node.js with npm"
-		mkdir "$work/pack"
-		npm pack "$bun_pkg@$bun_version" --pack-destination "$work/pack" >>"$log" 2>&1
-		mv "$work/pack/"*.tgz "$tgz.tmp"
-		mv "$tgz.tmp" "$tgz"
-	fi
-	tar -xzf "$tgz" -C "$work" package/bin/bun package/package.json
-	got=$(jq -r .version "$work/package/package.json")
-	[ "$got" = "$bun_version" ] || die "$tgz holds bun $got, not $bun_version; delete it and build again"
-	install -m 0755 "$work/package/bin/bun" "$root/usr/local/bin/bun"
-	ln -sf bun "$root/usr/local/bin/bunx"
-	rm -rf "$work/package" "$work/pack"
+node_smoke() {
+	check 2 node -e 'console.log(1+1)' >/dev/null
+	v=$(check "" node --version)
+	version node "${v#v}"
+	version npm "$(check "" npm --version)"
+}
+
+# agent_runtime PKG CMD BINPKG (for STEM.build): a coding agent's CLI, the
+# npm package PKG giving the command CMD, over agent.packages. PKG brings its
+# native binary in the package BINPKG of the same version: the newest
+# version both have (a registry may have one before the other).
+agent_runtime() {
+	packages_also=agent
+	agent_pkg=$1
+	agent_cmd=$2
+	agent_bin=$3
+	rt_resolve() {
+		agent_version=$({
+			npm_latest "$agent_pkg" '*'
+			npm_latest "$agent_bin" '*'
+		} | sort -V | head -n 1)
+		extra="$agent_pkg@$agent_version"
+	}
+	rt_install() {
+		begin "$agent_pkg $agent_version from the npm registry"
+		npm_global "$agent_pkg@$agent_version"
+	}
+	rt_smoke() {
+		node_smoke
+		python_smoke ""
+		check ok sh -c 'git --version && rg --version && curl --version && cc --version &&
+			make --version && echo ok' >/dev/null
+		v=$(check "" "$agent_cmd" --version)
+		case $v in *"$agent_version"*) ;; *)
+			echo "smoke test failed: $agent_cmd --version says '$v', not $agent_version" >>"$log"
+			return 1
+			;;
+		esac
+		version "$agent_cmd" "$agent_version"
+		version package "$agent_pkg@$agent_version"
+	}
 }
 
 # What every sandbox expects of its root.
@@ -282,29 +292,9 @@ smoke() {
 	check ok sh -c 'test -s /etc/ssl/certs/ca-certificates.crt && echo ok' >/dev/null
 	check ok sh -c 'apt-get --version >/dev/null && ps -p 1 -o pid= >/dev/null && echo ok' >/dev/null
 	version debian "$(cat "$root/etc/debian_version")"
-	case $stem in
-	python)
-		check 6 python3 -c 'print(sum([1,2,3]))' >/dev/null
-		version python "$(check "" python3 -c 'import platform; print(platform.python_version())')"
-		v=$(check "" pip3 --version)
-		version pip "$(echo "$v" | cut -d' ' -f2)"
-		check ok sh -c 'python3 -m venv /tmp/v && /tmp/v/bin/pip --version >/dev/null &&
-			/tmp/v/bin/python -c "import sys; print(\"ok\" if sys.prefix == \"/tmp/v\" else sys.prefix)"' >/dev/null
-		;;
-	node)
-		check 2 node -e 'console.log(1+1)' >/dev/null
-		v=$(check "" node --version)
-		version node "${v#v}"
-		version npm "$(check "" npm --version)"
-		;;
-	bun)
-		check "$bun_version" bun --version >/dev/null
-		check "$bun_version" bunx --version >/dev/null
-		check 42 sh -c 'echo "const n: number = 6 * 7; console.log(n)" >/tmp/a.ts && bun run /tmp/a.ts' >/dev/null
-		version bun "$bun_version"
-		version bunPackage "$bun_pkg@$bun_version"
-		;;
-	esac
+	if command -v rt_smoke >/dev/null; then
+		rt_smoke
+	fi
 	find "$root/tmp" "$root/var/tmp" -mindepth 1 -delete
 }
 
@@ -396,19 +386,28 @@ build_one() {
 	meta=$here/$stem.json
 	name=$(name_of "$stem")
 	safe=$(echo "$name" | tr ':/' '--')
+	# STEM.build: its suite, packages_also, build_aptopt (an apt option for
+	# the build only), rt_resolve (sets extra, what else goes into the
+	# cache key), rt_install and rt_smoke.
+	suite=trixie packages_also="" extra="" recipe="" build_aptopt=""
+	unset -f rt_resolve rt_install rt_smoke
+	if [ -f "$here/$stem.build" ]; then
+		recipe=$here/$stem.build
+		# shellcheck disable=SC1090
+		. "$recipe"
+	fi
 	lists="$here/base.packages"
 	[ "$stem" = base ] || lists="$lists $here/$stem.packages"
+	[ -z "$packages_also" ] || lists="$lists $here/$packages_also.packages"
 	for l in $lists; do
 		[ -f "$l" ] || die "$l is missing (every runtime has a package list, possibly empty)"
 	done
-	extra=""
-	if [ "$stem" = bun ]; then
-		bun_resolve
-		extra="$bun_pkg@$bun_version"
+	if command -v rt_resolve >/dev/null; then
+		rt_resolve
 	fi
 	# shellcheck disable=SC2086
 	key=$({
-		cat "$here/build.sh" "$meta" $lists
+		cat "$here/build.sh" "$here/npm.sh" "$meta" $lists $recipe
 		echo "suite=$suite mmdebstrap=$mmdebstrap_version extra=$extra"
 	} | sha256sum | cut -c1-16)
 	entry=$cache/$safe-$key
@@ -444,7 +443,7 @@ build_one() {
 	# Downloaded packages are kept in $cache/debs for the next build. The
 	# dpkg excludes stay in the image, so packages installed later leave
 	# out documentation, manuals and translations too.
-	# shellcheck disable=SC2016
+	# shellcheck disable=SC2016,SC2086
 	mmdebstrap --mode=root --variant=minbase --format=directory \
 		--include="$(echo "$pkgs" | tr ' ' ',')" \
 		--dpkgopt='path-exclude=/usr/share/doc/*' \
@@ -452,7 +451,7 @@ build_one() {
 		--dpkgopt='path-exclude=/usr/share/man/*' \
 		--dpkgopt='path-exclude=/usr/share/info/*' \
 		--dpkgopt='path-exclude=/usr/share/locale/*' \
-		--aptopt='Acquire::Retries "3"' \
+		--aptopt='Acquire::Retries "3"' ${build_aptopt:+"--aptopt=$build_aptopt"} \
 		--skip=download/empty --skip=essential/unlink \
 		--setup-hook='mkdir -p "$1"/var/cache/apt/archives/' \
 		--setup-hook="sync-in $cache/debs /var/cache/apt/archives/" \
@@ -462,9 +461,13 @@ build_one() {
 	dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package} ${Version}\n' >>"$log"
 	npkgs=$(dpkg-query --admindir="$root/var/lib/dpkg" -W -f='${Package}\n' | wc -l)
 
-	if [ "$stem" = bun ]; then
-		begin "bun $bun_version from $bun_pkg"
-		bun_install
+	if command -v rt_install >/dev/null; then
+		rt_install
+	fi
+	# An option for the build alone stays out of the sandbox's apt.
+	if [ -n "$build_aptopt" ]; then
+		grep -vF "$build_aptopt" "$root/etc/apt/apt.conf.d/99mmdebstrap" >"$work/apt.conf" || true
+		cat "$work/apt.conf" >"$root/etc/apt/apt.conf.d/99mmdebstrap"
 	fi
 
 	begin "setting up the tree for a sandbox"

@@ -50,6 +50,32 @@ t_rt_bun() {
 	rt_expect rt_bun bun:1 "echo 'console.log(String(6 * 7))' > /tmp/a.ts && bun run /tmp/a.ts" 42
 }
 
+t_rt_python314() {
+	rt_expect rt_python314 python:3.14 "python3 -c 'import sys; print(sys.version_info[:2] == (3, 14))'" True
+}
+
+t_rt_node_latest() {
+	rt_expect rt_node_latest node:latest "node -p 6*7 && npx --version >/dev/null && echo npx-ok" npx-ok
+}
+
+# Agent runtimes: the CLI runs (its version), and the tools an agent reaches for are there.
+agent_tools='git --version && rg --version && curl --version && cc --version && node --version && python3 --version'
+
+t_rt_claude_code() {
+	rt_expect rt_claude_code claude-code:latest \
+		"$agent_tools >/dev/null && claude --version | grep -q 'Claude Code' && echo agent-ok" agent-ok
+}
+
+t_rt_amp() {
+	rt_expect rt_amp amp:latest \
+		"$agent_tools >/dev/null && amp --version | grep -qE '^[0-9]+[.][0-9]+' && echo agent-ok" agent-ok
+}
+
+t_rt_opencode() {
+	rt_expect rt_opencode opencode:latest \
+		"$agent_tools >/dev/null && opencode --version | grep -qE '^[0-9]+[.][0-9]+' && echo agent-ok" agent-ok
+}
+
 t_rt_base_shell() {
 	rt_expect rt_base_shell base:latest "bash -c 'echo bash \${BASH_VERSINFO[0]}'" "bash 5"
 }
