@@ -95,7 +95,7 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-snapshot fuzz format check-format clean client
+.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-runtimes bench-snapshot fuzz format check-format clean client
 all: build images
 
 help:
@@ -104,7 +104,7 @@ help:
 	@echo "make stop     stop the huskd that make run started"
 	@echo "make run-vm   install, build, then boot one bare guest (no huskd)"
 	@echo "make test     install, build, then run every test; ends with 'N passed, N failed'"
-	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent, disks, the network (vs QEMU user) and the API"
+	@echo "make bench    install, build, then benchmark boots (vs QEMU microvm), the agent, disks, the network (vs QEMU user), the API and each runtime"
 	@echo "make fuzz     run every fuzz target for FUZZ_SECONDS (default 60) each"
 	@echo "make format   clang-format every C file (make check-format: fail where one differs)"
 
@@ -300,11 +300,16 @@ test: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO) client
-	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh'
+	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh && tools/bench/runtimes.sh'
 # Only the network benchmark (guest TCP through husk-vmm's stack against QEMU's -netdev user).
 bench-net: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
 	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- tools/bench/net.sh
+
+# Only the runtime benchmark (image size, create -> first exec for each runtime).
+bench-runtimes: deps
+	@$(MAKE) --no-print-directory all client
+	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v node)" -- tools/bench/runtimes.sh
 
 # Only the API benchmark (huskd with the published client).
 bench-api: deps
