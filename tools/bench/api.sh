@@ -8,14 +8,9 @@ set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$top/build/bin
 port=18375
-key=husk-bench-key
-T=$(mktemp -d)
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
-
-HUSK_API_KEY=$key "$bin/huskd" --port $port --state "$T/state" --images "$top/build/images" \
-	>"$T/huskd.log" 2>&1 &
-pid=$!
-for i in $(seq 1 100); do grep -q listening "$T/huskd.log" && break; sleep 0.1; done
+# shellcheck source=tools/bench/lib.sh
+. "$top/tools/bench/lib.sh"
+bench_huskd
 echo "measuring the API with the published client..." >&2
 # Each figure is shown as it is measured (a long run is not silent), and kept for the table.
 HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" | tee "$T/api" >&2 ||

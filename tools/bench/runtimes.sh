@@ -6,14 +6,9 @@
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 port=18376
-key=husk-bench-key
-T=$(mktemp -d)
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
-
-HUSK_API_KEY=$key "$top/build/bin/huskd" --port $port --state "$T/state" --images "$top/build/images" \
-	>"$T/huskd.log" 2>&1 &
-pid=$!
-for i in $(seq 1 100); do grep -q listening "$T/huskd.log" && break; sleep 0.1; done
+# shellcheck source=tools/bench/lib.sh
+. "$top/tools/bench/lib.sh"
+bench_huskd
 echo "measuring create -> first exec for every runtime..." >&2
 HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/runtimes.mjs" | tee "$T/times" >&2 ||
 	{ tail -n 40 "$T/huskd.log"; exit 1; }

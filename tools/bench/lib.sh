@@ -1,0 +1,20 @@
+# Shared by the benchmarks that drive huskd (sourced; set top, port first).
+key=husk-bench-key
+T=$(mktemp -d)
+pid=""
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+
+# bench_huskd: huskd (release build) on $port with state in $T/state, up
+# once it says it listens (its log: $T/huskd.log).
+bench_huskd() {
+	HUSK_API_KEY=$key "$top/build/bin/huskd" --port "$port" --state "$T/state" \
+		--images "$top/build/images" >"$T/huskd.log" 2>&1 &
+	pid=$!
+	for _ in $(seq 1 100); do
+		grep -q listening "$T/huskd.log" && return 0
+		sleep 0.1
+	done
+	echo "huskd did not start; its log:" >&2
+	tail -n 20 "$T/huskd.log" >&2
+	return 1
+}
