@@ -16,6 +16,12 @@
 #define REQ_TIMEOUT 800
 #define IDLE_TIMEOUT 1500
 #define MAX_CONNS 300
+/*
+ * How long a test waits for what must come (an answer, a close): a bound
+ * for a server that hangs, never a measure of speed. A loaded machine took
+ * over 5 s to serve the 300th connection.
+ */
+#define WAIT_MS 60000
 
 extern int port;          /* http-echo's TCP port */
 extern char failure[512]; /* why the current test failed; empty while it passes */

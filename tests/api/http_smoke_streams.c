@@ -22,13 +22,13 @@ void t_stream_incremental(void)
 	CHECK(hc_tcp(&c, port) == 0);
 	CHECK(hc_sends(&c, "GET /stream?n=6&size=10&ms=100 HTTP/1.1\r\n\r\n") == 0);
 	/* The first chunk comes long before the stream ends. */
-	CHECK(hc_fill(&c, 3000) > 0);
+	CHECK(hc_fill(&c, WAIT_MS) > 0);
 	t0 = now_ms();
-	while (!memmem(c.buf, c.len, "\r\n0\r\n\r\n", 7) && (n = hc_fill(&c, 3000)) > 0) {
+	while (!memmem(c.buf, c.len, "\r\n0\r\n\r\n", 7) && (n = hc_fill(&c, WAIT_MS)) > 0) {
 	}
 	CHECK(now_ms() - t0 >= 300);
 	/* And it parses as one chunked response of 60 bytes. */
-	CHECK(hc_read(&c, &r, 1000) == 0 && r.status == 200 && r.body_len == 60);
+	CHECK(hc_read(&c, &r, WAIT_MS) == 0 && r.status == 200 && r.body_len == 60);
 	CHECK(hr_header(&r, "Transfer-Encoding", v, sizeof(v)) && !strcmp(v, "chunked"));
 	hr_free(&r);
 	CHECK(get_ok(&c, "/echo?after=stream", "after=stream"));
@@ -47,7 +47,7 @@ static int stats(long *closes, long *epipes)
 	int ok = 0;
 
 	if (hc_tcp(&c, port) == 0 && hc_sends(&c, "GET /stats HTTP/1.1\r\n\r\n") == 0 &&
-	    hc_read(&c, &r, 5000) == 0 && (p = strstr(r.body, "\"closes\":"))) {
+	    hc_read(&c, &r, WAIT_MS) == 0 && (p = strstr(r.body, "\"closes\":"))) {
 		*closes = strtol(p + 9, NULL, 10);
 		p = strstr(r.body, "\"epipes\":");
 		*epipes = p ? strtol(p + 9, NULL, 10) : -1;
@@ -67,7 +67,7 @@ void t_stream_client_gone(void)
 	CHECK(stats(&c0, &e0));
 	CHECK(hc_tcp(&c, port) == 0);
 	CHECK(hc_sends(&c, "GET /stream?n=100000&size=1000&ms=5 HTTP/1.1\r\n\r\n") == 0);
-	CHECK(hc_fill(&c, 3000) > 0);
+	CHECK(hc_fill(&c, WAIT_MS) > 0);
 	hc_close(&c);
 	end = now_ms() + 5000;
 	while (now_ms() < end && stats(&c1, &e1) && (c1 == c0 || e1 == e0))
@@ -93,7 +93,7 @@ void t_stalled_reader(void)
 	usleep(300000);
 	CHECK(hc_tcp(&other, port) == 0 && get_ok(&other, "/echo?busy=1", "busy=1"));
 	/* After idle_timeout without progress the server drops it. */
-	end = now_ms() + IDLE_TIMEOUT + 4000;
+	end = now_ms() + IDLE_TIMEOUT + WAIT_MS;
 	while (now_ms() < end && stats(&c1, &e1) && c1 == c0)
 		usleep(100000);
 	CHECK(c1 == c0 + 1);
@@ -119,7 +119,7 @@ void t_many_connections(void)
 	}
 	for (i = N - 1; i >= 0; i--) {
 		snprintf(q, sizeof(q), "\"query\":\"c=%d\"", i);
-		CHECK(hc_read(&c[i], &r, 10000) == 0 && r.status == 200 && strstr(r.body, q));
+		CHECK(hc_read(&c[i], &r, WAIT_MS) == 0 && r.status == 200 && strstr(r.body, q));
 		hr_free(&r);
 	}
 out:
@@ -154,7 +154,7 @@ void t_max_connections(void)
 	CHECK(get_ok(&c[MAX_CONNS - 1], "/echo?last=1", "last=1"));
 	CHECK(hc_tcp(&extra, port) == 0);
 	hc_sends(&extra, "GET /echo HTTP/1.1\r\n\r\n");
-	CHECK(hc_wait_eof(&extra, 3000) == 0);
+	CHECK(hc_wait_eof(&extra, WAIT_MS) == 0);
 out:
 	for (i = 0; i < opened; i++)
 		hc_close(&c[i]);
@@ -177,15 +177,15 @@ void t_http10_and_big(void)
 
 	CHECK(hc_tcp(&c, port) == 0);
 	CHECK(hc_sends(&c, "GET /big?size=3000000 HTTP/1.0\r\n\r\n") == 0);
-	CHECK(hc_read(&c, &r, 10000) == 0 && r.status == 200 && r.body_len == 3000000);
+	CHECK(hc_read(&c, &r, WAIT_MS) == 0 && r.status == 200 && r.body_len == 3000000);
 	CHECK(strstr(r.head, "Connection: close"));
-	CHECK(hc_wait_eof(&c, 5000) == 0);
+	CHECK(hc_wait_eof(&c, WAIT_MS) == 0);
 	hr_free(&r);
 	hc_close(&c);
 	/* A 1.0 stream: raw bytes up to the close. */
 	CHECK(hc_tcp(&c, port) == 0);
 	CHECK(hc_sends(&c, "GET /stream?n=3&size=5&ms=10 HTTP/1.0\r\n\r\n") == 0);
-	CHECK(hc_read(&c, &r, 5000) == 0 && r.status == 200 && r.body_len == 15);
+	CHECK(hc_read(&c, &r, WAIT_MS) == 0 && r.status == 200 && r.body_len == 15);
 out:
 	hr_free(&r);
 	hc_close(&c);
