@@ -53,7 +53,7 @@ HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(filter-out $(HTTPC_SRCS),$(sort $(wildcard api/cli/*.c)))
-INCLUDES := -I$(BUILD)/gen -Ivmm -Iguest-agent -Iimages/img -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
+INCLUDES := -I$(BUILD)/gen -Ivmm -Iguest-agent -Iimages/img -Iimages/oci -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
 	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
@@ -84,6 +84,10 @@ SESSION_TEST := $(BUILD)/tests/session-test
 DIALHOST := $(BUILD)/tests/dialhost
 SBX_TEST := $(BUILD)/tests/sbx-test
 HUSK_IMG := $(BIN)/husk-img
+# husk runtime import: husk-oci checks an image (images/oci), husk-import converts it; beside huskd.
+OCI_SRCS := images/oci/oci_json.c images/oci/oci_layer.c images/oci/oci_layout.c
+HUSK_OCI := $(BIN)/husk-oci
+HUSK_IMPORT := $(BIN)/husk-import
 IMGWRITE := $(BUILD)/tests/imgwrite
 UNIT := $(BUILD)/tests/unit-tests
 HUSKD := $(BIN)/huskd
@@ -111,7 +115,7 @@ help:
 deps:
 	@tools/deps.sh
 
-build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(JAIL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(IMGWRITE) \
+build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(JAIL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(HUSK_OCI) $(HUSK_IMPORT) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
 
@@ -227,6 +231,13 @@ $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
 $(HUSK_IMG): $(call obj,rel,images/husk-img.c) $(call lib,img,rel)
 	$(call link,$(HARDEN),)
 
+$(HUSK_OCI): $(call obj,rel,images/oci/husk-oci.c $(OCI_SRCS))
+	$(call link,$(HARDEN),-larchive -lcrypto -ljansson)
+
+$(HUSK_IMPORT): images/runtimes/import.sh
+	@mkdir -p $(dir $@)
+	$(Q)install -m 755 $< $@
+
 # Random writes through the library, mirrored into a raw file, for tests/img.
 $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),)
@@ -335,7 +346,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(INCLUDES)
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
 	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
-	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate
+	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate \
+	$(BUILD)/fuzz/fuzz_oci
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -360,6 +372,8 @@ $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_EXTRA := -Itests/un
 $(BUILD)/fuzz/fuzz_dns: tests/fuzz/fuzz_dns.c api/huskd/net/dns_msg.c
 $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
 $(BUILD)/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c api/huskd/routes/r_target.c
+$(BUILD)/fuzz/fuzz_oci: tests/fuzz/fuzz_oci.c images/oci/oci_json.c images/oci/oci_layer.c
+$(BUILD)/fuzz/fuzz_oci: FUZZ_LIBS := -larchive
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")

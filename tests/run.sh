@@ -106,6 +106,10 @@ suite agent tests/agent/host.sh
 # The stand-in husk-vmm that huskd's host-only tests run (tests/fakes/README.md).
 suite fakes tests/fakes/check.sh
 suite img tests/img/run.sh
+# husk runtime import: husk-import and husk-oci (images refused for ../ paths, links out, sizes),
+# then through huskd and the CLI; the host alone (skopeo, umoci, mkfs.ext4).
+suite oci tests/img/oci.sh
+suite import tests/api/import.sh
 suite http tests/api/run.sh
 # huskd's sandbox manager, host only: its state machine driven with a fake VMM and agent.
 suite manager build/tests/sbx-test build/tests/fake-vmm
@@ -113,7 +117,7 @@ suite badinput tests/api/badinput.sh
 # huskd under load, host only (fake VMM): the published client, vanishing clients, cancels, destroys.
 suite load tests/api/load.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).

@@ -390,7 +390,7 @@ static const struct subcmd commands[] = {
 	{"checkpoint|ckpt", snap_checkpoint, "checkpoints: create, list, restore, delete"},
 	{"execution", sandbox_execution, "executions: list ID, get EXEC_ID"},
 	{"events", sandbox_events, "a sandbox's lifecycle events"},
-	{"runtime|rt", sandbox_runtime, "runtimes: list"},
+	{"runtime|rt", sandbox_runtime, "runtimes: list, import, delete"},
 	{"env", sandbox_env, "set or delete environment variables: husk env ID K=V -d K"},
 	{"job", job_main, "background jobs: create, list, get, destroy"},
 	{"stats", sandbox_stats, "usage statistics"},

@@ -175,6 +175,11 @@ void sandbox_path(struct sbuf *t, const char *pre, const char *id, const char *s
  */
 int sandbox_delete_confirmed(struct cli *c, const char *target, const char *what, bool confirmed,
                              const char *done);
+/* DELETE pre/ID for a command "... ID [--confirm]" (asks first, as sandbox_delete_confirmed). */
+int delete_one(struct cli *c, int argc, char **argv, const char *pre, const char *noun);
+/* husk runtime import / delete (cli_runtime.c). */
+int runtime_import(struct cli *c, int argc, char **argv);
+int runtime_delete(struct cli *c, int argc, char **argv);
 /* The command after "--" as a JSON array, or NULL after a usage error (cli_run.c). */
 json_t *run_command_of(struct cli *c, const struct args *a, int npos_before);
 

@@ -145,7 +145,7 @@ int sandbox_delete_confirmed(struct cli *c, const char *target, const char *what
 	return cli_act(c, "DELETE", target, NULL, done);
 }
 
-int sandbox_delete(struct cli *c, int argc, char **argv)
+int delete_one(struct cli *c, int argc, char **argv, const char *pre, const char *noun)
 {
 	bool confirm = false;
 	const struct opt opts[] = {{"confirm", 'y', OPT_FLAG, &confirm}, {NULL, 0, 0, NULL}};
@@ -154,15 +154,20 @@ int sandbox_delete(struct cli *c, int argc, char **argv)
 	struct args a;
 	int rc;
 
-	c->usage = "husk delete ID [--confirm] [--json]\nDestroys the sandbox (asks first on a "
-		   "terminal unless --confirm).\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID", &a));
-	snprintf(what, sizeof(what), "Destroy sandbox %s", a.pos[0]);
+	snprintf(what, sizeof(what), "Delete %s %s", noun, a.pos[0]);
 	snprintf(done, sizeof(done), "deleted %s", a.pos[0]);
-	sandbox_path(&t, "/sandbox", a.pos[0], NULL);
+	sandbox_path(&t, pre, a.pos[0], NULL);
 	rc = sandbox_delete_confirmed(c, t.s, what, confirm, done);
 	sb_free(&t);
 	return rc;
+}
+
+int sandbox_delete(struct cli *c, int argc, char **argv)
+{
+	c->usage = "husk delete ID [--confirm] [--json]\nDestroys the sandbox (asks first on a "
+		   "terminal unless --confirm).\n";
+	return delete_one(c, argc, argv, "/sandbox", "sandbox");
 }
 
 /* pause and resume: a bodiless POST. */
@@ -383,6 +388,8 @@ int sandbox_runtime(struct cli *c, int argc, char **argv)
 {
 	static const struct subcmd table[] = {
 		{"list|ls", runtime_list, "the runtimes sandboxes can start from"},
+		{"import", runtime_import, "an OCI or Docker image as a runtime: NAME SOURCE"},
+		{"delete|rm", runtime_delete, "delete an imported runtime"},
 		{NULL, NULL, NULL}};
 
 	return cli_subcommand(c, "runtime", table, argc, argv);

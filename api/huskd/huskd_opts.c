@@ -23,7 +23,7 @@ void huskd_usage(FILE *f)
 	        "             [--max-sandboxes N] [--max-vcpus N] [--min-free-disk SIZE]\n"
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
-	        "             [--disk-rate SIZE] [--disk-iops N]\n"
+	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -49,6 +49,8 @@ void huskd_usage(FILE *f)
 	        "                  state folder's disk (default: no limit)\n"
 	        "  --disk-iops N   reads, and writes, per second each sandbox may make there\n"
 	        "                  (default: no limit)\n"
+	        "  --import-max-bytes SIZE  the largest image husk runtime import takes, as\n"
+	        "                  sent and as unpacked (default 16Gi)\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -153,6 +155,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"min-free-disk", required_argument, NULL, 'F'},
 	                                     {"disk-rate", required_argument, NULL, 'b'},
 	                                     {"disk-iops", required_argument, NULL, 'q'},
+	                                     {"import-max-bytes", required_argument, NULL, 'X'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -243,6 +246,17 @@ int huskd_options(int argc, char **argv, struct options *o)
 			}
 			/* 0 asks for no reserve: one byte stands for it. */
 			o->sbx.min_free_disk = bytes ? (uint64_t)bytes : 1;
+			break;
+		case 'X':
+			if (store_parse_bytes(optarg, &bytes) || bytes < (1 << 20)) {
+				fprintf(stderr,
+				        "huskd: --import-max-bytes '%s': give a size, at least "
+				        "1Mi, "
+				        "e.g. 4Gi\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.import_max_bytes = (uint64_t)bytes;
 			break;
 		case 'b':
 			if (store_parse_bytes(optarg, &bytes) || bytes < (1 << 20)) {

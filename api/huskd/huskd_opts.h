@@ -14,7 +14,7 @@ struct options {
 	struct sbx_config sbx;
 	const char *images;
 	bool durable;
-	char *state, *vmm, *kernel, *initrd, *jail;
+	char *state, *vmm, *kernel, *initrd, *jail, *importer;
 	const char *public_url, *public_domain;
 	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
 	const char **egress[2];

@@ -245,6 +245,12 @@ static int locate(struct options *o)
 		o->sbx.jail = o->jail;
 	if (!o->sbx.jail)
 		log_warn(NULL, "VMMs run unconfined: husk-jail is not beside huskd");
+	/* Also beside huskd: what husk runtime import runs. */
+	if (strrchr(self, '/') &&
+	    asprintf(&o->importer, "%.*s/husk-import", (int)(strrchr(self, '/') - self), self) >
+	            0 &&
+	    access(o->importer, X_OK) == 0)
+		o->sbx.importer = o->importer;
 	else if (geteuid() != 0) {
 		log_warn(NULL, "VMMs run unconfined and without network: the jail needs huskd "
 		               "to run as root");
@@ -314,6 +320,7 @@ static void cleanup(struct huskd *d, struct options *o)
 	free(o->state);
 	free(o->vmm);
 	free(o->jail);
+	free(o->importer);
 	free(o->kernel);
 	free(o->initrd);
 	for (int k = 0; k < 2; k++) {

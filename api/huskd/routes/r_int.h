@@ -30,7 +30,8 @@ enum subject {
 	S_SNAPSHOT,
 	S_JOB,
 	S_EXECUTION,
-	S_BUILD
+	S_BUILD,
+	S_RUNTIME
 };
 
 /* Answers the manager's error with its HTTP status and code; 5xx are logged with the cause. */
@@ -75,6 +76,11 @@ ROUTE(r_pause);
 ROUTE(r_resume);
 ROUTE(r_events);
 ROUTE(r_runtimes);
+ROUTE(r_import_init);
+ROUTE(r_import_upload);
+ROUTE(r_import_run);
+ROUTE(r_import_get);
+ROUTE(r_runtime_delete);
 ROUTE(r_execute);
 ROUTE(r_execution);
 ROUTE(r_execution_cancel);

@@ -15,6 +15,11 @@ static const struct route api_routes[] = {
 	{"POST", "/sandbox", r_create},
 	{"GET", "/sandbox", r_list},
 	{"GET", "/sandbox/runtimes", r_runtimes},
+	{"POST", "/sandbox/runtimes/import", r_import_init},
+	{"PUT", "/sandbox/runtimes/import/:id", r_import_upload},
+	{"POST", "/sandbox/runtimes/import/:id/run", r_import_run},
+	{"GET", "/sandbox/runtimes/import/:id", r_import_get},
+	{"DELETE", "/sandbox/runtimes/:id", r_runtime_delete},
 	{"GET", "/sandbox/stats", r_stats},
 	{"GET", "/services/stats/:org", r_service_stats},
 	{"GET", "/sandbox/status/:id", r_status},
@@ -122,6 +127,7 @@ static const char *const not_found[] = {
 	[S_ARCHIVE] = "FILE_NOT_FOUND",        [S_CHECKPOINT] = "CHECKPOINT_NOT_FOUND",
 	[S_SNAPSHOT] = "SNAPSHOT_NOT_FOUND",   [S_JOB] = "JOB_NOT_FOUND",
 	[S_EXECUTION] = "EXECUTION_NOT_FOUND", [S_BUILD] = "SNAPSHOT_NOT_FOUND",
+	[S_RUNTIME] = "RUNTIME_NOT_FOUND",
 };
 
 /* The sandbox id in the request's path, for the log ("" if none). */
@@ -164,17 +170,20 @@ void reply_error(struct http_req *r, const struct sbx_err *err, enum subject wha
 		status = 413;
 		code = what == S_FILE      ? "FILE_TOO_LARGE"
 		       : what == S_ARCHIVE ? "ARCHIVE_TOO_LARGE"
+		       : what == S_RUNTIME ? "IMAGE_TOO_LARGE"
 		                           : "BAD_REQUEST";
 		break;
 	case SBX_DENIED:
 		status = 403, code = "FILE_ERROR";
 		break;
 	case SBX_NO_SPACE:
-		status = 507, code = "FILE_ERROR";
+		status = 507, code = what == S_RUNTIME ? "NO_SPACE" : "FILE_ERROR";
 		break;
 	case SBX_STEP_FAILED:
 		status = what == S_ARCHIVE ? 400 : 422;
-		code = what == S_ARCHIVE ? "ARCHIVE_FAILED" : "BUILD_FAILED";
+		code = what == S_ARCHIVE   ? "ARCHIVE_FAILED"
+		       : what == S_RUNTIME ? "IMPORT_FAILED"
+		                           : "BUILD_FAILED";
 		break;
 	case SBX_UNREACHABLE:
 		status = 502, code = "SANDBOX_UNREACHABLE";

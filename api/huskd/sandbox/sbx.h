@@ -56,6 +56,8 @@ struct sbx_reply {
 };
 /* err is NULL on success. */
 typedef void (*sbx_done_fn)(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
+/* One step of long work (borrowed event: {step, of, message} or {detail}). */
+typedef void (*sbx_progress_fn)(void *ctx, json_t *event);
 
 struct sbx_config {
 	const char *state;      /* state folder: sandboxes/, streams/, snapshots/, builds/ */
@@ -82,6 +84,8 @@ struct sbx_config {
 	                             runtime's own */
 	/* Added to every networked sandbox's lists (huskd --egress-allow/--egress-deny). */
 	const char *const *egress_allow, *const *egress_deny;
+	const char *importer;      /* husk-import (runtime imports), NULL: none */
+	uint64_t import_max_bytes; /* an imported image, as sent and unpacked (0: 16 GiB) */
 };
 
 int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,
@@ -177,6 +181,30 @@ void sbx_job_list(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx
 void sbx_job_get(struct sbx_mgr *m, const char *id, const char *job, sbx_done_fn done, void *ctx);
 void sbx_job_stop(struct sbx_mgr *m, const char *id, const char *job, bool force, sbx_done_fn done,
                   void *ctx);
+
+/* ---- Imported runtimes (sbx_import.c, sbx_import_run.c) ---- */
+
+/* POST {name, source?, size?}: an import begins; {importId, name, status, maxBytes}. */
+int sbx_import_init(struct sbx_mgr *m, json_t *body, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* PUT: the part of the archive at offset (bytes borrowed until done); done: {received}. */
+void sbx_import_upload(struct sbx_mgr *m, const char *id, uint64_t offset, const void *bytes,
+                       size_t len, sbx_done_fn done, void *ctx);
+/*
+ * Converts the upload (or pulls the source) with husk-import: progress per
+ * step, then done with the new runtime, or the reason it was refused (the
+ * import's folder removed either way).
+ */
+void sbx_import_run(struct sbx_mgr *m, const char *id, sbx_progress_fn progress, sbx_done_fn done,
+                    void *ctx);
+/* Its caller went away: the import goes on, telling nobody. */
+void sbx_import_detach(struct sbx_mgr *m, const char *id);
+/* {importId, name, status, received, progress, error, runtime}. */
+int sbx_import_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* DELETE an imported runtime that no sandbox or snapshot sits on, and its image. */
+int sbx_runtime_delete(struct sbx_mgr *m, const char *ref, struct sbx_err *err)
+	__attribute__((warn_unused_result));
 
 /* ---- Checkpoints and snapshots (sbx_ckpt.c, sbx_snap.c, sbx_build.c) ---- */
 

@@ -113,6 +113,7 @@ struct sbx_mgr {
 	uv_timer_t *reaper;         /* old streams, abandoned builds (sbx_reap.c) */
 	int64_t reaped_to_ms;       /* streams of sandboxes deleted before this are gone */
 	struct cgroup_io_limits io; /* each sandbox's disk limits */
+	struct sbx_import *imports; /* runtime imports under way or just ended (sbx_import.c) */
 };
 
 struct net_policy;
@@ -226,6 +227,14 @@ void sbx_state_forget(struct sandbox *sb);
 void sbx_reap(struct sbx_mgr *m, time_t now);
 int sbx_reap_start(struct sbx_mgr *m);
 void sbx_reap_stop(struct sbx_mgr *m);
+
+/* ---- sbx_import.c: runtime imports ---- */
+/* At start: what an import left behind removed; state/imports and state/runtimes made. */
+void sbx_import_start(struct sbx_mgr *m);
+/* Uploads left for an hour, and imports ended over an hour ago, dropped. */
+void sbx_import_reap(struct sbx_mgr *m);
+/* huskd stops: a conversion under way is killed, the rest forgotten. */
+void sbx_import_close(struct sbx_mgr *m);
 
 /* ---- sbx_admit.c: the host's budget ---- */
 /* 0 if the host takes one more running sandbox of mem_mib and vcpus; else SBX_FULL in err. */

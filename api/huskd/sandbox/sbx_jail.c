@@ -132,7 +132,7 @@ static bool checkpoint(const struct sandbox *sb, const char *path)
 
 /*
  * Whether a backing file a header names may be shown to its VMM: one in its
- * own folder, the images (runtimes) or the snapshots, by a name with no way
+ * own folder, the images (runtimes), the imported runtimes or the snapshots, by a name with no way
  * back up in it; or, right under a snapshot's disk, the disk checkpoints of
  * the sandbox it was taken of. Anything else was put there by a VMM.
  * (Headers are still what names the chain: a snapshot taken of a VMM that
@@ -143,13 +143,15 @@ static bool allowed(const struct sandbox *sb, const char *from, const char *path
 {
 	const char *state = sb->m->cfg.state, *kernel = sb->m->cfg.kernel;
 	const char *images_end = strrchr(kernel, '/');
-	char snaps[PATH_MAX];
-	size_t sn;
+	char snaps[PATH_MAX], rts[PATH_MAX];
+	size_t sn, rn;
 
 	if (path[0] != '/' || strstr(path, "/../") || strstr(path, "/./") || strstr(path, "//"))
 		return false;
 	sn = (size_t)snprintf(snaps, sizeof(snaps), "%s/snapshots", state);
+	rn = (size_t)snprintf(rts, sizeof(rts), "%s/runtimes", state);
 	return under(path, sb->dir, strlen(sb->dir)) || under(path, snaps, sn) ||
+	       under(path, rts, rn) ||
 	       under(path, kernel, images_end ? (size_t)(images_end - kernel) : 0) ||
 	       ((under(from, snaps, sn) || checkpoint(sb, from)) && checkpoint(sb, path));
 }

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "net_host.h"
+#include "sbx_import.h"
 #include "sbx_int.h"
 #include "vmm_proc.h"
 
@@ -228,6 +229,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	m->cfg.jail = cfg->jail ? strdup(cfg->jail) : NULL;
 	m->cfg.dns_upstream = cfg->dns_upstream ? strdup(cfg->dns_upstream) : NULL;
 	m->cfg.cgroup_dir = cfg->cgroup_dir ? strdup(cfg->cgroup_dir) : NULL;
+	m->cfg.importer = cfg->importer ? strdup(cfg->importer) : NULL;
 	if (!m->cfg.ready_ms)
 		m->cfg.ready_ms = 180000;
 	if (!m->cfg.state || !m->cfg.vmm || !m->cfg.kernel || !m->cfg.initrd ||
@@ -256,6 +258,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 			         cfg->state, strerror(-rc));
 		}
 	}
+	sbx_import_start(m);
 	if (sbx_reap_start(m))
 		log_warn(NULL, "cannot start the removal of old streams and builds");
 	*out = m;
@@ -271,6 +274,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	m->closing = true;
 	m->on_change = NULL;
 	sbx_reap_stop(m);
+	sbx_import_close(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
 	net_host_close(m->net);
 	m->net = NULL;
@@ -311,6 +315,9 @@ void sbx_mgr_free(struct sbx_mgr *m)
 	free((char *)m->cfg.jail);
 	free((char *)m->cfg.dns_upstream);
 	free((char *)m->cfg.cgroup_dir);
+	free((char *)m->cfg.importer);
+	while (m->imports)
+		sbx_import_free(m->imports);
 	net_host_close(m->net); /* if sbx_mgr_close did not run */
 	free(m->streams);
 	free(m);

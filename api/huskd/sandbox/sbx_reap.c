@@ -105,6 +105,7 @@ void sbx_reap(struct sbx_mgr *m, time_t now)
 	unsigned d, s, b;
 
 	snprintf(builds, sizeof(builds), "%s/builds", m->cfg.state);
+	sbx_import_reap(m);
 	d = sweep_deleted(m, now);
 	s = sweep(m->streams, now - (time_t)age, rm_file);
 	b = sweep(builds, now - BUILD_MAX_AGE_S, rm_build);

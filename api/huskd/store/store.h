@@ -318,6 +318,18 @@ int store_runtimes_upsert(struct store *s, json_t *catalog, const char *dir, cha
 /* A Runtime (API.md §5.6) by name ("bun:1") or id ("srt_bun1"); either out may be NULL. */
 int store_runtime_get(struct store *s, const char *name_or_id, json_t **rt, json_t **priv)
 	__attribute__((warn_unused_result));
+/*
+ * An imported runtime (sbx_import.c): entry is the public object with "id"
+ * and "name", priv has "path" and "imported": true, which keeps it when the
+ * catalog is loaded again. -EEXIST if the id or name is taken.
+ */
+int store_runtime_add(struct store *s, json_t *entry, json_t *priv)
+	__attribute__((warn_unused_result));
+/* Removes a runtime's row (by id); -ENOENT if there is none. */
+int store_runtime_delete(struct store *s, const char *id) __attribute__((warn_unused_result));
+/* Sandboxes not deleted and snapshots that sit on the runtime (by id or name). */
+int store_runtime_users(struct store *s, const char *id, const char *name, int64_t *sandboxes,
+                        int64_t *snapshots) __attribute__((warn_unused_result));
 /* {"runtimes": [...], "total": N}; sort "name" (default) or "created". -EINVAL: other sort. */
 int store_runtime_list(struct store *s, const char *sort, bool descending, int limit, int offset,
                        json_t **out) __attribute__((warn_unused_result));

@@ -117,7 +117,9 @@ int store_runtimes_upsert(struct store *s, json_t *catalog, const char *dir, cha
 	ret = store_begin(s);
 	if (ret == 0)
 		ret = store_run(
-			s, "DELETE FROM runtimes WHERE id NOT IN (SELECT value FROM json_each(?))",
+			s,
+			"DELETE FROM runtimes WHERE id NOT IN (SELECT value FROM json_each(?)) AND "
+			"coalesce(json_extract(private, '$.imported'), 0) = 0",
 			"j", ids);
 	now = store_clock(s);
 	json_array_foreach(json_object_get(catalog, "runtimes"), i, entry)
@@ -199,4 +201,67 @@ int store_runtime_list(struct store *s, const char *sort, bool descending, int l
 	};
 
 	return store_list_page(s, &p, out);
+}
+
+int store_runtime_add(struct store *s, json_t *entry, json_t *priv)
+{
+	static const char *const moved[] = {"id", "name", NULL};
+	json_t *data = store_json_without(entry, moved);
+	int64_t now;
+	int ret = -ENOMEM;
+
+	store_lock(s);
+	now = store_clock(s);
+	if (data)
+		ret = store_run(
+			s,
+			"INSERT INTO runtimes (id, name, created_ms, updated_ms, data, private) "
+			"VALUES (?, ?, ?, ?, ?, ?)",
+			"ttiijj", store_json_str(entry, "id"), store_json_str(entry, "name"), now,
+			now, data, priv);
+	store_unlock(s);
+	json_decref(data);
+	return ret < 0 ? ret : 0;
+}
+
+int store_runtime_delete(struct store *s, const char *id)
+{
+	int ret;
+
+	store_lock(s);
+	ret = store_run(s, "DELETE FROM runtimes WHERE id = ?", "t", id);
+	store_unlock(s);
+	return ret < 0 ? ret : ret ? 0 : -ENOENT;
+}
+
+static int count_of(struct store *s, const char *sql, const char *a, const char *b, int64_t *n)
+{
+	sqlite3_stmt *st;
+	int ret = store_prepare(s, sql, &st);
+
+	if (ret)
+		return ret;
+	ret = store_bind(st, "tt", a, b);
+	if (!ret)
+		ret = store_step(s, st);
+	*n = ret == 1 ? sqlite3_column_int64(st, 0) : 0;
+	store_reset(st);
+	return ret < 0 ? ret : 0;
+}
+
+int store_runtime_users(struct store *s, const char *id, const char *name, int64_t *sandboxes,
+                        int64_t *snapshots)
+{
+	int ret;
+
+	store_lock(s);
+	ret = count_of(s,
+	               "SELECT count(*) FROM sandboxes WHERE (runtime = ? OR runtime = ?) AND "
+	               "deleted_ms IS NULL",
+	               id, name, sandboxes);
+	if (!ret)
+		ret = count_of(s, "SELECT count(*) FROM snapshots WHERE runtime_id IN (?, ?)", id,
+		               name, snapshots);
+	store_unlock(s);
+	return ret;
 }
