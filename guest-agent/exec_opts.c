@@ -22,10 +22,50 @@ static int get_ms(json_t *req, const char *key, uint64_t def, uint64_t *out, con
 	return 0;
 }
 
+/* Running as another user: HOME (and USER) become its, unless the request set them. */
+static int home_for(struct exec_opts *o, json_t *req_env, const char **why)
+{
+	const char *keys[] = {"HOME", "USER"};
+	const char *vals[] = {o->spawn.as.home, o->spawn.as.name};
+
+	for (int k = 0; k < 2; k++) {
+		size_t n = strlen(keys[k]), i;
+		char *kv;
+
+		if (json_object_get(req_env, keys[k]) || !vals[k][0])
+			continue;
+		if (asprintf(&kv, "%s=%s", keys[k], vals[k]) < 0) {
+			*why = "out of memory";
+			return -ENOMEM;
+		}
+		for (i = 0; o->env[i]; i++)
+			if (!strncmp(o->env[i], keys[k], n) && o->env[i][n] == '=')
+				break;
+		if (o->env[i]) {
+			free(o->env[i]);
+			o->env[i] = kv;
+		} else {
+			char **grown = realloc(o->env, (i + 2) * sizeof(*grown));
+
+			if (!grown) {
+				free(kv);
+				*why = "out of memory";
+				return -ENOMEM;
+			}
+			grown[i] = kv;
+			grown[i + 1] = NULL;
+			o->env = grown;
+		}
+	}
+	o->spawn.envp = o->env;
+	return 0;
+}
+
 int exec_opts_parse(struct agent *a, json_t *req, struct exec_opts *o, const char **why)
 {
 	json_t *argv = json_object_get(req, "argv"), *cwd = json_object_get(req, "cwd");
 	json_t *pty = json_object_get(req, "pty"), *in = json_object_get(req, "stdin");
+	json_t *user = json_object_get(req, "user");
 	size_t n = json_array_size(argv);
 
 	memset(o, 0, sizeof(*o));
@@ -70,6 +110,14 @@ int exec_opts_parse(struct agent *a, json_t *req, struct exec_opts *o, const cha
 	}
 	o->env = proc_build_env(a->env, json_object_get(req, "env"), why);
 	if (!o->env) {
+		exec_opts_free(o);
+		return -EINVAL;
+	}
+	if (user && !json_is_null(user) &&
+	    (!json_is_string(user) || user_resolve(json_string_value(user), &o->spawn.as, why) ||
+	     home_for(o, json_object_get(req, "env"), why))) {
+		if (!json_is_string(user))
+			*why = "user must be a string: name, uid, name:group or uid:gid";
 		exec_opts_free(o);
 		return -EINVAL;
 	}

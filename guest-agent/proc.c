@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,6 +112,10 @@ static void child_setup(const struct spawn_opts *o, int in, int out, int err, co
 		in = out = err = t;
 	}
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		child_fail(err_fd, errno);
+	/* Groups first: once the uid is not root, nothing else may change. */
+	if (o->as.set && (setgroups((size_t)o->as.ngroups, o->as.groups) < 0 ||
+	                  setgid(o->as.gid) < 0 || setuid(o->as.uid) < 0))
 		child_fail(err_fd, errno);
 	if (o->cwd && chdir(o->cwd) < 0)
 		child_fail(err_fd, errno);

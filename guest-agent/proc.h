@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "agent.h"
+#include "user.h"
 
 struct spawn_opts {
 	char *const *argv; /* NULL-terminated; argv[0] is looked up in envp's PATH */
@@ -15,7 +16,8 @@ struct spawn_opts {
 	const char *cwd; /* NULL: the agent's */
 	bool pty;        /* one terminal for stdin, stdout and stderr */
 	unsigned short rows, cols;
-	bool stdin_pipe; /* else stdin is /dev/null */
+	bool stdin_pipe;  /* else stdin is /dev/null */
+	struct run_as as; /* as.set: the child takes this uid, gid and groups first */
 };
 
 /* A process the agent started, in a session and process group of its own. */

@@ -130,6 +130,11 @@ suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node
 # (dpkg-deb, and GNU tar for it, make the test's apt package.)
 suite net_serve tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
 	--bring /usr/sbin/dnsmasq --bring "$(command -v dpkg-deb)" --bring "$(command -v tar)" -- tests/api/net_serve.sh
+# An imported OCI image boots and runs as its config says (skopeo and umoci make it,
+# and convert it in huskd's husk-import, with mkfs.ext4, e2fsck and jq).
+suite import_guest tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v skopeo)" \
+	--bring "$(command -v umoci)" --bring "$(command -v mkfs.ext4)" --bring "$(command -v e2fsck)" \
+	--bring "$(command -v jq)" -- tests/api/import_guest.sh
 # Every VMM confined: uid, capabilities, namespaces, root, environment (issue H).
 suite jail tools/husk-kvm-run --timeout 900 --idle 600 -- tests/api/jail.sh
 suite harness tests/harness.sh

@@ -27,7 +27,8 @@ static void usage(FILE *f)
 	        "  --vsock PATH   a VMM's vsock socket (husk-vmm --vsock PATH); agent port %d\n"
 	        "\n"
 	        "commands:\n"
-	        "  exec [--stdin] [--pty] [--timeout MS] [--cwd DIR] [--env K=V]... -- ARGV...\n"
+	        "  exec [--stdin] [--pty] [--timeout MS] [--cwd DIR] [--user U] [--env K=V]... -- "
+	        "ARGV...\n"
 	        "                 runs ARGV, streams its output, exits with its exit code\n"
 	        "  put LOCAL REMOTE [MODE]   write a file (atomically)\n"
 	        "  get REMOTE LOCAL          read a file ('-' for stdout)\n"
@@ -92,6 +93,8 @@ static int cmd_exec(struct agent_client *c, int argc, char **argv)
 			json_object_set_new(req, "timeout_ms", json_integer(atoll(argv[++i])));
 		else if (!strcmp(argv[i], "--cwd") && i + 1 < argc)
 			json_object_set_new(req, "cwd", json_string(argv[++i]));
+		else if (!strcmp(argv[i], "--user") && i + 1 < argc)
+			json_object_set_new(req, "user", json_string(argv[++i]));
 		else if (!strcmp(argv[i], "--env") && i + 1 < argc && strchr(argv[i + 1], '=')) {
 			char *kv = argv[++i], *eq = strchr(kv, '=');
 

@@ -240,10 +240,13 @@ json_t *run_command_of(struct cli *c, const struct args *a, int rc_pos)
 		         rc_pos ? " " : "", rc_pos ? a->pos[0] : "", a->pos[rc_pos]);
 		return NULL;
 	}
-	if (!a->cmd || !a->ncmd) {
+	if (!a->cmd) {
 		args_bad(c, "missing the command: %s ... -- CMD [ARGS...]", c->cmd);
 		return NULL;
 	}
+	/* "--" and nothing after: an imported image's own command (Entrypoint and Cmd). */
+	if (!a->ncmd)
+		return json_array();
 	cmd = argv_json(a->cmd, a->ncmd);
 	if (!cmd)
 		args_bad(c, "the command is not valid UTF-8");

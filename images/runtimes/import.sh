@@ -12,7 +12,8 @@
 # step, "step N/6 TEXT", and at the end "done" or "error TEXT" (exit 1; 2 for
 # bad usage). Tools: skopeo (any source to an OCI layout), husk-oci (checks
 # every layer entry first: ../ paths, links out of the root, sizes), umoci
-# (applies the layers, whiteouts included), mkfs.ext4 -d and husk-img.
+# (applies the layers, whiteouts included), mkfs.ext4 -d and husk-img; the
+# rest is what busybox also has (huskd may run in a nested host made of it).
 set -u
 bindir=$(cd "$(dirname "$0")" && pwd)
 work="" name="" max_bytes=$((16 << 30)) max_entries=2000000 src=""
@@ -76,7 +77,7 @@ TMPDIR=$work/tmp skopeo --insecure-policy copy --quiet "$from" "oci:$work/oci:im
 	die "the image cannot be read (truncated or not an image?): $(tool_said)"
 rm -rf "$work/tmp"
 key=$(jq -r '.manifests[0].digest' "$work/oci/index.json" | sed 's/^sha256://' | cut -c1-16)
-echo "read $(du -s -B1 "$work/oci" | cut -f1) bytes"
+echo "read $(($(du -sk "$work/oci" | cut -f1) * 1024)) bytes"
 
 # 2. Every layer entry looked at before anything is unpacked.
 step "checking the layers"
@@ -84,7 +85,7 @@ step "checking the layers"
 	>"$work/check.json" 2>"$log" || die "$(tool_said | sed 's/^husk-oci: //')"
 bytes=$(jq -r .bytes "$work/check.json")
 echo "checked $(jq -r .layers "$work/check.json") layers, $(jq -r .entries "$work/check.json") entries, $bytes bytes"
-avail=$(df -P -B1 "$work" | awk 'NR == 2 { print $4 }')
+avail=$(($(df -Pk "$work" | awk 'NR == 2 { print $4 }') * 1024))
 need=$((bytes * 3 + (256 << 20)))
 [ "$avail" -ge "$need" ] ||
 	die "the image needs about $((need >> 20)) MiB free beside huskd's state to convert; there are $((avail >> 20)) MiB"
@@ -116,7 +117,7 @@ done
 
 # 5. An ext4 file system, sized as images/runtimes/build.sh sizes its own.
 step "making the file system"
-used=$(du -s -x -B1M "$root" | cut -f1)
+used=$((($(du -skx "$root" | cut -f1) + 1023) / 1024))
 size=$(((used * 13 / 10 + 128 + 63) / 64 * 64))
 uuid=$(echo "$name $key" | sha256sum | sed -E 's/^(.{8})(.{4})(.{4})(.{4})(.{12}).*/\1-\2-\3-\4-\5/')
 truncate -s "${size}M" "$work/image.raw"

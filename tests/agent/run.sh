@@ -83,6 +83,13 @@ grep -q on-a-tty "$T/out" && ok pty || bad pty "not on a terminal"
 x exec --cwd /tmp --env HUSK_X=42 -- sh -c 'echo "$(pwd) $HUSK_X"'
 [ "$(cat "$T/out")" = "/tmp 42" ] && ok cwd_and_env || bad cwd_and_env "got '$(cat "$T/out")'"
 
+# Another user (as an OCI image's User says): a bare uid:gid needs no /etc/passwd entry.
+x exec --user 65534:65534 -- sh -c 'echo "$(id -u) $(id -g) $(id -G)"'
+[ "$(cat "$T/out")" = "65534 65534 65534" ] && ok run_as_user || bad run_as_user "got '$(cat "$T/out")' $(cat "$T/err")"
+x exec --user no-such-user -- true
+[ $rc != 0 ] && grep -q "no such user" "$T/err" && ok unknown_user_refused ||
+	bad unknown_user_refused "exit $rc: $(cat "$T/err")"
+
 # 32 execs at once, each on its own connection.
 i=0
 while [ $i -lt 32 ]; do

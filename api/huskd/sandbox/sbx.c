@@ -99,6 +99,18 @@ struct sandbox *sbx_new(struct sbx_mgr *m, const char *id)
 	return sb;
 }
 
+const char *sbx_workspace(const struct sandbox *sb)
+{
+	const char *wd = sb ? json_string_value(json_object_get(sb->image, "workingDir")) : NULL;
+
+	return wd && wd[0] == '/' ? wd : WORKSPACE;
+}
+
+const char *sbx_user(const struct sandbox *sb)
+{
+	return json_string_value(json_object_get(sb->image, "user"));
+}
+
 void sbx_remove_dir(const char *dir)
 {
 	char path[4200];
@@ -129,6 +141,7 @@ static void sbx_free(struct sandbox *sb)
 	if (sb->cgroup)
 		rmdir(sb->cgroup);
 	json_decref(sb->env);
+	json_decref(sb->image);
 	json_decref(sb->files);
 	json_decref(sb->deps);
 	json_decref(sb->packages);

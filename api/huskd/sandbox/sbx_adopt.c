@@ -60,6 +60,8 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 	sb->env = json_deep_copy(json_object_get(priv, "env"));
 	if (!sb->env)
 		sb->env = json_object();
+	json_decref(sb->image);
+	sb->image = json_deep_copy(json_object_get(priv, "image"));
 }
 
 /* Marks a sandbox that cannot be taken up failed, and lets it go. */

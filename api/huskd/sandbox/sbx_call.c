@@ -228,7 +228,7 @@ static void files_step(struct files *f)
 		free(f);
 		return;
 	}
-	workspace_path(WORKSPACE, path, full, sizeof(full));
+	workspace_path(sbx_workspace(f->sb), path, full, sizeof(full));
 	in.data = f->data;
 	in.len = len;
 	req = json_pack("{sssssb}", "op", "file.write", "path", full, "mkdirs", 1);

@@ -353,7 +353,12 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	sb->mem_mib = (uint64_t)mem >> 20;
 	sb->cpu_millis = millis;
 	sb->vcpus = (unsigned)((millis + 999) / 1000);
-	/* A built snapshot's env first, the request's over it. */
+	/* An imported image's env first, a built snapshot's over it, the request's over both. */
+	if (json_is_object(json_object_get(c->base.rt, "defaults"))) {
+		sb->image = json_deep_copy(json_object_get(c->base.rt, "defaults"));
+		if (json_is_object(json_object_get(sb->image, "env")))
+			json_object_update(sb->env, json_object_get(sb->image, "env"));
+	}
 	if (json_is_object(json_object_get(c->base.snap_priv, "env")))
 		json_object_update(sb->env, json_object_get(c->base.snap_priv, "env"));
 	rc = plan_limits(body, sb, &err);
@@ -371,6 +376,8 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
 	if (c->priv && sb->net)
 		json_object_set_new(c->priv, "network", json_true());
+	if (c->priv && sb->image)
+		json_object_set(c->priv, "image", sb->image);
 	if (c->priv && sb->port)
 		json_object_set_new(c->priv, "port", json_integer(sb->port));
 	if (c->priv && sb->egress_rate)

@@ -297,7 +297,9 @@ static int check_request(const struct sbx_exec_req *req, struct sbx_err *err)
 
 	if (!json_is_array(req->argv) || !json_array_size(req->argv))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
-		                "command must be a non-empty array of strings");
+		                "command must be a non-empty array of strings (an empty one runs "
+		                "an imported image's Entrypoint and Cmd, and this runtime has "
+		                "neither)");
 	json_array_foreach(req->argv, i, v)
 	{
 		if (!json_is_string(v))
@@ -325,9 +327,10 @@ static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now
 		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 	}
 	e->sb = sb;
-	e->req = json_pack("{sssOsssOsbsIsI}", "op", "exec", "argv", req->argv, "cwd", WORKSPACE,
-	                   "env", sb->env, "stdin", 0, "timeout_ms", (json_int_t)timeout_ms,
-	                   "grace_ms", (json_int_t)GRACE_MS);
+	e->req = json_pack("{sssOsssOsbsIsIss*}", "op", "exec", "argv", req->argv, "cwd",
+	                   sbx_workspace(sb), "env", sb->env, "stdin", 0, "timeout_ms",
+	                   (json_int_t)timeout_ms, "grace_ms", (json_int_t)GRACE_MS, "user",
+	                   sbx_user(sb));
 	e->files = req->files ? json_incref(req->files) : NULL;
 	/* Starting at once: born running (one write to the store fewer on the way). */
 	*info = json_pack("{sssssssOss}", "executionId", e->id, "sandboxId", sb->id, "type", "exec",
@@ -357,16 +360,52 @@ static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now
 	return 0;
 }
 
+/* An imported image's Entrypoint then Cmd, for a command given as []; NULL if it has none. */
+static json_t *image_command(const struct sandbox *sb)
+{
+	json_t *argv = json_array();
+
+	if (json_is_array(json_object_get(sb->image, "entrypoint")))
+		json_array_extend(argv, json_object_get(sb->image, "entrypoint"));
+	if (json_is_array(json_object_get(sb->image, "cmd")))
+		json_array_extend(argv, json_object_get(sb->image, "cmd"));
+	if (json_array_size(argv))
+		return argv;
+	json_decref(argv);
+	return NULL;
+}
+
+static int exec_start(struct sandbox *sb, const char *id, const struct sbx_exec_req *req,
+                      json_t **exec, bool *resumed, struct sbx_err *err);
+
 int sbx_exec_start(struct sbx_mgr *m, const char *id, const struct sbx_exec_req *req, json_t **exec,
                    bool *resumed, struct sbx_err *err)
 {
 	struct sandbox *sb = sbx_lookup(m, id, err);
+	struct sbx_exec_req image_req;
+	json_t *argv;
 	int rc;
 
 	*exec = NULL;
 	*resumed = false;
 	if (!sb)
 		return -ENOENT;
+	/* No command: the image's own, as `docker run IMAGE` runs it. */
+	if (json_is_array(req->argv) && !json_array_size(req->argv) && (argv = image_command(sb))) {
+		image_req = *req;
+		image_req.argv = argv;
+		rc = exec_start(sb, id, &image_req, exec, resumed, err);
+		json_decref(argv);
+		return rc;
+	}
+	return exec_start(sb, id, req, exec, resumed, err);
+}
+
+static int exec_start(struct sandbox *sb, const char *id, const struct sbx_exec_req *req,
+                      json_t **exec, bool *resumed, struct sbx_err *err)
+{
+	int rc;
+
 	rc = check_request(req, err);
 	if (rc)
 		return rc;

@@ -148,6 +148,7 @@ struct sandbox {
 	long long pause_t0;         /* when the pause or resume began (monotonic ms) */
 	const char *up_reason;      /* the event's reason once it is up again */
 	json_t *env;                /* the sandbox's environment (create + setEnv) */
+	json_t *image;              /* an imported runtime's defaults (workingDir, user, ...) */
 	json_t *files;              /* files for its setup (create), NULL after */
 	json_t *deps, *packages; /* apt and npm/bun packages for its setup (create), NULL after */
 	bool oneshot;
@@ -179,6 +180,10 @@ int sbx_fail(struct sbx_err *err, enum sbx_fault fault, int rc, const char *fmt,
 /* Records private fields of the sandbox (a JSON patch, stolen); logs a failure. */
 void sbx_save(struct sandbox *sb, json_t *priv);
 void sbx_notify(struct sbx_mgr *m, const char *id);
+/* Where its commands run and relative paths start: the image's WorkingDir, or WORKSPACE. */
+const char *sbx_workspace(const struct sandbox *sb);
+/* Whom its commands run as (the image's User), NULL: root. */
+const char *sbx_user(const struct sandbox *sb);
 /* Removes the sandbox's folder and what huskd keeps in it. */
 void sbx_remove_dir(const char *dir);
 /* Removes the files of deleted snapshots nothing is built on any more (sbx_snapdb.c). */

@@ -164,6 +164,7 @@ static struct job_op *job_op_new(struct sbx_mgr *m, const char *id, int kind, sb
 
 void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, sbx_done_fn done, void *ctx)
 {
+	struct sandbox *sb;
 	struct job_op *op;
 	struct sbx_err err;
 	json_t *v;
@@ -190,8 +191,10 @@ void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, sbx_done_fn
 		return;
 	}
 	op->ctx = json_pack("{sssssO}", "jobId", op->job, "sandboxId", id, "command", argv);
+	sb = sbx_find(m, id);
 	job_send(m, id, op,
-	         json_pack("{sssOss}", "op", "job.start", "argv", argv, "cwd", WORKSPACE));
+	         json_pack("{sssOssss*}", "op", "job.start", "argv", argv, "cwd", sbx_workspace(sb),
+	                   "user", sb ? sbx_user(sb) : NULL));
 }
 
 void sbx_job_list(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)

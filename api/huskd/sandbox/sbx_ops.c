@@ -54,7 +54,7 @@ static struct op *op_new(struct sandbox *sb, int kind, const char *path, sbx_don
 	}
 	*op = (struct op){.sb = sb, .done = done, .ctx = ctx, .kind = kind};
 	if (path)
-		workspace_path(WORKSPACE, path, op->path, sizeof(op->path));
+		workspace_path(sbx_workspace(sb), path, op->path, sizeof(op->path));
 	return op;
 }
 
@@ -309,7 +309,7 @@ void sbx_fs_download(struct sbx_mgr *m, const char *id, const char *path, sbx_do
 {
 	char full[4096];
 
-	workspace_path(WORKSPACE, path, full, sizeof(full));
+	workspace_path(sbx_workspace(sbx_find(m, id)), path, full, sizeof(full));
 	archive(m, id, json_pack("[ssssss]", "tar", "-czf", "-", "-C", full, "."), NULL, 0, done,
 	        ctx);
 }
@@ -319,7 +319,7 @@ void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const vo
 {
 	char full[4096];
 
-	workspace_path(WORKSPACE, path, full, sizeof(full));
+	workspace_path(sbx_workspace(sbx_find(m, id)), path, full, sizeof(full));
 	archive(m, id,
 	        json_pack("[sssss]", "sh", "-c", "mkdir -p \"$1\" && tar -xzf - -C \"$1\"", "sh",
 	                  full),

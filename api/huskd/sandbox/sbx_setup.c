@@ -172,7 +172,8 @@ static void setup_step(struct setup *s)
 		req = resumed_req(sb, s->prepare);
 		break;
 	case STEP_MKDIR:
-		req = json_pack("{sssssb}", "op", "file.mkdir", "path", WORKSPACE, "parents", 1);
+		req = json_pack("{sssssb}", "op", "file.mkdir", "path", sbx_workspace(sb),
+		                "parents", 1);
 		break;
 	case STEP_ENV:
 		req = json_pack("{sssO}", "op", "env.set", "vars", sb->env);
