@@ -54,7 +54,12 @@ done
 
 # 1. Any source to an OCI layout of our own: skopeo checks each blob's digest as it copies.
 step "reading the image"
+tls=""
 case "$src" in
+docker://localhost[:/]* | docker://127.0.0.1[:/]* | docker://\[::1\][:/]*)
+	# A registry on this machine speaks plain HTTP, as Docker allows for one.
+	from=$src tls=--src-tls-verify=false
+	;;
 docker://*) from=$src ;;
 *)
 	path=$src tag=""
@@ -73,7 +78,8 @@ docker://*) from=$src ;;
 	;;
 esac
 mkdir -p "$work/tmp"
-TMPDIR=$work/tmp skopeo --insecure-policy copy --quiet "$from" "oci:$work/oci:import" >>"$log" 2>&1 ||
+TMPDIR=$work/tmp skopeo --insecure-policy copy --quiet $tls --override-arch amd64 --override-os linux \
+	"$from" "oci:$work/oci:import" >>"$log" 2>&1 ||
 	die "the image cannot be read (truncated or not an image?): $(tool_said)"
 rm -rf "$work/tmp"
 key=$(jq -r '.manifests[0].digest' "$work/oci/index.json" | sed 's/^sha256://' | cut -c1-16)

@@ -4,7 +4,7 @@
 # test makes (tests/img/oci_lib.sh) goes in as a docker save archive and as an
 # OCI layout folder, each uploaded by the CLI and converted with its steps
 # shown; it is listed with the image's Env and WorkingDir as its defaults.
-# Refused: a name taken, an image with a ../ path, a truncated archive, a
+# A registry reference is pulled (docker-registry on loopback). Refused: a name taken, an image with a ../ path, a truncated archive, a
 # size past --import-max-bytes, an upload part at the wrong offset - and after
 # each, nothing is left in huskd's state folder. Imported runtimes delete; a
 # built-in one does not. Prints PASS/FAIL import/NAME lines.
@@ -57,6 +57,48 @@ if h runtime import test:dir "$T/lay" && [ "$(cat "$T/o")" = test:dir ] && liste
 else
 	fail import_layout_folder "exit $cli_s"
 fi
+
+# From a registry: Debian's docker-registry on loopback, the image pushed there by skopeo.
+cat >"$T/registry.yml" <<EOF
+version: 0.1
+log:
+  level: error
+storage:
+  filesystem:
+    rootdirectory: $T/registry
+http:
+  addr: 127.0.0.1:$((port + 1000))
+EOF
+# Its binary from the Debian package, unpacked into the cache: installing the package would
+# also start a registry service on port 5000 of the machine.
+registry=$(command -v docker-registry)
+if [ -z "$registry" ] || [ -n "${HUSK_TEST_FETCH_REGISTRY:-}" ]; then
+	registry=${HUSK_CACHE:-$HOME/.cache/husk}/docker-registry/usr/bin/docker-registry
+	if [ ! -x "$registry" ]; then
+		mkdir -p "$T/deb"
+		(cd "$T/deb" && apt-get download docker-registry >>"$T/log" 2>&1 &&
+			dpkg -x docker-registry_*.deb "${registry%/usr/bin/docker-registry}") ||
+			echo "import: cannot fetch Debian's docker-registry: $(tail -n 2 "$T/log")"
+	fi
+fi
+"$registry" serve "$T/registry.yml" >"$T/registry.log" 2>&1 &
+reg=$!
+reg_url=docker://127.0.0.1:$((port + 1000))/husk/test:v1
+i=0
+until skopeo --insecure-policy copy --dest-tls-verify=false oci:"$T/lay:v1" "$reg_url" >>"$T/log" 2>&1 ||
+	[ $i -ge 100 ] || ! kill -0 $reg 2>/dev/null; do
+	sleep 0.1 # the registry is not listening yet
+	i=$((i + 1))
+done
+if h runtime import test:reg "$reg_url" && [ "$(cat "$T/o")" = test:reg ] && listed test:reg &&
+	[ "$(jq -r .defaults.env.GREETING "$T/rt")" = hi ] && clean 3; then
+	pass import_from_registry
+else
+	fail import_from_registry "exit $cli_s; registry: $(tail -n 3 "$T/registry.log" "$T/log" | tr '\n' ' ')"
+fi
+kill $reg 2>/dev/null
+wait $reg 2>/dev/null
+h runtime delete test:reg --confirm
 
 # refused NAME WANT ARGS...: the CLI fails saying WANT, and nothing is left.
 refused() {
