@@ -136,8 +136,12 @@ const u = process.env.HUSK_URL, h = {Authorization: "Bearer " + process.env.HUSK
 		body: "12345"});
 	const j = await r.json();
 	console.log(r.status, j.message);
+	r = await fetch(u + "/sandbox/runtimes/import/" + id, {headers: h});
+	const g = (await r.json()).data;
+	console.log(r.status, g.status, g.received, g.name);
 })();' >"$T/o" 2>"$T/e"
 if grep -q '^409 .*at byte 0' "$T/o"; then pass wrong_offset; else fail wrong_offset "$(cat "$T/o")"; fi
+if grep -qx '200 uploading 0 bad:latest' "$T/o"; then pass import_status; else fail import_status "$(cat "$T/o")"; fi
 
 if h runtime delete test:dir --confirm && ! listed test:dir && [ "$(ls "$state/runtimes" | wc -l)" = 1 ]; then
 	pass delete_imported
@@ -157,7 +161,12 @@ fi
 # Imported runtimes outlive a restart (the catalog's reload keeps them).
 kill -TERM $pid
 wait $pid
+[ -n "$(ls -A "$state/imports")" ] || fail upload_left_open "the open upload of bad:latest has no folder"
 start_huskd 2
 if listed test:v1; then pass kept_after_restart; else fail kept_after_restart "not listed"; fi
+# The upload left open when huskd stopped is gone, folder and all.
+if [ -z "$(ls -A "$state/imports")" ]; then pass open_upload_removed_at_start; else
+	fail open_upload_removed_at_start "left: $(ls -A "$state/imports")"
+fi
 stop_huskd import/huskd_clean_exit || rc=1
 exit $rc
