@@ -244,6 +244,10 @@ void sbx_import_upload(struct sbx_mgr *m, const char *id, uint64_t offset, const
 		         "import %s not found (it ended, or was left "
 		         "for an hour)",
 		         id);
+	} else if (imp->source[0]) {
+		sbx_fail(&err, SBX_STATE, -EINVAL,
+		         "import %s pulls %s: it takes no upload; start it (POST .../run)", id,
+		         imp->source);
 	} else if (imp->state != IMP_UPLOADING || imp->fd < 0 || imp->writing) {
 		sbx_fail(&err, SBX_STATE, -EBUSY, "import %s takes no upload now (%s%s)", id,
 		         imp->writing ? "a part is being written; send one at a time" : "",

@@ -72,6 +72,8 @@ static void emit(struct sbx_import *imp, json_t *event)
 		imp->progress(imp->ctx, event);
 }
 
+/* line ends at its NUL inside imp->line; unpath only shortens it (a path is longer than its name).
+ */
 static void line_in(struct sbx_import *imp, char *line)
 {
 	unsigned step, of;
@@ -140,9 +142,11 @@ static int register_runtime(struct sbx_import *imp, struct sbx_err *err)
 	snprintf(path, sizeof(path), "%s/work/entry.json", imp->dir);
 	entry = json_load_file(path, 0, &je);
 	image = json_object_get(entry, "image");
-	if (!json_is_object(image) || store_new_id("srt_", rtid))
+	if (!json_is_object(image) || store_new_id("srt_", rtid)) {
+		json_decref(entry);
 		return sbx_fail(err, SBX_INTERNAL, -EIO,
 		                "husk-import left no entry for the runtime");
+	}
 	snprintf(from, sizeof(from), "%s/work/image.qcow2", imp->dir);
 	snprintf(path, sizeof(path), "%s/runtimes/%s.qcow2", m->cfg.state, rtid);
 	priv = json_deep_copy(image);
@@ -257,11 +261,13 @@ void sbx_import_run(struct sbx_mgr *m, const char *id, sbx_progress_fn progress,
 		         .data.stream = (uv_stream_t *)&imp->out},
 			{.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
 		};
+		/* A process group of its own: stopping it stops skopeo, umoci and mkfs too. */
 		uv_process_options_t o = {.file = m->cfg.importer,
 		                          .args = args,
 		                          .exit_cb = exited,
 		                          .stdio = stdio,
-		                          .stdio_count = 3};
+		                          .stdio_count = 3,
+		                          .flags = UV_PROCESS_DETACHED};
 
 		if (imp->fd >= 0)
 			close(imp->fd);
@@ -310,7 +316,7 @@ void sbx_import_close(struct sbx_mgr *m)
 		if (imp->state == IMP_CONVERTING) {
 			/* Its folder is swept at the next start; it must not outlive huskd's
 			 * handles. */
-			uv_process_kill(&imp->proc, SIGKILL);
+			uv_kill(-imp->proc.pid, SIGKILL);
 			continue;
 		}
 		sbx_import_free(imp);
