@@ -35,6 +35,41 @@ static int region_map(struct guest_region *r, uint64_t gpa, uint64_t size)
 	return 0;
 }
 
+int guest_mem_map_file(struct guest_mem *mem, int fd)
+{
+	uint64_t off = 0;
+
+	for (int i = 0; i < mem->nr_regions; i++) {
+		struct guest_region *r = &mem->regions[i];
+
+		if (mmap(r->host, r->size, PROT_READ | PROT_WRITE,
+		         MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, (off_t)off) == MAP_FAILED)
+			return -errno;
+		madvise(r->host, r->size, MADV_DONTDUMP);
+		off += r->size;
+	}
+	return 0;
+}
+
+int guest_mem_view(struct guest_mem *mem, uint8_t *base, uint64_t ram_size)
+{
+	uint64_t low;
+
+	memset(mem, 0, sizeof(*mem));
+	if (ram_size < SZ_2M || ram_size % SZ_2M || ram_size > (1ULL << 40))
+		return -EINVAL;
+	low = ram_size < GUEST_MMIO_GAP_START ? ram_size : GUEST_MMIO_GAP_START;
+	mem->regions[0] = (struct guest_region){.gpa = 0, .size = low, .host = base};
+	mem->nr_regions = 1;
+	if (ram_size > low) {
+		mem->regions[1] = (struct guest_region){
+			.gpa = GUEST_MMIO_GAP_END, .size = ram_size - low, .host = base + low};
+		mem->nr_regions = 2;
+	}
+	mem->ram_size = ram_size;
+	return 0;
+}
+
 int guest_mem_init(struct guest_mem *mem, uint64_t ram_size)
 {
 	uint64_t low;

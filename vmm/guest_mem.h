@@ -33,6 +33,22 @@ struct guest_mem {
  */
 int guest_mem_init(struct guest_mem *mem, uint64_t ram_size) __attribute__((warn_unused_result));
 
+/*
+ * Maps guest RAM from fd (MAP_PRIVATE, over what guest_mem_init() reserved):
+ * the regions back to back from offset 0, so that pages the guest never
+ * writes stay shared with every other mapping of the file through the page
+ * cache, and its writes stay its own. The file must hold ram_size bytes.
+ * 0 or -errno.
+ */
+int guest_mem_map_file(struct guest_mem *mem, int fd) __attribute__((warn_unused_result));
+
+/*
+ * A guest_mem over ram_size bytes at base (a file mapping, say), laid out as
+ * guest_mem_init() lays out guest RAM; not to be freed. 0 or -EINVAL.
+ */
+int guest_mem_view(struct guest_mem *mem, uint8_t *base, uint64_t ram_size)
+	__attribute__((warn_unused_result));
+
 /* Unmaps guest RAM; safe on a zeroed or already freed guest_mem. */
 void guest_mem_free(struct guest_mem *mem);
 

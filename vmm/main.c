@@ -18,6 +18,7 @@
 #include "devices/vmgenid.h"
 #include "kvm.h"
 #include "log.h"
+#include "memfile.h"
 #include "netstack.h"
 #include "virtio/blk.h"
 #include "virtio/net.h"
@@ -55,7 +56,9 @@ struct options {
 	const char *vsock_uds;
 	const char *control;
 	const char *restore;
-	bool lazy; /* guest RAM of a --restore filled on demand */
+	bool lazy;            /* guest RAM of a --restore filled on demand */
+	const char *mem_file; /* guest RAM of a --restore mapped from this memory file */
+	const char *extract;  /* only write the --restore snapshot's RAM to this file */
 	uint64_t cid;
 	uint64_t mem;
 	unsigned vcpus;
@@ -111,6 +114,10 @@ static void usage(FILE *f)
 	        "                     and the devices (--disk, --vsock, --net) must be as when\n"
 	        "                     it was\n"
 	        "                     saved\n"
+	        "  --mem-file FILE    with --restore: map guest memory from FILE, the snapshot's\n"
+	        "                     RAM uncompressed (shared with every VMM that maps it)\n"
+	        "  --extract-memory FILE  with --restore: write the snapshot's RAM to FILE for\n"
+	        "                     --mem-file, and exit\n"
 	        "  --lazy, --eager    with --restore: fill guest memory from the file as the\n"
 	        "                     guest touches it, the rest in the background (userfaultfd;\n"
 	        "                     eager where that is not allowed), or all of it before the\n"
@@ -194,6 +201,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"control", required_argument, NULL, 'x'},
 		{"restore", required_argument, NULL, 'r'},
 		{"lazy", no_argument, NULL, 'L'},
+		{"mem-file", required_argument, NULL, 'W'},
+		{"extract-memory", required_argument, NULL, 'Z'},
 		{"eager", no_argument, NULL, 'E'},
 		{"seccomp", required_argument, NULL, 'S'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -285,6 +294,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'L':
 			o->lazy = true;
 			break;
+		case 'W':
+			o->mem_file = optarg;
+			break;
+		case 'Z':
+			o->extract = optarg;
+			break;
 		case 'E':
 			o->lazy = false;
 			break;
@@ -318,6 +333,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--kernel (or --restore) is required");
 	if (o->kernel && o->restore)
 		return usage_error("%s", "--kernel boots a guest, --restore resumes one: give one");
+	if ((o->mem_file || o->extract) && !o->restore)
+		return usage_error("%s", "--mem-file and --extract-memory go with --restore");
 	if (o->expose_port && !o->net)
 		return usage_error("%s", "--expose needs the guest's network: add --net slirp");
 	return 0;
@@ -365,6 +382,15 @@ int main(int argc, char **argv)
 	status = parse_args(argc, argv, &o);
 	if (status)
 		return status;
+	if (o.extract) {
+		char err[512] = "";
+
+		if (memfile_extract(o.restore, o.extract, 2, err, sizeof(err))) {
+			log_err("cannot extract guest memory: %s", err);
+			return VM_EXIT_USAGE;
+		}
+		return VM_EXIT_OK;
+	}
 	status = VM_EXIT_USAGE;
 	if (!o.restore && boot_open(&boot, o.kernel, o.initrd, o.mem))
 		goto out;
@@ -436,6 +462,7 @@ int main(int argc, char **argv)
 	if (o.restore) {
 		char err[512];
 
+		vm.mem_file = o.mem_file;
 		if (vm_snapshot_restore(&vm, o.restore, 2, o.lazy, err, sizeof(err))) {
 			log_err("cannot restore %s: %s", o.restore, err);
 			status = VM_EXIT_USAGE;

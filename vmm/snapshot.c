@@ -13,6 +13,7 @@
 
 #include "lazy_mem.h"
 #include "log.h"
+#include "memfile.h"
 #include "snap/snapfile.h"
 #include "vcpu.h"
 #include "vm.h"
@@ -207,9 +208,11 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 	if (!ret)
 		ret = snap_reader_memory_fits(r, &vm->mem, err, errlen);
 	log_debug("restore: %s checked", path);
-	if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
+	if (!ret && vm->mem_file)
+		ret = memfile_map(&vm->mem, r, vm->mem_file, err, errlen);
+	else if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
 		log_warn("lazy restore is not possible (%s): loading all guest memory first", why);
-	if (!ret && !vm->lazy)
+	if (!ret && !vm->lazy && !vm->mem_file)
 		ret = snap_reader_load_memory(r, &vm->mem, threads, err, errlen);
 	log_debug("restore: guest memory %s", vm->lazy ? "registered for a lazy load" : "loaded");
 	/* Devices last: their queues point into guest memory (faulted in if lazy). */

@@ -62,6 +62,7 @@ struct vm {
 	struct vm_snap_dev snap_devs[VM_MAX_SNAP_DEVS];
 	unsigned nr_snap_devs;
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
+	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
 	int exit_status;
 	char exit_reason[256];
 };
@@ -140,7 +141,8 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, si
  * before the VM is touched where it can be. Guest RAM is decompressed on
  * threads threads before this returns, or, with lazy, filled on demand and
  * in the background while the VM runs (lazy_mem.h; eagerly after one
- * warning where userfaultfd cannot be used). 0 or -errno with err.
+ * warning where userfaultfd cannot be used); with vm->mem_file set, mapped
+ * from that memory file instead. 0 or -errno with err.
  */
 int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy, char *err,
                         size_t errlen) __attribute__((warn_unused_result));

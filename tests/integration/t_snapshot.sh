@@ -19,6 +19,19 @@ snap_boot_counting() {
 	done
 }
 
+# snap_pause_save CONSOLE SNAP: the counting guest paused and saved to SNAP
+# ($T/ctl); why says what failed, reply the snapshot's answer.
+snap_pause_save() {
+	why=""
+	if [ "$(snap_ticks "$1" | wc -l)" -lt 5 ]; then
+		why="the guest never started counting"
+	elif [ "$(ctl pause)" != paused ]; then
+		why="pause failed"
+	elif ! reply=$(ctl "snapshot $2"); then
+		why="snapshot failed: $reply"
+	fi
+}
+
 # snap_restore_counting NAME --lazy|--eager: a counting guest saved while
 # paused, its VMM killed, a new VMM restored from the file in that mode
 # goes on from the next tick to the end. A lazy restore must really be
@@ -26,14 +39,7 @@ snap_boot_counting() {
 snap_restore_counting() {
 	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/snap"
 	snap_boot_counting "$T/ctl" "$T/a.con" "$T/vsock"
-	why=""
-	if [ "$(snap_ticks "$T/a.con" | wc -l)" -lt 5 ]; then
-		why="the guest never started counting"
-	elif [ "$(ctl pause)" != paused ]; then
-		why="pause failed"
-	elif ! reply=$(ctl "snapshot $T/snap"); then
-		why="snapshot failed: $reply"
-	fi
+	snap_pause_save "$T/a.con" "$T/snap"
 	kill -9 $pid 2>/dev/null
 	wait $pid 2>/dev/null
 	last=$(snap_ticks "$T/a.con" | tail -n 1)

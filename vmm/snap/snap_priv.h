@@ -85,6 +85,8 @@ struct snap_reader {
 	uint32_t *mem_secs; /* table indices of the memory chunks, by chunk index */
 	uint32_t nr_mem;
 	uint64_t mem_max_stored; /* of any chunk: the size of a read buffer */
+	uint64_t file_len;       /* from the header: with table_sum, what the file is */
+	uint32_t table_sum;
 };
 
 /* The RAM layout section: a fixed part, then nr_regions (gpa, size) pairs. */

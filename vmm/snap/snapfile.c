@@ -275,6 +275,8 @@ int snap_reader_open(const char *path, struct snap_reader **rp, char *err, size_
 	if (ret)
 		goto err;
 	r->nr = snap_get32(hdr + H_TABLE_COUNT);
+	r->file_len = snap_get64(hdr + H_FILE_LEN);
+	r->table_sum = snap_get32(hdr + H_TABLE_CSUM);
 	ret = table_load(r, hdr, err, errlen);
 	if (!ret)
 		ret = snap_mem_check(r, err, errlen);
@@ -297,6 +299,12 @@ void snap_reader_close(struct snap_reader *r)
 	free(r->ents);
 	free(r->mem_secs);
 	free(r);
+}
+
+void snap_reader_identity(const struct snap_reader *r, uint64_t *file_len, uint32_t *table_sum)
+{
+	*file_len = r->file_len;
+	*table_sum = r->table_sum;
 }
 
 unsigned snap_reader_nr_sections(const struct snap_reader *r)

@@ -90,6 +90,12 @@ int snap_reader_open(const char *path, struct snap_reader **r, char *err, size_t
 
 void snap_reader_close(struct snap_reader *r);
 
+/*
+ * What tells this file from any other snapshot: its length and its section
+ * table's checksum (which covers every section's checksum), as the header has them.
+ */
+void snap_reader_identity(const struct snap_reader *r, uint64_t *file_len, uint32_t *table_sum);
+
 /* What the table says about one section, for listing a snapshot. */
 struct snap_section_info {
 	uint32_t type;
