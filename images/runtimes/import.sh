@@ -39,10 +39,14 @@ step() {
 	echo "step $n/6 $*"
 }
 # die TEXT: the reason, with the tool's last words when it has some.
+said=""
 die() {
+	said=1
 	echo "error $*"
 	exit 1
 }
+# Whatever else ends the script early still gets an error line.
+trap 'rc=$?; [ $rc = 0 ] || [ -n "$said" ] || echo "error husk-import stopped at step $n (exit $rc): $(tool_said)"' EXIT
 # (skopeo's and umoci's log lines: their message alone)
 tool_said() {
 	grep -v '^\s*$' "$log" | tail -n 3 | sed -E 's/^time="[^"]*" level=[a-z]+ msg="(.*)"$/\1/' |
@@ -78,7 +82,7 @@ docker://*) from=$src ;;
 	;;
 esac
 mkdir -p "$work/tmp"
-TMPDIR=$work/tmp skopeo --insecure-policy copy --quiet $tls --override-arch amd64 --override-os linux \
+TMPDIR=$work/tmp skopeo --tmpdir "$work/tmp" --insecure-policy copy --quiet $tls --override-arch amd64 --override-os linux \
 	"$from" "oci:$work/oci:import" >>"$log" 2>&1 ||
 	die "the image cannot be read (truncated or not an image?): $(tool_said)"
 rm -rf "$work/tmp"
@@ -91,9 +95,10 @@ step "checking the layers"
 	>"$work/check.json" 2>"$log" || die "$(tool_said | sed 's/^husk-oci: //')"
 bytes=$(jq -r .bytes "$work/check.json")
 echo "checked $(jq -r .layers "$work/check.json") layers, $(jq -r .entries "$work/check.json") entries, $bytes bytes"
-avail=$(($(df -Pk "$work" | awk 'NR == 2 { print $4 }') * 1024))
+# (stat -f: df cannot name the file system of an initramfs root)
+avail=$(stat -f -c '%a %S' "$work" | awk '{ printf "%.0f", $1 * $2 }')
 need=$((bytes * 3 + (256 << 20)))
-[ "$avail" -ge "$need" ] ||
+[ -z "$avail" ] || [ "$avail" -ge "$need" ] ||
 	die "the image needs about $((need >> 20)) MiB free beside huskd's state to convert; there are $((avail >> 20)) MiB"
 
 # 3. The layers applied in order, whiteouts included.

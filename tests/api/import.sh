@@ -19,7 +19,7 @@ if ! mkimage "$T/lay"; then
 	echo "FAIL import/make_image: umoci could not make the test image: $(tail -n 3 "$T/log")"
 	exit 1
 fi
-q skopeo --insecure-policy copy oci:"$T/lay:v1" docker-archive:"$T/docker.tar":husk/test:v1
+q skopeo --tmpdir "$T" --insecure-policy copy oci:"$T/lay:v1" docker-archive:"$T/docker.tar":husk/test:v1
 HUSKD_ARGS="--import-max-bytes 256Mi"
 if ! start_huskd 1; then
 	echo "FAIL import/huskd_start: huskd did not start; its log:"
@@ -85,7 +85,7 @@ fi
 reg=$!
 reg_url=docker://127.0.0.1:$((port + 1000))/husk/test:v1
 i=0
-until skopeo --insecure-policy copy --dest-tls-verify=false oci:"$T/lay:v1" "$reg_url" >>"$T/log" 2>&1 ||
+until skopeo --tmpdir "$T" --insecure-policy copy --dest-tls-verify=false oci:"$T/lay:v1" "$reg_url" >>"$T/log" 2>&1 ||
 	[ $i -ge 100 ] || ! kill -0 $reg 2>/dev/null; do
 	sleep 0.1 # the registry is not listening yet
 	i=$((i + 1))

@@ -14,7 +14,7 @@ suite=import_guest
 . "$top/tests/img/oci_lib.sh"
 rc=0
 
-if ! mkimage "$T/lay" || ! q skopeo --insecure-policy copy oci:"$T/lay:v1" docker-archive:"$T/img.tar":t:v1; then
+if ! mkimage "$T/lay" || ! q skopeo --tmpdir "$T" --insecure-policy copy oci:"$T/lay:v1" docker-archive:"$T/img.tar":t:v1; then
 	echo "FAIL import_guest/make_image: $(tail -n 3 "$T/log")"
 	exit 1
 fi

@@ -42,8 +42,8 @@ if ! mkimage "$T/lay"; then
 	bad make_image "umoci could not make the test image: $(tail -n 3 "$T/log")"
 	exit 1
 fi
-q skopeo --insecure-policy copy oci:"$T/lay:v1" docker-archive:"$T/docker.tar":husk/test:v1
-q skopeo --insecure-policy copy oci:"$T/lay:v1" oci-archive:"$T/oci.tar":v1
+q skopeo --tmpdir "$T" --insecure-policy copy oci:"$T/lay:v1" docker-archive:"$T/docker.tar":husk/test:v1
+q skopeo --tmpdir "$T" --insecure-policy copy oci:"$T/lay:v1" oci-archive:"$T/oci.tar":v1
 
 # What an import of each kind of source gives.
 for kind in layout oci-archive docker-archive; do

@@ -1,5 +1,6 @@
 # Shared by tests/img/oci.sh and tests/api/import.sh: sourced with $T set.
 q() { "$@" >>"$T/log" 2>&1; }
+# (skopeo keeps blobs in /var/tmp, which a nested host lacks: its calls here say --tmpdir)
 
 # mkimage LAYOUT: base:v1 = busybox and three files; v1 then deletes one
 # (a whiteout) and adds /hello and /work; config as the header says.
@@ -8,7 +9,9 @@ mkimage() {
 	q umoci init --layout "$l" && q umoci new --image "$l:v1" && q umoci unpack --image "$l:v1" "$T/b" || return 1
 	r=$T/b/rootfs
 	mkdir -p "$r/bin" "$r/etc" "$r/work"
-	cp "$(command -v busybox)" "$r/bin/busybox"
+	# (busybox's own sh answers command -v busybox with a bare name: the path is asked of the file system)
+	for bb in /bin/busybox /usr/bin/busybox; do [ -x "$bb" ] && break; done
+	cp "$bb" "$r/bin/busybox"
 	for a in sh cat ls env pwd id echo; do ln -s busybox "$r/bin/$a"; done
 	echo base >"$r/etc/gone"
 	echo kept >"$r/etc/kept"
