@@ -1,9 +1,9 @@
 # Memory files (issue J): a snapshot's RAM extracted once (--extract-memory)
 # and mapped MAP_PRIVATE by two VMMs restored from it at once (--mem-file).
 # Each goes on counting from where the snapshot was taken, and the pages
-# both only read are one copy in the page cache (Shared_Clean in their
-# smaps_rollup). A memory file of another snapshot, or a file that is none,
-# is refused with a message.
+# both only read are one copy in the page cache (Shared_Clean and
+# Shared_Dirty in their smaps_rollup). A memory file of another snapshot,
+# or a file that is none, is refused with a message.
 
 # ticks_after FILE N: waits (bounded) until FILE shows N ticks.
 ticks_after() {
@@ -38,8 +38,11 @@ t_memfile_children() {
 		ticks_after "$T/c1.con" 4
 		ticks_after "$T/c2.con" 4
 		# Both alive and counting: what of their memory is one copy.
-		s1=$(awk '/^Shared_Clean:/ { print $2 }' /proc/$pid1/smaps_rollup 2>/dev/null)
-		s2=$(awk '/^Shared_Clean:/ { print $2 }' /proc/$pid2/smaps_rollup 2>/dev/null)
+		# (Shared_Dirty too: on tmpfs, as here, page cache pages always count as dirty)
+		s1=$(awk '/^Shared_(Clean|Dirty):/ { s += $2 } END { print s }' /proc/$pid1/smaps_rollup 2>/dev/null)
+		s2=$(awk '/^Shared_(Clean|Dirty):/ { s += $2 } END { print s }' /proc/$pid2/smaps_rollup 2>/dev/null)
+		roll=$(grep -E '^(Rss|Pss|Shared_Clean|Shared_Dirty|Private_Clean|Private_Dirty|Anonymous):' \
+			/proc/$pid1/smaps_rollup 2>/dev/null | tr -s ' \n' ' ')
 		wait $pid1
 		st1=$?
 		wait $pid2
@@ -55,7 +58,7 @@ t_memfile_children() {
 		[ "$st1:$st2" = 0:0 ] || why="$why; the children exited with $st1 and $st2"
 		# Guest kernel text and data both run and neither writes: megabytes, not a few pages.
 		[ "${s1:-0}" -ge 1024 ] && [ "${s2:-0}" -ge 1024 ] ||
-			why="$why; little shared: Shared_Clean ${s1:-?} and ${s2:-?} KiB"
+			why="$why; little shared: ${s1:-?} and ${s2:-?} KiB (child 1: $roll)"
 		why=${why#; }
 	fi
 	cp "$T/c1.con" "$T/console" 2>/dev/null
@@ -63,7 +66,7 @@ t_memfile_children() {
 		fail memfile_children "$why"
 		return
 	fi
-	pass memfile_children "(snapshot at tick $last; shared clean: $s1 and $s2 KiB)"
+	pass memfile_children "(snapshot at tick $last; shared: $s1 and $s2 KiB; child 1: $roll)"
 
 	timeout -s KILL 60 "$VMM" --restore "$T/snap2" --mem-file "$T/mem" --mem 256M --vcpus 2 \
 		--control "$T/ctl3" --console "$T/c3.con" 2>"$T/stderr.m"
