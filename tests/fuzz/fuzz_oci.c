@@ -26,16 +26,17 @@ static void must_say(int ret, const char *err)
 
 static void paths(const char *s, size_t n)
 {
-	char *copy = strndup(s, n);
+	char *copy = malloc(n + 1);
 	const char *clean, *why, *target;
 
 	if (!copy)
 		return;
+	/* The path, then (after its NUL, if the input has one) the link's target. */
+	memcpy(copy, s, n);
+	copy[n] = '\0';
 	target = copy + strlen(copy);
 	if ((size_t)(target - copy) < n)
 		target++;
-	else
-		target = "";
 	if (oci_path_clean(copy, &clean, &why) == 0 &&
 	    (clean < copy || clean > copy + strlen(copy)))
 		abort();
