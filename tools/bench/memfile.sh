@@ -17,7 +17,11 @@ pids=""
 trap 'for p in $pids; do kill -9 $p 2>/dev/null || true; done; rm -rf "$T"' EXIT
 
 ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; } # 10 ms resolution
-agent() { "$bin/husk-agentctl" --vsock "$T/vsock$1" "$2" "$3" "$4" "$5"; }
+agent() {
+	v=$1
+	shift
+	"$bin/husk-agentctl" --vsock "$T/vsock$v" "$@"
+}
 fail() {
 	echo "memfile bench: $1" >&2
 	tail -n 20 "$T"/stderr* >&2 2>/dev/null || true
