@@ -228,6 +228,9 @@ static void part_written(uv_fs_t *req)
 		json_decref(data);
 	}
 	free(p);
+	/* huskd stopped while the part was on its way (sbx_import_close left it to us). */
+	if (imp->m->closing)
+		sbx_import_free(imp);
 }
 
 void sbx_import_upload(struct sbx_mgr *m, const char *id, uint64_t offset, const void *bytes,

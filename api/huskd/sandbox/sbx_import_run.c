@@ -319,6 +319,8 @@ void sbx_import_close(struct sbx_mgr *m)
 			uv_kill(-imp->proc.pid, SIGKILL);
 			continue;
 		}
-		sbx_import_free(imp);
+		/* A part being written is freed by its callback (part_written). */
+		if (!imp->writing)
+			sbx_import_free(imp);
 	}
 }
