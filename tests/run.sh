@@ -68,7 +68,7 @@ rerun() {
 		only=$(awk '/^-- t_/ { cur = $2 } /^FAIL / && cur != "" && !seen[cur]++ { printf "%s ", cur }' "$tmp/out.first")
 		only=${only% }
 		# Tests that passed the first time keep their result.
-		[ -z "$only" ] || awk '/^-- t_/ { cur = $2 } /^PASS / && index(" '"$only"'", " " cur " ") == 0' "$tmp/out.first" >>"$tmp/all"
+		[ -z "$only" ] || awk '/^-- t_/ { cur = $2 } /^PASS / && index(" '"$only"' ", " " cur " ") == 0' "$tmp/out.first" >>"$tmp/all"
 	fi
 	what="the suite"
 	[ -z "$only" ] || what=$only
