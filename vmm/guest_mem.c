@@ -56,14 +56,16 @@ int guest_mem_view(struct guest_mem *mem, uint8_t *base, uint64_t ram_size)
 	uint64_t low;
 
 	memset(mem, 0, sizeof(*mem));
+	/* 1 TiB is far beyond what a sandbox gets and keeps every sum below 2^64. */
 	if (ram_size < SZ_2M || ram_size % SZ_2M || ram_size > (1ULL << 40))
 		return -EINVAL;
 	low = ram_size < GUEST_MMIO_GAP_START ? ram_size : GUEST_MMIO_GAP_START;
 	mem->regions[0] = (struct guest_region){.gpa = 0, .size = low, .host = base};
 	mem->nr_regions = 1;
 	if (ram_size > low) {
-		mem->regions[1] = (struct guest_region){
-			.gpa = GUEST_MMIO_GAP_END, .size = ram_size - low, .host = base + low};
+		mem->regions[1] = (struct guest_region){.gpa = GUEST_MMIO_GAP_END,
+		                                        .size = ram_size - low,
+		                                        .host = base ? base + low : NULL};
 		mem->nr_regions = 2;
 	}
 	mem->ram_size = ram_size;
@@ -72,27 +74,20 @@ int guest_mem_view(struct guest_mem *mem, uint8_t *base, uint64_t ram_size)
 
 int guest_mem_init(struct guest_mem *mem, uint64_t ram_size)
 {
-	uint64_t low;
-	int ret;
+	/* The layout as a view without memory, then each region mapped on its own. */
+	int ret = guest_mem_view(mem, NULL, ram_size), nr = mem->nr_regions;
 
-	memset(mem, 0, sizeof(*mem));
-	/* 1 TiB is far beyond what a sandbox gets and keeps every sum below 2^64. */
-	if (ram_size < SZ_2M || ram_size % SZ_2M || ram_size > (1ULL << 40))
-		return -EINVAL;
-	low = ram_size < GUEST_MMIO_GAP_START ? ram_size : GUEST_MMIO_GAP_START;
-	ret = region_map(&mem->regions[0], 0, low);
 	if (ret)
 		return ret;
-	mem->nr_regions = 1;
-	if (ram_size > low) {
-		ret = region_map(&mem->regions[1], GUEST_MMIO_GAP_END, ram_size - low);
+	mem->nr_regions = 0;
+	for (int i = 0; i < nr; i++) {
+		ret = region_map(&mem->regions[i], mem->regions[i].gpa, mem->regions[i].size);
 		if (ret) {
 			guest_mem_free(mem);
 			return ret;
 		}
-		mem->nr_regions = 2;
+		mem->nr_regions = i + 1;
 	}
-	mem->ram_size = ram_size;
 	return 0;
 }
 

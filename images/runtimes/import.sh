@@ -82,7 +82,7 @@ docker://*) from=$src ;;
 	;;
 esac
 mkdir -p "$work/tmp"
-TMPDIR=$work/tmp skopeo --tmpdir "$work/tmp" --insecure-policy copy --quiet $tls --override-arch amd64 --override-os linux \
+skopeo --tmpdir "$work/tmp" --insecure-policy copy --quiet $tls --override-arch amd64 --override-os linux \
 	"$from" "oci:$work/oci:import" >>"$log" 2>&1 ||
 	die "the image cannot be read (truncated or not an image?): $(tool_said)"
 rm -rf "$work/tmp"
