@@ -135,6 +135,8 @@ suite net_serve tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -
 suite import_guest tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v skopeo)" \
 	--bring "$(command -v umoci)" --bring "$(command -v mkfs.ext4)" --bring "$(command -v e2fsck)" \
 	--bring "$(command -v jq)" -- tests/api/import_guest.sh
+# Templates: creates restore a guest booted once per runtime and shape (issue J).
+suite templates tools/husk-kvm-run --timeout 900 --idle 600 -- tests/api/templates.sh
 # Every VMM confined: uid, capabilities, namespaces, root, environment (issue H).
 suite jail tools/husk-kvm-run --timeout 900 --idle 600 -- tests/api/jail.sh
 suite harness tests/harness.sh

@@ -24,6 +24,7 @@ void huskd_usage(FILE *f)
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
 	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
+	        "             [--templates on|off]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -51,6 +52,9 @@ void huskd_usage(FILE *f)
 	        "                  (default: no limit)\n"
 	        "  --import-max-bytes SIZE  the largest image husk runtime import takes, as\n"
 	        "                  sent and as unpacked (default 16Gi)\n"
+	        "  --templates on|off  a create restores its runtime's template (a guest booted\n"
+	        "                  once per shape, made at the first create) instead of\n"
+	        "                  booting (default on)\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -156,14 +160,24 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"disk-rate", required_argument, NULL, 'b'},
 	                                     {"disk-iops", required_argument, NULL, 'q'},
 	                                     {"import-max-bytes", required_argument, NULL, 'X'},
+	                                     {"templates", required_argument, NULL, 'T'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
 	int64_t bytes;
 	int c;
 
+	o->sbx.templates = true;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'T':
+			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
+				fprintf(stderr, "huskd: --templates '%s': give on or off\n",
+				        optarg);
+				return 2;
+			}
+			o->sbx.templates = !strcmp(optarg, "on");
+			break;
 		case 'p':
 			o->http.tcp_port = atoi(optarg);
 			break;

@@ -52,15 +52,24 @@ struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *er
 	struct sandbox *sb = sbx_find(m, id);
 	json_t *info = NULL;
 
-	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE)
+	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE && !sb->hidden)
 		return sb;
-	if (store_sandbox_get(m->store, id, &info, NULL))
+	if (sb && sb->hidden)
+		sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
+	else if (store_sandbox_get(m->store, id, &info, NULL) || sbx_info_hidden(info))
 		sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
 	else
 		sbx_fail(err, SBX_ENDED, -ESHUTDOWN, "sandbox %s is %s", id,
 		         json_string_value(json_object_get(info, "status")));
 	json_decref(info);
 	return NULL;
+}
+
+bool sbx_info_hidden(json_t *info)
+{
+	const char *mode = json_string_value(json_object_get(info, "mode"));
+
+	return mode && !strcmp(mode, "template");
 }
 
 void sbx_save(struct sandbox *sb, json_t *priv)

@@ -86,6 +86,7 @@ struct sbx_config {
 	const char *const *egress_allow, *const *egress_deny;
 	const char *importer;      /* husk-import (runtime imports), NULL: none */
 	uint64_t import_max_bytes; /* an imported image, as sent and unpacked (0: 16 GiB) */
+	bool templates; /* creates restore a template of their runtime and shape (sbx_tmpl.c) */
 };
 
 int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,

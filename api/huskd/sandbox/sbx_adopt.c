@@ -92,6 +92,15 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 		return;
 	restore_fields(sb, priv);
 	sb->recorded = sbx_public_status(status);
+	if (json_is_true(json_object_get(priv, "templateMaker"))) {
+		/* Its template was being made by the old huskd: the next create asks again. */
+		sb->hidden = true;
+		if (sbx_vmm_adopt(sb, pid, start, net_slot) == 0)
+			sbx_vmm_stop(sb);
+		sb->end_status = "deleted";
+		sbx_to(sb, SBX_STOPPING, "huskd restarted while it made a template", NULL);
+		return;
+	}
 	if (store_abandon_unfinished(m->store, id, "huskd restarted while it ran", &n) == 0 && n)
 		log_warn(id, "%d unfinished command(s) marked failed: huskd restarted", n);
 	if (!strcmp(status, "paused")) {
@@ -140,4 +149,5 @@ void sbx_mgr_adopt(struct sbx_mgr *m)
 	}
 	json_decref(rows);
 	snap_gc(m);
+	sbx_tmpl_prune(m);
 }

@@ -28,11 +28,13 @@ struct create {
 	void *ctx;
 	struct sbx_base base;
 	json_t *pub, *priv;
-	int64_t disk;       /* resources.disk, 0: the base's size */
-	const char *warm;   /* the snapshot's memory to resume from, or NULL */
-	uint64_t vsize;     /* the layer's size */
-	char err[384];      /* from the worker */
-	enum sbx_fault why; /* from the worker */
+	int64_t disk;         /* resources.disk, 0: the base's size */
+	const char *warm;     /* the snapshot's memory to resume from, or NULL */
+	const char *mem_file; /* warm's RAM as a file to map (a template's), or NULL */
+	char tdisk[4300], tsnap[4300], tmem[4300]; /* the template it restores, if any */
+	uint64_t vsize;                            /* the layer's size */
+	char err[384];                             /* from the worker */
+	enum sbx_fault why;                        /* from the worker */
 };
 
 /* Reads resources into what the VMM gets. */
@@ -267,7 +269,7 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	}
 	sb->stored = true;
 	sb->cgroup = make_cgroup(sb);
-	rc = sbx_vmm_start(sb, c->warm, e, sizeof(e));
+	rc = sbx_vmm_start(sb, c->warm, c->mem_file, e, sizeof(e));
 	if (rc) {
 		json_decref(info);
 		sbx_fail(&err, SBX_INTERNAL, rc, "%s", e);
@@ -280,7 +282,9 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	         c->base.snap ? " from snapshot " : "",
 	         c->base.snap ? json_string_value(json_object_get(c->base.snap, "snapshotId")) : "",
 	         (unsigned long long)sb->mem_mib, (long long)sb->cpu_millis,
-	         c->warm ? ", resumed from its memory" : "");
+	         c->tsnap[0] ? ", restored from its runtime's template"
+	         : c->warm   ? ", resumed from its memory"
+	                     : "");
 	reply.data = info;
 	c->done(c->ctx, NULL, &reply);
 	json_decref(info);
@@ -319,7 +323,34 @@ static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t
 	return pub;
 }
 
+/* The template of its runtime and shape, if one is ready: the create restores it. */
+static void use_template(struct sbx_mgr *m, struct sandbox *sb, struct create *c)
+{
+	const struct sbx_tmpl *t;
+
+	if (c->base.snap || !(t = sbx_tmpl_get(m, c->base.rt, c->base.rt_priv, sb->mem_mib,
+	                                       sb->vcpus, sbx_has_nic(sb))))
+		return;
+	snprintf(c->tdisk, sizeof(c->tdisk), "%s", t->disk);
+	snprintf(c->tsnap, sizeof(c->tsnap), "%s", t->snap);
+	snprintf(c->tmem, sizeof(c->tmem), "%s", t->mem);
+	c->base.path = c->tdisk;
+	json_object_set_new(c->priv, "template", json_string(t->key));
+}
+
+static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done, void *ctx);
+
 void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
+{
+	create(m, body, false, done, ctx);
+}
+
+void sbx_create_maker(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
+{
+	create(m, body, true, done, ctx);
+}
+
+static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done, void *ctx)
 {
 	struct create *c = calloc(1, sizeof(*c));
 	char id[STORE_ID_LEN], layer[4200];
@@ -353,6 +384,7 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	sb->mem_mib = (uint64_t)mem >> 20;
 	sb->cpu_millis = millis;
 	sb->vcpus = (unsigned)((millis + 999) / 1000);
+	sb->hidden = maker;
 	/* An imported image's env first, a built snapshot's over it, the request's over both. */
 	if (json_is_object(json_object_get(c->base.rt, "defaults"))) {
 		sb->image = json_deep_copy(json_object_get(c->base.rt, "defaults"));
@@ -376,6 +408,10 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
 	if (c->priv && sb->net)
 		json_object_set_new(c->priv, "network", json_true());
+	if (c->pub && c->priv && maker) {
+		json_object_set_new(c->pub, "mode", json_string("template"));
+		json_object_set_new(c->priv, "templateMaker", json_true());
+	}
 	if (c->priv && sb->image)
 		json_object_set(c->priv, "image", sb->image);
 	if (c->priv && sb->port)
@@ -393,9 +429,13 @@ void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx)
 		sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 		goto fail;
 	}
+	if (!maker)
+		use_template(m, sb, c);
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
-	/* A snapshot with memory of this shape: resume it rather than boot. */
-	c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb));
+	/* A template, or a snapshot with memory of this shape: resume it rather than boot. */
+	c->warm = c->tsnap[0] ? c->tsnap
+	                      : sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb));
+	c->mem_file = c->tmem[0] ? c->tmem : NULL;
 	rc = sbx_work(sb, layer_work, layer_done, c);
 	if (rc) {
 		sbx_fail(&err, SBX_UNAVAILABLE, rc, "cannot queue the sandbox's disk: %s",

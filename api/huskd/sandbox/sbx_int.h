@@ -60,6 +60,8 @@ enum sbx_state {
 
 struct sandbox;
 struct execution;
+struct sbx_tmpl;
+struct sbx_mgr;
 struct vmm_proc;
 struct vmm_ctl;
 
@@ -93,6 +95,7 @@ struct sbx_hooks {
 	void (*timer)(struct sandbox *sb);                  /* the state's countdown ran out */
 	void (*wake)(struct sandbox *sb);                   /* paused, and the guest is needed */
 	void (*stopping)(struct sandbox *sb); /* it entered STOPPING: stop what runs */
+	void (*template_wanted)(struct sbx_mgr *m, struct sbx_tmpl *t); /* make it */
 };
 
 struct sbx_mgr {
@@ -108,12 +111,15 @@ struct sbx_mgr {
 	/* Sandbox networking, set up at the first sandbox that wants it (sbx_net()). */
 	struct net_host *net;
 	bool net_tried;
-	char net_why[300];          /* why there is none */
-	unsigned jail_next;         /* where the search for a free jail uid starts */
-	uv_timer_t *reaper;         /* old streams, abandoned builds (sbx_reap.c) */
-	int64_t reaped_to_ms;       /* streams of sandboxes deleted before this are gone */
-	struct cgroup_io_limits io; /* each sandbox's disk limits */
-	struct sbx_import *imports; /* runtime imports under way or just ended (sbx_import.c) */
+	char net_why[300];            /* why there is none */
+	unsigned jail_next;           /* where the search for a free jail uid starts */
+	unsigned tool_uid;            /* the uid a tool run in a jail holds now (sbx_jail_tool) */
+	uv_timer_t *reaper;           /* old streams, abandoned builds (sbx_reap.c) */
+	int64_t reaped_to_ms;         /* streams of sandboxes deleted before this are gone */
+	struct cgroup_io_limits io;   /* each sandbox's disk limits */
+	struct sbx_import *imports;   /* runtime imports under way or just ended (sbx_import.c) */
+	struct sbx_tmpl *tmpls;       /* templates, ready or being made (sbx_tmpl.c) */
+	struct sbx_tmpl_make *making; /* the one being made now, NULL: none */
 };
 
 struct net_policy;
@@ -152,6 +158,7 @@ struct sandbox {
 	json_t *files;              /* files for its setup (create), NULL after */
 	json_t *deps, *packages; /* apt and npm/bun packages for its setup (create), NULL after */
 	bool oneshot;
+	bool hidden;  /* a template's maker: in no list, found by no request, purged once ended */
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
 	unsigned jail_uid;             /* the uid its running VMM holds, 0: none */
@@ -171,6 +178,8 @@ struct sandbox *sbx_new(struct sbx_mgr *m, const char *id);
 struct sandbox *sbx_find(struct sbx_mgr *m, const char *id);
 /* The live sandbox id names, or NULL with err (NO_SANDBOX or ENDED). */
 struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *err);
+/* A record no request may see: a template's maker. */
+bool sbx_info_hidden(json_t *info);
 void sbx_hold(struct sandbox *sb);
 /* Lets go; frees an ended sandbox once nothing holds it. */
 void sbx_drop(struct sandbox *sb);
@@ -241,6 +250,41 @@ void sbx_import_reap(struct sbx_mgr *m);
 /* huskd stops: a conversion under way is killed, the rest forgotten. */
 void sbx_import_close(struct sbx_mgr *m);
 
+/* ---- sbx_tmpl.c: templates (a booted guest per runtime and shape) ---- */
+enum sbx_tmpl_state { TMPL_MAKING, TMPL_READY, TMPL_FAILED };
+struct sbx_tmpl {
+	struct sbx_mgr *m;
+	char key[17];        /* its folder's name: a hash of identity */
+	char identity[2048]; /* runtime, image, kernel, initrd, VMM and shape it was made of */
+	char runtime[STORE_ID_LEN + 64], rt_name[256];
+	uint64_t mem_mib;
+	unsigned vcpus;
+	bool nic;
+	enum sbx_tmpl_state state;
+	uint64_t failed_ms; /* when it last failed (uv_now) */
+	char dir[4200], disk[4300], snap[4300], mem[4300];
+	struct sbx_tmpl *next;
+};
+/*
+ * The ready template for a create of this runtime and shape, or NULL: then
+ * (templates on, none being made or recently failed) it is wanted, and the
+ * template_wanted hook starts making it.
+ */
+const struct sbx_tmpl *sbx_tmpl_get(struct sbx_mgr *m, json_t *rt, json_t *rt_priv,
+                                    uint64_t mem_mib, unsigned vcpus, bool nic);
+/* At start: the templates an earlier huskd made; unfinished ones removed. */
+void sbx_tmpl_load(struct sbx_mgr *m);
+/* Removes out-of-date templates nothing sits on any more. */
+void sbx_tmpl_prune(struct sbx_mgr *m);
+void sbx_tmpl_free(struct sbx_mgr *m);
+
+/* sbx_create for a template's maker (sbx_tmpl_make.c): hidden, on no template itself. */
+void sbx_create_maker(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx);
+/* Makes t (TMPL_MAKING) in the background: READY once made, FAILED if it cannot be. */
+void sbx_tmpl_make(struct sbx_mgr *m, struct sbx_tmpl *t);
+/* huskd stops: the making under way is dropped (its maker sandbox ends at the next start). */
+void sbx_tmpl_close(struct sbx_mgr *m);
+
 /* ---- sbx_admit.c: the host's budget ---- */
 /* 0 if the host takes one more running sandbox of mem_mib and vcpus; else SBX_FULL in err. */
 int sbx_admit(struct sbx_mgr *m, uint64_t mem_mib, unsigned vcpus, struct sbx_err *err);
@@ -252,9 +296,15 @@ struct sbx_jail {
 	char *owned[VMM_JAIL_PATHS];
 };
 /* Takes a uid for its VMM and lists what the VMM may see; sbx_jail_done() after the spawn. */
-int sbx_jail_prepare(struct sandbox *sb, const char *restore, struct sbx_jail *j, char *err,
-                     size_t errlen);
+int sbx_jail_prepare(struct sandbox *sb, const char *restore, const char *mem_file,
+                     struct sbx_jail *j, char *err, size_t errlen);
 void sbx_jail_done(struct sbx_jail *j);
+/*
+ * A jail for husk-vmm run as a tool on the files of one folder (rw), under
+ * a uid no VMM holds (m->tool_uid until the caller sets it 0 again).
+ */
+int sbx_jail_tool(struct sbx_mgr *m, const char *rw, uint64_t fsize, struct sbx_jail *j, char *err,
+                  size_t errlen);
 /* Its folder's entries made its VMM's uid's (again: after huskd made new ones). */
 int sbx_jail_own(struct sandbox *sb);
 /* The uid of an adopted VMM, from /proc, held again. */
@@ -289,7 +339,8 @@ void sbx_net_detach(struct sandbox *sb);
 /* An adopted VMM holds slot again, and its lists go back into huskd's new table. */
 void sbx_net_adopt(struct sandbox *sb, int slot);
 /* Starts a VMM (booting, or from the memory file restore); 0 or -errno with err. */
-int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen);
+int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, char *err,
+                  size_t errlen);
 /* Takes up a VMM from before a huskd restart (same pid and start time), and its dial-in. */
 /* net_slot: the veth slot recorded for that VMM (-1: none), held again while it runs. */
 int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slot);

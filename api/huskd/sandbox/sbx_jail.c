@@ -25,29 +25,43 @@
 
 static bool uid_taken(const struct sbx_mgr *m, unsigned uid)
 {
+	if (uid == m->tool_uid)
+		return true;
 	for (const struct sandbox *o = m->sandboxes; o; o = o->next)
 		if (o->jail_uid == uid)
 			return true;
 	return false;
 }
 
-/* The next free uid after the last one handed out: a uid is not reused at once. */
-static int uid_take(struct sandbox *sb)
+/* The next free uid after the last one handed out (a uid is not reused at once), or 0. */
+static unsigned uid_next(struct sbx_mgr *m)
 {
-	struct sbx_mgr *m = sb->m;
-
-	if (sb->jail_uid)
-		return 0;
 	for (unsigned i = 0; i < JAIL_UIDS; i++) {
 		unsigned uid = JAIL_UID_BASE + (m->jail_next + i) % JAIL_UIDS;
 
 		if (!uid_taken(m, uid)) {
-			sb->jail_uid = uid;
 			m->jail_next = (m->jail_next + i + 1) % JAIL_UIDS;
-			return 0;
+			return uid;
 		}
 	}
-	return -EAGAIN;
+	return 0;
+}
+
+static int uid_take(struct sandbox *sb)
+{
+	if (!sb->jail_uid)
+		sb->jail_uid = uid_next(sb->m);
+	return sb->jail_uid ? 0 : -EAGAIN;
+}
+
+/* The jail's root, its uid and the one folder it writes. */
+static void jail_base(struct sbx_jail *j, const struct sbx_mgr *m, unsigned uid, const char *rw)
+{
+	snprintf(j->root, sizeof(j->root), "%s/jail", m->cfg.state);
+	j->spec.exe = m->cfg.jail;
+	j->spec.root = j->root;
+	j->spec.uid = uid;
+	j->spec.rw = rw;
 }
 
 void sbx_jail_release(struct sandbox *sb)
@@ -132,7 +146,8 @@ static bool checkpoint(const struct sandbox *sb, const char *path)
 
 /*
  * Whether a backing file a header names may be shown to its VMM: one in its
- * own folder, the images (runtimes), the imported runtimes or the snapshots, by a name with no way
+ * own folder, the images (runtimes), the imported runtimes, the templates or the snapshots, by a
+ * name with no way
  * back up in it; or, right under a snapshot's disk, the disk checkpoints of
  * the sandbox it was taken of. Anything else was put there by a VMM.
  * (Headers are still what names the chain: a snapshot taken of a VMM that
@@ -143,15 +158,16 @@ static bool allowed(const struct sandbox *sb, const char *from, const char *path
 {
 	const char *state = sb->m->cfg.state, *kernel = sb->m->cfg.kernel;
 	const char *images_end = strrchr(kernel, '/');
-	char snaps[PATH_MAX], rts[PATH_MAX];
-	size_t sn, rn;
+	char snaps[PATH_MAX], rts[PATH_MAX], tpls[PATH_MAX];
+	size_t sn, rn, tn;
 
 	if (path[0] != '/' || strstr(path, "/../") || strstr(path, "/./") || strstr(path, "//"))
 		return false;
 	sn = (size_t)snprintf(snaps, sizeof(snaps), "%s/snapshots", state);
 	rn = (size_t)snprintf(rts, sizeof(rts), "%s/runtimes", state);
+	tn = (size_t)snprintf(tpls, sizeof(tpls), "%s/templates", state);
 	return under(path, sb->dir, strlen(sb->dir)) || under(path, snaps, sn) ||
-	       under(path, rts, rn) ||
+	       under(path, rts, rn) || under(path, tpls, tn) ||
 	       under(path, kernel, images_end ? (size_t)(images_end - kernel) : 0) ||
 	       ((under(from, snaps, sn) || checkpoint(sb, from)) && checkpoint(sb, path));
 }
@@ -231,8 +247,8 @@ static int own_restore(struct sandbox *sb, const char *path, char *err, size_t e
 	return 0;
 }
 
-int sbx_jail_prepare(struct sandbox *sb, const char *restore, struct sbx_jail *j, char *err,
-                     size_t errlen)
+int sbx_jail_prepare(struct sandbox *sb, const char *restore, const char *mem_file,
+                     struct sbx_jail *j, char *err, size_t errlen)
 {
 	struct sbx_mgr *m = sb->m;
 	uint64_t disk = 0;
@@ -243,11 +259,7 @@ int sbx_jail_prepare(struct sandbox *sb, const char *restore, struct sbx_jail *j
 		snprintf(err, errlen, "every jail uid is in use");
 		return -EAGAIN;
 	}
-	snprintf(j->root, sizeof(j->root), "%s/jail", m->cfg.state);
-	j->spec.exe = m->cfg.jail;
-	j->spec.root = j->root;
-	j->spec.uid = sb->jail_uid;
-	j->spec.rw = sb->dir;
+	jail_base(j, m, sb->jail_uid, sb->dir);
 	rc = path_add(j, m->cfg.kernel);
 	if (!rc)
 		rc = path_add(j, m->cfg.initrd);
@@ -261,6 +273,9 @@ int sbx_jail_prepare(struct sandbox *sb, const char *restore, struct sbx_jail *j
 		         strerror(-rc));
 	if (!rc && restore && (rc = own_restore(sb, restore, err, errlen) || path_add(j, restore)))
 		snprintf(err, errlen, "cannot hand %s to its VMM", restore);
+	/* A template's memory: huskd's, read-only to all (sbx_tmpl.c made it so). */
+	if (!rc && mem_file && (rc = plain(mem_file, err, errlen) ?: path_add(j, mem_file)))
+		snprintf(err, errlen, "cannot hand %s to its VMM", mem_file);
 	if (rc) {
 		sbx_jail_done(j);
 		return rc;
@@ -271,6 +286,21 @@ int sbx_jail_prepare(struct sandbox *sb, const char *restore, struct sbx_jail *j
 		j->spec.dev[j->spec.ndev++] = "/dev/userfaultfd";
 	/* Its layer grows to the disk's size and some metadata; a snapshot holds its memory. */
 	j->spec.fsize = disk + (sb->mem_mib << 20) + (256ULL << 20);
+	return 0;
+}
+
+int sbx_jail_tool(struct sbx_mgr *m, const char *rw, uint64_t fsize, struct sbx_jail *j, char *err,
+                  size_t errlen)
+{
+	memset(j, 0, sizeof(*j));
+	m->tool_uid = 0;
+	m->tool_uid = uid_next(m);
+	if (!m->tool_uid) {
+		snprintf(err, errlen, "every jail uid is in use");
+		return -EAGAIN;
+	}
+	jail_base(j, m, m->tool_uid, rw);
+	j->spec.fsize = fsize;
 	return 0;
 }
 

@@ -179,12 +179,18 @@ static void stopping(struct sandbox *sb)
 	sbx_vmm_stop(sb);
 }
 
+static void template_wanted(struct sbx_mgr *m, struct sbx_tmpl *t)
+{
+	sbx_tmpl_make(m, t);
+}
+
 static const struct sbx_hooks hooks = {
 	.vmm_exited = vmm_exited,
 	.agent_hello = agent_hello,
 	.timer = timer,
 	.wake = wake,
 	.stopping = stopping,
+	.template_wanted = template_wanted,
 };
 
 int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
@@ -259,6 +265,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 		}
 	}
 	sbx_import_start(m);
+	sbx_tmpl_load(m);
 	if (sbx_reap_start(m))
 		log_warn(NULL, "cannot start the removal of old streams and builds");
 	*out = m;
@@ -275,6 +282,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	m->on_change = NULL;
 	sbx_reap_stop(m);
 	sbx_import_close(m);
+	sbx_tmpl_close(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
 	net_host_close(m->net);
 	m->net = NULL;
@@ -318,6 +326,7 @@ void sbx_mgr_free(struct sbx_mgr *m)
 	free((char *)m->cfg.importer);
 	while (m->imports)
 		sbx_import_free(m->imports);
+	sbx_tmpl_free(m);
 	net_host_close(m->net); /* if sbx_mgr_close did not run */
 	free(m->streams);
 	free(m);

@@ -268,7 +268,7 @@ int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err
 		return sbx_fail(err, SBX_INTERNAL, -errno,
 		                "sandbox %s cannot resume: its snapshot %s is gone (%s)", sb->id,
 		                path, strerror(errno));
-	rc = sbx_vmm_start(sb, path, e, sizeof(e));
+	rc = sbx_vmm_start(sb, path, NULL, e, sizeof(e));
 	if (rc) {
 		log_error(sb->id, "cannot resume: %s", e);
 		return sbx_fail(err, SBX_INTERNAL, rc, "cannot resume sandbox %s: %s", sb->id, e);

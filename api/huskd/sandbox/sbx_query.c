@@ -17,8 +17,11 @@ static void live_fields(struct sbx_mgr *m, json_t *info)
 
 int sbx_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
 {
-	if (store_sandbox_get(m->store, id, out, NULL))
+	if (store_sandbox_get(m->store, id, out, NULL) || sbx_info_hidden(*out)) {
+		json_decref(*out);
+		*out = NULL;
 		return sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
+	}
 	live_fields(m, *out);
 	return 0;
 }
@@ -28,8 +31,12 @@ int sbx_status(struct sbx_mgr *m, const char *id, json_t **out)
 	json_t *info = NULL;
 	int rc = store_sandbox_get(m->store, id, &info, NULL);
 
-	if (rc)
+	if (!rc && sbx_info_hidden(info))
+		rc = -ENOENT;
+	if (rc) {
+		json_decref(info);
 		return rc;
+	}
 	*out = json_pack("{sssO}", "sandboxId", id, "status", json_object_get(info, "status"));
 	if (*out && json_object_get(info, "exitCode"))
 		json_object_set(*out, "exitCode", json_object_get(info, "exitCode"));

@@ -300,6 +300,9 @@ int sbx_to(struct sandbox *sb, enum sbx_state to, const char *reason, json_t *pa
 			sbx_to(sb, SBX_GONE, NULL, NULL);
 	} else if (to == SBX_GONE) {
 		sbx_state_release(sb);
+		/* A template's maker leaves no record: no request ever saw it. */
+		if (sb->hidden && sb->stored && store_sandbox_purge(sb->m->store, sb->id))
+			log_warn(sb->id, "cannot remove the record of a template's maker");
 	} else if ((to == SBX_IDLE || to == SBX_RUNNING) && sb->waiters) {
 		sbx_waiters_run(sb, NULL);
 	}

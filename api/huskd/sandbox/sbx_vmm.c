@@ -196,7 +196,8 @@ void sbx_hostname(const struct sandbox *sb, char out[SBX_HOSTNAME_LEN])
 	out[i] = 0;
 }
 
-int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t errlen)
+int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, char *err,
+                  size_t errlen)
 {
 	struct sbx_mgr *m = sb->m;
 	char cmdline[128], host[SBX_HOSTNAME_LEN], resolv[4200], port[4200];
@@ -217,6 +218,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	                         .vcpus = sb->vcpus,
 	                         .cmdline = cmdline,
 	                         .restore = restore,
+	                         .mem_file = restore ? mem_file : NULL,
 	                         .net_slot = -1};
 	if (sbx_has_nic(sb) && !m->cfg.jail) {
 		snprintf(err, errlen, "a network needs husk-jail beside huskd, and huskd as root");
@@ -238,7 +240,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, char *err, size_t err
 	if (rc) {
 		snprintf(err, errlen, "cannot listen for the sandbox's agent: %s", uv_strerror(rc));
 	} else if (m->cfg.jail) {
-		rc = sbx_jail_prepare(sb, restore, &jail, err, errlen);
+		rc = sbx_jail_prepare(sb, restore, mem_file, &jail, err, errlen);
 		spec.jail = rc ? NULL : &jail.spec;
 	}
 	if (!rc) {

@@ -336,6 +336,8 @@ static int filter_where(const struct store_sandbox_filter *f, char *sql, size_t 
 		n += (size_t)snprintf(sql + n, len - n, "%s", eq[i].clause);
 		params[(*nparams)++] = eq[i].value;
 	}
+	/* A template's maker is huskd's own (api/huskd/sandbox/sbx_tmpl.c): never listed. */
+	n += (size_t)snprintf(sql + n, len - n, " AND mode IS NOT 'template'");
 	if (f->live != STORE_ANY)
 		n += (size_t)snprintf(sql + n, len - n,
 		                      " AND status %s ('terminated', 'failed', 'deleted')",

@@ -21,6 +21,7 @@ static const char usage_sql[] =
 	"WITH c AS ("
 	"  SELECT id FROM sandboxes"
 	"  WHERE created_ms < ?2 AND (status_ms >= ?1 OR status IN ('idle', 'running'))"
+	"    AND mode IS NOT 'template'"
 	"), t AS ("
 	"  SELECT e.sandbox_id AS sid, e.status AS st, e.created_ms AS a,"
 	"    lead(e.created_ms) OVER (PARTITION BY e.sandbox_id ORDER BY e.seq) AS b"

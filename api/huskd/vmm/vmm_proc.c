@@ -223,6 +223,15 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		/* A restored guest keeps the kernel and command line it booted with. */
 		argv[a++] = "--restore";
 		argv[a++] = (char *)s->restore;
+		if (s->mem_file) {
+			argv[a++] = "--mem-file";
+			argv[a++] = (char *)s->mem_file;
+		}
+		if (s->extract) {
+			argv[a++] = "--extract-memory";
+			argv[a++] = (char *)s->extract;
+			goto spawn;
+		}
 	} else {
 		argv[a++] = "--kernel";
 		argv[a++] = (char *)s->kernel;
@@ -256,6 +265,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		argv[a++] = "--expose";
 		argv[a++] = expose;
 	}
+spawn:
 	argv[a] = NULL;
 	p = calloc(1, sizeof(*p));
 	if (!p || pipe2(pipefd, O_CLOEXEC) < 0) {

@@ -27,8 +27,10 @@ struct vmm_spec {
 	const char *cgroup; /* a cgroup v2 folder to run in, or NULL */
 	uint64_t mem_mib;
 	unsigned vcpus;
-	const char *cmdline;         /* extra kernel command line, or NULL */
-	const char *restore;         /* a snapshot to start from instead of booting, or NULL */
+	const char *cmdline;  /* extra kernel command line, or NULL */
+	const char *restore;  /* a snapshot to start from instead of booting, or NULL */
+	const char *mem_file; /* with restore: its memory, mapped from this file */
+	const char *extract;  /* with restore: only write its RAM to this file (a tool run) */
 	const struct vmm_jail *jail; /* confined by husk-jail, or NULL: as huskd's child */
 	bool nic;                    /* with jail: the guest gets a NIC (libslirp) */
 	int net_slot;                /* with jail: the veth slot, -1 for a namespace of lo alone */

@@ -1,0 +1,109 @@
+#!/bin/sh
+# Templates (issue J), on real KVM in the nested host, through huskd (ASan)
+# and the CLI: the first create of a runtime and shape boots, and huskd makes
+# that shape's template in the background (a hidden sandbox, never listed);
+# later creates restore it, mapping its memory from one file. Children are
+# isolated (boot id, machine id, host name, random bytes, a clock set; a
+# sibling's file unseen), get their own env and files, pause and resume,
+# can be snapshotted, and run on after the template's maker is gone. After a
+# huskd restart the template is used again; with --templates off nothing is
+# made. Prints PASS/FAIL templates/NAME lines.
+set -u
+port=8796
+suite=templates
+. "$(dirname "$0")/lib.sh"
+rc=0
+# The nested host's disk is its memory: huskd's reserve stays small here.
+HUSKD_ARGS="--min-free-disk 64Mi"
+
+# wait_log PATTERN [N]: until the log holds N (1) lines matching PATTERN; a hang guard, not a time.
+wait_log() {
+	i=0
+	while [ "$(grep -c "$1" "$T/huskd.log")" -lt "${2:-1}" ] && [ $i -lt 3000 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
+	[ "$(grep -c "$1" "$T/huskd.log")" -ge "${2:-1}" ]
+}
+new() {
+	h create --memory 256Mi "$@" >/dev/null
+	tail -n 1 "$T/o"
+}
+restored() { grep -q "\[$1\] created: .*restored from its runtime's template" "$T/huskd.log"; }
+
+if ! start_huskd 1; then
+	echo "FAIL templates/huskd_start: huskd did not start; its log:"
+	tail -n 20 "$T/huskd.log"
+	exit 1
+fi
+cold=$(new)
+if h exec "$cold" -- true && ! restored "$cold"; then pass first_create_boots; else fail first_create_boots "exit $cli_s"; fi
+if wait_log "template of base:latest (256 MiB, 1 vCPUs) ready"; then
+	pass template_made
+else
+	fail template_made "no template; the log: $(grep -i template "$T/huskd.log" | tail -n 3)"
+fi
+maker=$(sed -n 's/.*\[\(sbx_[a-z0-9]*\)\] making the template.*/\1/p' "$T/huskd.log" | head -n 1)
+a=$(new)
+b=$(new --env FOO=bar)
+if restored "$a" && restored "$b" && h exec "$a" -- true; then
+	pass children_restore_the_template
+else
+	fail children_restore_the_template "$(grep "created:" "$T/huskd.log" | tail -n 2)"
+fi
+# What each guest is: boot id, machine id, host name, 16 random bytes, the clock.
+what='cat /proc/sys/kernel/random/boot_id /etc/machine-id; hostname; head -c 16 /dev/urandom | od -An -tx1 | tr -d " \n"; echo; date +%s'
+h exec "$a" -- sh -c "$what" && cp "$T/o" "$T/wa"
+h exec "$b" -- sh -c "$what" && cp "$T/o" "$T/wb"
+now=$(date +%s)
+if [ "$(wc -l <"$T/wa")" = 5 ] && [ "$(wc -l <"$T/wb")" = 5 ] &&
+	[ -z "$(sed -n 1,4p "$T/wa" | grep -xFf - "$T/wb")" ] &&
+	[ "$(sed -n 3p "$T/wa")" = "$(echo "$a" | tr _ -)" ] &&
+	[ $((now - $(sed -n 5p "$T/wa"))) -lt 120 ] && [ $(($(sed -n 5p "$T/wb") - now)) -lt 120 ]; then
+	pass children_isolated
+else
+	fail children_isolated "a: $(tr '\n' '|' <"$T/wa") b: $(tr '\n' '|' <"$T/wb") host clock $now"
+fi
+h exec "$a" -- sh -c 'echo mine > /home/agentuity/f && sync'
+if h exec "$b" -- sh -c 'test ! -e /home/agentuity/f && echo "$FOO"' && [ "$(cat "$T/o")" = bar ]; then
+	pass sibling_unseen_env_own
+else
+	fail sibling_unseen_env_own "exit $cli_s: $(cat "$T/o")"
+fi
+h list --json
+if [ -n "$maker" ] && ! grep -q "$maker" "$T/o" && grep -q "$a" "$T/o" && ! h get "$maker" &&
+	grep -q "not found" "$T/e"; then
+	pass maker_hidden
+else
+	fail maker_hidden "maker '$maker'; get exit $cli_s"
+fi
+# The maker is gone (its record too); the children run on from the template's files.
+if h pause "$a" && h exec "$a" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
+	pass child_pauses_and_resumes
+else
+	fail child_pauses_and_resumes "exit $cli_s: $(cat "$T/o")"
+fi
+h snapshot create "$a" --name tchild >/dev/null
+c=$(new --snapshot tchild)
+if h exec "$c" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
+	pass snapshot_of_a_child
+else
+	fail snapshot_of_a_child "exit $cli_s: $(cat "$T/o") $(tail -n 3 "$T/huskd.log")"
+fi
+stop_huskd templates/huskd_clean_exit || rc=1
+
+# A restart: the template is found again; the children are adopted.
+start_huskd 2 || fail restart "huskd did not start again"
+d=$(new)
+if restored "$d" && h exec "$d" -- true && h exec "$b" -- true; then
+	pass used_after_restart
+else
+	fail used_after_restart "exit $cli_s; $(grep "created:" "$T/huskd.log" | tail -n 1)"
+fi
+stop_huskd templates/huskd_clean_exit_2 || rc=1
+HUSKD_ARGS="$HUSKD_ARGS --templates off"
+start_huskd 3 || fail restart "huskd did not start a third time"
+e=$(new)
+if h exec "$e" -- true && ! restored "$e"; then pass off_boots; else fail off_boots "exit $cli_s"; fi
+stop_huskd templates/huskd_clean_exit_3 || rc=1
+exit $rc
