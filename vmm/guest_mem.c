@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #define SZ_2M (2ULL << 20)
 
@@ -35,16 +36,57 @@ static int region_map(struct guest_region *r, uint64_t gpa, uint64_t size)
 	return 0;
 }
 
+#define PAGE_4K 4096ULL
+
+/*
+ * Maps [off, off + len) of fd over host, data only: a hole of the file (a
+ * page of zeros) keeps the anonymous mapping under it, so a guest that
+ * reads or writes it never adds a page to the file (on tmpfs a fault on a
+ * hole would) and the memory a pause reads there is the zero page.
+ */
+static int map_data(uint8_t *host, uint64_t len, int fd, uint64_t off)
+{
+	uint64_t pos = 0, end;
+	off_t data, hole;
+
+	while (pos < len) {
+		data = lseek(fd, (off_t)(off + pos), SEEK_DATA);
+		if (data < 0 && errno == ENXIO)
+			return 0; /* holes to the end */
+		if (data < 0)     /* no SEEK_DATA here: the whole range from the file */
+			return mmap(host + pos, len - pos, PROT_READ | PROT_WRITE,
+			            MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd,
+			            (off_t)(off + pos)) == MAP_FAILED
+			               ? -errno
+			               : 0;
+		if ((uint64_t)data >= off + len)
+			return 0;
+		hole = lseek(fd, data, SEEK_HOLE);
+		pos = ((uint64_t)data - off) & ~(uint64_t)(PAGE_4K - 1);
+		end = hole < 0 || (uint64_t)hole >= off + len ? len : (uint64_t)hole - off;
+		end = (end + PAGE_4K - 1) & ~(uint64_t)(PAGE_4K - 1);
+		if (end > len)
+			end = len;
+		if (mmap(host + pos, end - pos, PROT_READ | PROT_WRITE,
+		         MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd,
+		         (off_t)(off + pos)) == MAP_FAILED)
+			return -errno;
+		pos = end;
+	}
+	return 0;
+}
+
 int guest_mem_map_file(struct guest_mem *mem, int fd)
 {
 	uint64_t off = 0;
+	int ret;
 
 	for (int i = 0; i < mem->nr_regions; i++) {
 		struct guest_region *r = &mem->regions[i];
 
-		if (mmap(r->host, r->size, PROT_READ | PROT_WRITE,
-		         MAP_PRIVATE | MAP_FIXED | MAP_NORESERVE, fd, (off_t)off) == MAP_FAILED)
-			return -errno;
+		ret = map_data(r->host, r->size, fd, off);
+		if (ret)
+			return ret;
 		madvise(r->host, r->size, MADV_DONTDUMP);
 		off += r->size;
 	}

@@ -140,3 +140,42 @@ UNIT_TEST(memfile_that_does_not_belong_refused)
 	CHECK(access(tsnap_path("mr3.mem"), F_OK) < 0 &&
 	      access(tsnap_path("mr3.mem.tmp"), F_OK) < 0);
 }
+
+/*
+ * A hole of the file stays anonymous memory: a guest reading and writing
+ * there adds nothing to the file, which matters where it lies on tmpfs (a
+ * fault on a hole of a tmpfs mapping would add a page to the file).
+ */
+UNIT_TEST(memfile_holes_stay_out_of_the_file)
+{
+	struct guest_mem m, back;
+	char err[256], snap[] = "/dev/shm/husk-mfh-XXXXXX", mem[64];
+	struct stat before, after;
+	uint8_t *p;
+	int fd = mkstemp(snap);
+
+	CHECK(fd >= 0);
+	close(fd);
+	snprintf(mem, sizeof(mem), "%s.mem", snap);
+	CHECK(make(16 * MiB, FILL_ZERO, 0, snap, mem, &m) == 0);
+	/* One page of data in the middle; the rest holes. */
+	tsnap_fill_random(gpa_ptr(&m, 8 * MiB, PAGE), PAGE, 5);
+	CHECK(tsnap_write(snap, &m, 2) == 0);
+	CHECK(memfile_extract(snap, mem, 2, err, sizeof(err)) == 0);
+	CHECK(stat(mem, &before) == 0);
+	CHECK(map_back(snap, mem, 16 * MiB, &back, err, sizeof(err)) == 0);
+	CHECK(tsnap_mem_equal(&m, &back));
+	for (uint64_t a = 0; a < 16 * MiB; a += PAGE) {
+		p = gpa_ptr(&back, a, PAGE);
+		p[1] = (uint8_t)(p[1] + 1);
+	}
+	CHECK(stat(mem, &after) == 0);
+	CHECK(after.st_blocks == before.st_blocks);
+	/* The data page still comes from the file. */
+	CHECK(!memcmp((uint8_t *)gpa_ptr(&back, 8 * MiB, PAGE) + 2,
+	              (uint8_t *)gpa_ptr(&m, 8 * MiB, PAGE) + 2, PAGE - 2));
+	guest_mem_free(&back);
+	guest_mem_free(&m);
+	unlink(mem);
+	unlink(snap);
+}
