@@ -99,7 +99,7 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-memfile bench-runtimes bench-snapshot fuzz format check-format clean client
+.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-memfile bench-templates bench-runtimes bench-snapshot fuzz format check-format clean client
 all: build images
 
 help:
@@ -311,7 +311,7 @@ test: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO) client
-	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh && tools/bench/memfile.sh && tools/bench/runtimes.sh'
+	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh && tools/bench/memfile.sh && tools/bench/templates.sh && tools/bench/runtimes.sh'
 # Only the network benchmark (guest TCP through husk-vmm's stack against QEMU's -netdev user).
 bench-net: deps
 	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
@@ -321,6 +321,11 @@ bench-net: deps
 bench-memfile: deps
 	@$(MAKE) --no-print-directory all
 	tools/husk-kvm-run --timeout 1800 --mem 6144 -- tools/bench/memfile.sh
+
+# Only the template benchmark (create -> first exec booting and from a template; density).
+bench-templates: deps
+	@$(MAKE) --no-print-directory all client
+	tools/husk-kvm-run --timeout 1800 --mem 6144 --bring "$$(command -v node)" -- tools/bench/templates.sh
 
 # Only the runtime benchmark (image size, create -> first exec for each runtime).
 bench-runtimes: deps

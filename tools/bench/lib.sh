@@ -4,11 +4,11 @@ T=$(mktemp -d)
 pid=""
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
 
-# bench_huskd: huskd (release build) on $port with state in $T/state, up
-# once it says it listens (its log: $T/huskd.log).
+# bench_huskd [ARG...]: huskd (release build, with ARGs) on $port with state in
+# $T/state, up once it says it listens (its log: $T/huskd.log).
 bench_huskd() {
 	HUSK_API_KEY=$key "$top/build/bin/huskd" --port "$port" --state "$T/state" \
-		--images "$top/build/images" >"$T/huskd.log" 2>&1 &
+		--images "$top/build/images" "$@" >"$T/huskd.log" 2>&1 &
 	pid=$!
 	for _ in $(seq 1 100); do
 		grep -q listening "$T/huskd.log" && return 0
