@@ -98,8 +98,8 @@ const struct sbx_tmpl *sbx_tmpl_get(struct sbx_mgr *m, json_t *rt, json_t *rt_pr
 		;
 	if (t && strcmp(t->identity, id) && t->state != TMPL_FAILED)
 		return NULL; /* another shape's, by a hash that matched */
-	if (t && t->state == TMPL_READY && access(t->mem, R_OK) == 0)
-		return t;
+	if (t && t->state == TMPL_READY)
+		return access(t->mem, R_OK) == 0 ? t : NULL; /* its files gone: creates boot */
 	if (t && (t->state == TMPL_MAKING || (t->state == TMPL_FAILED && t->failed_ms &&
 	                                      uv_now(m->loop) - t->failed_ms < TMPL_RETRY_MS)))
 		return NULL;

@@ -101,10 +101,9 @@ static int finish(struct sbx_tmpl_make *mk)
 	if (!rc && (!meta || json_dump_file(meta, path, JSON_COMPACT)))
 		rc = -EIO;
 	json_decref(meta);
-	if (!rc) {
-		sbx_remove_dir(t->dir); /* an unfinished one of an earlier huskd */
+	/* Never over a template already there: sandboxes may sit on its disk. */
+	if (!rc)
 		rc = rename(mk->tmp, t->dir) < 0 ? -errno : 0;
-	}
 	return rc;
 }
 
