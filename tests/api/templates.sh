@@ -90,6 +90,14 @@ if h exec "$c" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
 else
 	fail snapshot_of_a_child "exit $cli_s: $(cat "$T/o") $(tail -n 3 "$T/huskd.log")"
 fi
+# The snapshot's memory file, made after its first sandbox: the next ones map it.
+if wait_log "snapshot .* has a memory file" && c2=$(new --snapshot tchild) &&
+	grep -q "\[$c2\] created: .*resumed from its memory file" "$T/huskd.log" &&
+	h exec "$c2" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
+	pass snapshot_memory_file
+else
+	fail snapshot_memory_file "exit $cli_s: $(grep -i "memory file" "$T/huskd.log" | tail -n 2)"
+fi
 stop_huskd templates/huskd_clean_exit || rc=1
 
 # A restart: the template is found again; the children are adopted.

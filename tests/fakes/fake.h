@@ -100,6 +100,7 @@ struct req {
 #define EXIT_USAGE 2
 struct fake_opts {
 	const char *kernel, *initrd, *cmdline, *restore, *vsock, *control, *console, *disk;
+	const char *mem_file, *extract; /* --mem-file, --extract-memory (with --restore) */
 	uint64_t mem;
 	unsigned vcpus;
 	bool mem_set, vcpus_set;

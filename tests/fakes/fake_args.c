@@ -108,6 +108,8 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		{"disk", required_argument, NULL, 'd'},
 		{"control", required_argument, NULL, 'x'},
 		{"restore", required_argument, NULL, 'r'},
+		{"mem-file", required_argument, NULL, 'W'},
+		{"extract-memory", required_argument, NULL, 'Z'},
 		/* husk-vmm's options that mean nothing to the fake. */
 		{"cid", required_argument, NULL, 'C'},
 		{"lazy", no_argument, NULL, 'L'},
@@ -155,6 +157,12 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		case 'r':
 			o->restore = optarg;
 			break;
+		case 'W':
+			o->mem_file = optarg;
+			break;
+		case 'Z':
+			o->extract = optarg;
+			break;
 		case 'm':
 			if (parse_size(optarg, &o->mem) || o->mem < (32ULL << 20) ||
 			    o->mem % (2ULL << 20))
@@ -182,6 +190,8 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		return usage_error("unexpected argument '%s'", argv[optind]);
 	if (!o->kernel == !o->restore)
 		return usage_error("%s", "give --kernel (boot) or --restore (resume), one of them");
+	if ((o->mem_file || o->extract) && !o->restore)
+		return usage_error("%s", "--mem-file and --extract-memory go with --restore");
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -53,6 +54,50 @@ struct vmm {
 	bool quit;
 };
 
+/* What the fake's memory file says of the snapshot it was made of (as the real one, not its path).
+ */
+static void mem_file_line(const char *snap, char *out, size_t len)
+{
+	struct stat st;
+
+	snprintf(out, len, "fake memory of a snapshot of %lld bytes\n",
+	         stat(snap, &st) == 0 ? (long long)st.st_size : -1LL);
+}
+
+/* Whether path is a memory file --extract-memory made of snap. */
+static bool mem_file_of(const char *path, const char *snap)
+{
+	char line[256] = "", want[256];
+	FILE *f = fopen(path, "re");
+	bool ok = f && fgets(line, sizeof(line), f);
+
+	if (f)
+		fclose(f);
+	mem_file_line(snap, want, sizeof(want));
+	return ok && !strcmp(line, want);
+}
+
+/* --extract-memory: the snapshot checked, a file naming it written; the exit status. */
+static int extract(const struct fake_opts *o)
+{
+	struct guest g = {0};
+	char line[256];
+	FILE *f;
+
+	if (snap_load(&g, o->restore)) {
+		fprintf(stderr, "husk-vmm: %s: not a snapshot\n", o->restore);
+		return EXIT_USAGE;
+	}
+	guest_free(&g);
+	mem_file_line(o->restore, line, sizeof(line));
+	f = fopen(o->extract, "we");
+	if (!f || fputs(line, f) < 0 || fclose(f)) {
+		fprintf(stderr, "husk-vmm: cannot write %s\n", o->extract);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
 static int guest_boot(struct vmm *v)
 {
 	struct guest *g = &v->fk.g;
@@ -61,6 +106,12 @@ static int guest_boot(struct vmm *v)
 	if (v->o.restore) {
 		if (snap_load(g, v->o.restore)) {
 			fprintf(stderr, "husk-vmm: %s: not a snapshot\n", v->o.restore);
+			return EXIT_USAGE;
+		}
+		/* The fake's memory file: a line naming the snapshot it was made of. */
+		if (v->o.mem_file && !mem_file_of(v->o.mem_file, v->o.restore)) {
+			fprintf(stderr, "husk-vmm: %s is not a memory file of %s\n", v->o.mem_file,
+			        v->o.restore);
 			return EXIT_USAGE;
 		}
 		if ((v->o.mem_set && v->o.mem != g->mem) ||
@@ -375,6 +426,8 @@ int main(int argc, char **argv)
 	status = parse_args(argc, argv, &v.o);
 	if (status)
 		return status;
+	if (v.o.extract)
+		return extract(&v.o);
 	signal(SIGPIPE, SIG_IGN);
 	status = guest_boot(&v);
 	if (!status)

@@ -361,6 +361,7 @@ int main(int argc, char **argv)
 	t_reaping();
 	t_admission();
 	t_cgroup_io();
+	t_templates();
 	if (T.m)
 		t_close();
 	t_kill_all();

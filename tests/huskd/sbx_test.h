@@ -89,6 +89,7 @@ void t_failures(void);
 void t_adoption(void);
 void t_reaping(void);
 void t_admission(void);
+void t_templates(void);
 void t_cgroup_io(void);
 
 #endif

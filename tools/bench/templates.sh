@@ -13,10 +13,14 @@ port=18377
 . "$top/tools/bench/lib.sh"
 export HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key HUSKD_LOG=$T/huskd.log
 # PSS, RSS (KiB) of the husk-vmm processes; RSS of one.
-vmm_kib() { for p in $(pgrep -f 'husk-vmm --restore|husk-vmm --kernel'); do awk -v k="$1" '$1 == k ":" { print $2 }' /proc/$p/smaps_rollup; done; }
+vmm_kib() {
+	for p in $(ps -o pid,args | awk '/husk-vmm --(restore|kernel)/ && !/awk/ { print $1 }'); do
+		awk -v k="$1" '$1 == k ":" { print $2 }' "/proc/$p/smaps_rollup"
+	done
+}
 
 echo "templates bench: create -> first exec, booting (--templates off)..." >&2
-bench_huskd --templates off
+bench_huskd --templates off --max-vcpus 64
 node "$top/tools/bench/templates.mjs" >"$T/out" <&- || { tail -n 20 "$T/huskd.log" >&2; exit 1; }
 # One booted sandbox's VMM, for a copy's size.
 "$top/build/bin/husk" create --memory 256Mi >"$T/id"
@@ -27,7 +31,7 @@ echo "copy_rss_kib=$(vmm_kib Rss | head -n 1)" >>"$T/out"
 kill "$pid"
 wait "$pid" 2>/dev/null || true
 echo "templates bench: the same restoring the template..." >&2
-bench_huskd
+bench_huskd --max-vcpus 64
 mkfifo "$T/in"
 MODE=template node "$top/tools/bench/templates.mjs" <"$T/in" >>"$T/out" &
 node_pid=$!

@@ -107,3 +107,40 @@ void sbx_base_apply(struct sandbox *sb, const struct sbx_base *b, json_t *pub, j
 	                  pub_snap ? json_pack("{ssss}", "id", "org_local", "name", "local")
 	                           : json_pack("{ss}", "id", "usr_local")));
 }
+
+static void memfile_made(struct sbx_mgr *m, int rc, const char *why, void *arg)
+{
+	char *sid = arg;
+
+	(void)m;
+	if (rc)
+		log_warn(NULL, "no memory file for snapshot %s: %s (its sandboxes read its memory)",
+		         sid, why);
+	else
+		log_info(NULL, "snapshot %s has a memory file: its sandboxes map its memory", sid);
+	free(sid);
+}
+
+const char *sbx_base_memfile(struct sbx_mgr *m, const struct sbx_base *b, char *out, size_t len)
+{
+	const char *dir = json_string_value(json_object_get(b->snap_priv, "dir"));
+	const char *mem = json_string_value(json_object_get(b->snap_priv, "memory"));
+	const char *sid = json_string_value(json_object_get(b->snap, "snapshotId"));
+	char err[256], *arg;
+
+	if (!dir || !mem || !sid || !m->cfg.templates)
+		return NULL;
+	snprintf(out, len, "%s/memory.raw", dir);
+	if (access(out, R_OK) == 0)
+		return out;
+	/* Made once, in the background, for the sandboxes after this one. */
+	arg = strdup(sid);
+	if (arg &&
+	    sbx_memfile_make(m, mem, dir,
+	                     (uint64_t)json_integer_value(json_object_get(b->snap_priv, "memMib")),
+	                     memfile_made, arg, err, sizeof(err))) {
+		log_debug(NULL, "snapshot %s: no memory file made now: %s", sid, err);
+		free(arg);
+	}
+	return NULL;
+}

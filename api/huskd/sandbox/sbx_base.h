@@ -26,4 +26,10 @@ void sbx_base_apply(struct sandbox *sb, const struct sbx_base *b, json_t *pub, j
  */
 const char *sbx_base_memory(const struct sbx_base *b, uint64_t mem_mib, unsigned vcpus, bool net);
 
+/*
+ * The memory file of the base snapshot (dir/memory.raw) into out if it has
+ * one; else NULL, and one is made in the background (templates on).
+ */
+const char *sbx_base_memfile(struct sbx_mgr *m, const struct sbx_base *b, char *out, size_t len);
+
 #endif

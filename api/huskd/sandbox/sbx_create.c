@@ -282,9 +282,10 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	         c->base.snap ? " from snapshot " : "",
 	         c->base.snap ? json_string_value(json_object_get(c->base.snap, "snapshotId")) : "",
 	         (unsigned long long)sb->mem_mib, (long long)sb->cpu_millis,
-	         c->tsnap[0] ? ", restored from its runtime's template"
-	         : c->warm   ? ", resumed from its memory"
-	                     : "");
+	         c->tsnap[0]   ? ", restored from its runtime's template"
+	         : c->mem_file ? ", resumed from its memory file"
+	         : c->warm     ? ", resumed from its memory"
+	                       : "");
 	reply.data = info;
 	c->done(c->ctx, NULL, &reply);
 	json_decref(info);
@@ -436,6 +437,8 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 	c->warm = c->tsnap[0] ? c->tsnap
 	                      : sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb));
 	c->mem_file = c->tmem[0] ? c->tmem : NULL;
+	if (c->warm && !c->mem_file)
+		c->mem_file = sbx_base_memfile(m, &c->base, c->tmem, sizeof(c->tmem));
 	rc = sbx_work(sb, layer_work, layer_done, c);
 	if (rc) {
 		sbx_fail(&err, SBX_UNAVAILABLE, rc, "cannot queue the sandbox's disk: %s",

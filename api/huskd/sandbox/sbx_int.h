@@ -119,6 +119,7 @@ struct sbx_mgr {
 	struct cgroup_io_limits io;   /* each sandbox's disk limits */
 	struct sbx_import *imports;   /* runtime imports under way or just ended (sbx_import.c) */
 	struct sbx_tmpl *tmpls;       /* templates, ready or being made (sbx_tmpl.c) */
+	struct sbx_memfile *memfile;  /* the memory file being made now, NULL: none */
 	struct sbx_tmpl_make *making; /* the one being made now, NULL: none */
 };
 
@@ -278,6 +279,20 @@ void sbx_tmpl_load(struct sbx_mgr *m);
 void sbx_tmpl_prune(struct sbx_mgr *m);
 void sbx_tmpl_free(struct sbx_mgr *m);
 
+/* ---- sbx_memfile.c: a snapshot's memory file ---- */
+typedef void (*sbx_memfile_fn)(struct sbx_mgr *m, int rc, const char *why, void *arg);
+/*
+ * Makes dir/memory.raw from the snapshot snap (of a mem_mib guest) in the
+ * background: done(m, 0, NULL, arg) once it is there, root's and read-only,
+ * or done(m, -errno, why, arg). -EBUSY while another one is being made.
+ */
+int sbx_memfile_make(struct sbx_mgr *m, const char *snap, const char *dir, uint64_t mem_mib,
+                     sbx_memfile_fn done, void *arg, char *err, size_t errlen);
+/* huskd stops: the extraction under way is killed; its done() hears -ESHUTDOWN. */
+void sbx_memfile_close(struct sbx_mgr *m);
+/* A plain file or folder made root's (where huskd is root) with mode; -EPERM for anything else. */
+int sbx_seal(const char *path, mode_t mode);
+
 /* sbx_create for a template's maker (sbx_tmpl_make.c): hidden, on no template itself. */
 void sbx_create_maker(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx);
 /* Makes t (TMPL_MAKING) in the background: READY once made, FAILED if it cannot be. */
@@ -300,11 +315,12 @@ int sbx_jail_prepare(struct sandbox *sb, const char *restore, const char *mem_fi
                      struct sbx_jail *j, char *err, size_t errlen);
 void sbx_jail_done(struct sbx_jail *j);
 /*
- * A jail for husk-vmm run as a tool on the files of one folder (rw), under
- * a uid no VMM holds (m->tool_uid until the caller sets it 0 again).
+ * A jail for husk-vmm run as a tool that writes one folder (rw) and reads
+ * one file (ro, or NULL), under a uid no VMM holds (m->tool_uid until the
+ * caller sets it 0 again); sbx_jail_done() after the spawn.
  */
-int sbx_jail_tool(struct sbx_mgr *m, const char *rw, uint64_t fsize, struct sbx_jail *j, char *err,
-                  size_t errlen);
+int sbx_jail_tool(struct sbx_mgr *m, const char *rw, const char *ro, uint64_t fsize,
+                  struct sbx_jail *j, char *err, size_t errlen);
 /* Its folder's entries made its VMM's uid's (again: after huskd made new ones). */
 int sbx_jail_own(struct sandbox *sb);
 /* The uid of an adopted VMM, from /proc, held again. */

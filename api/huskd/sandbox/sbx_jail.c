@@ -289,8 +289,8 @@ int sbx_jail_prepare(struct sandbox *sb, const char *restore, const char *mem_fi
 	return 0;
 }
 
-int sbx_jail_tool(struct sbx_mgr *m, const char *rw, uint64_t fsize, struct sbx_jail *j, char *err,
-                  size_t errlen)
+int sbx_jail_tool(struct sbx_mgr *m, const char *rw, const char *ro, uint64_t fsize,
+                  struct sbx_jail *j, char *err, size_t errlen)
 {
 	memset(j, 0, sizeof(*j));
 	m->tool_uid = 0;
@@ -301,6 +301,11 @@ int sbx_jail_tool(struct sbx_mgr *m, const char *rw, uint64_t fsize, struct sbx_
 	}
 	jail_base(j, m, m->tool_uid, rw);
 	j->spec.fsize = fsize;
+	if (ro && path_add(j, ro)) {
+		snprintf(err, errlen, "out of memory");
+		m->tool_uid = 0;
+		return -ENOMEM;
+	}
 	return 0;
 }
 

@@ -3,10 +3,9 @@
  * Making a template (sbx_tmpl.c): a hidden sandbox of the runtime and shape
  * boots, its agent dials in, the guest syncs, and it pauses to disk. Its
  * layer and memory.snap move to state/templates/<key>.new, the sandbox goes
- * (no record stays), and husk-vmm --extract-memory writes memory.raw there,
- * in a jail of its own: the snapshot came from a VMM, so huskd's root does
- * not parse it. The files are then made root's and read-only to all, meta.json written,
- * and the folder renamed to <key>: ready. One template is made at a time; a
+ * (no record stays), and its memory file is made there (sbx_memfile.c). The
+ * files are then made root's and read-only to all, meta.json written, and
+ * the folder renamed to <key>: ready. One template is made at a time; a
  * shape asked for meanwhile boots and asks again at its next create.
  */
 #include <errno.h>
@@ -24,8 +23,7 @@ struct sbx_tmpl_make {
 	char sandbox[STORE_ID_LEN];
 	char tmp[4300]; /* <key>.new: the template until it is whole */
 	uint64_t t0;
-	struct vmm_proc *proc; /* the extraction, while it runs */
-	bool closed;           /* huskd stops: t is not touched again */
+	bool closed; /* huskd stops: t is not touched again */
 };
 
 static void tmp_path(const struct sbx_tmpl_make *mk, const char *name, char *out, size_t len)
@@ -64,20 +62,6 @@ static void make_end(struct sbx_tmpl_make *mk, const char *why)
 	make_free(mk);
 }
 
-/* Root's, read-only to all: no VMM may change what children start from. */
-static int seal(const char *path, mode_t mode)
-{
-	struct stat st;
-
-	if (lstat(path, &st) < 0)
-		return -errno;
-	if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode))
-		return -EPERM;
-	if (geteuid() == 0 && lchown(path, 0, 0) < 0)
-		return -errno;
-	return chmod(path, mode) < 0 ? -errno : 0;
-}
-
 static int finish(struct sbx_tmpl_make *mk)
 {
 	struct sbx_tmpl *t = mk->t;
@@ -85,14 +69,15 @@ static int finish(struct sbx_tmpl_make *mk)
 	json_t *meta;
 	int rc = 0;
 
+	/* Root's, read-only to all: no VMM may change what children start from. */
 	for (const char *const *f =
 	             (const char *const[]){"disk.qcow2", "memory.snap", "memory.raw", NULL};
 	     *f && !rc; f++) {
 		tmp_path(mk, *f, path, sizeof(path));
-		rc = seal(path, 0644);
+		rc = sbx_seal(path, 0644);
 	}
 	if (!rc)
-		rc = seal(mk->tmp, 0755);
+		rc = sbx_seal(mk->tmp, 0755);
 	meta = json_pack("{sssssssIsIsbsI}", "identity", t->identity, "runtime", t->runtime,
 	                 "runtimeName", t->rt_name, "memMib", (json_int_t)t->mem_mib, "vcpus",
 	                 (json_int_t)t->vcpus, "nic", t->nic, "madeMs",
@@ -107,31 +92,25 @@ static int finish(struct sbx_tmpl_make *mk)
 	return rc;
 }
 
-/* The extraction ended: the template is whole, or it failed. */
-static void extracted(struct vmm_proc *p, int status, void *arg)
+/* Its memory file is made (sbx_memfile.c): the template is whole, or it failed. */
+static void extracted(struct sbx_mgr *m, int rc, const char *why, void *arg)
 {
 	struct sbx_tmpl_make *mk = arg;
-	char why[160];
-	int rc;
+	char e[160];
 
-	vmm_proc_release(p);
-	mk->proc = NULL;
-	mk->m->tool_uid = 0;
+	(void)m;
 	if (mk->closed) {
 		make_free(mk);
 		return;
 	}
-	if (status) {
-		snprintf(why, sizeof(why),
-		         "husk-vmm --extract-memory ended with status %d (its vmm.log says why)",
-		         status);
+	if (rc) {
 		make_end(mk, why);
 		return;
 	}
 	rc = finish(mk);
 	if (rc) {
-		snprintf(why, sizeof(why), "cannot keep its files: %s", strerror(-rc));
-		make_end(mk, why);
+		snprintf(e, sizeof(e), "cannot keep its files: %s", strerror(-rc));
+		make_end(mk, e);
 		return;
 	}
 	mk->t->state = TMPL_READY;
@@ -139,48 +118,6 @@ static void extracted(struct vmm_proc *p, int status, void *arg)
 	         (unsigned long long)mk->t->mem_mib, mk->t->vcpus, mk->t->nic ? ", NIC" : "",
 	         (unsigned long long)(uv_now(mk->m->loop) - mk->t0), mk->t->dir);
 	make_end(mk, NULL);
-}
-
-/*
- * husk-vmm --restore memory.snap --extract-memory memory.raw, jailed like a
- * VMM where huskd jails them: the snapshot came from a VMM.
- */
-static int extract(struct sbx_tmpl_make *mk, char *err, size_t errlen)
-{
-	struct sbx_mgr *m = mk->m;
-	char snap[4400], raw[4400];
-	struct vmm_spec spec = {
-		.vmm = m->cfg.vmm, .dir = mk->tmp, .restore = snap, .extract = raw, .net_slot = -1};
-	struct sbx_jail jail;
-	int rc;
-
-	tmp_path(mk, "memory.snap", snap, sizeof(snap));
-	tmp_path(mk, "memory.raw", raw, sizeof(raw));
-	rc = seal(snap, 0644);
-	if (rc) {
-		snprintf(err, errlen, "cannot make its memory.snap read-only: %s", strerror(-rc));
-		return rc;
-	}
-	if (m->cfg.jail) {
-		/* Its RAM, its footer, and room for what it logs. */
-		rc = sbx_jail_tool(m, mk->tmp, ((mk->t->mem_mib + 16) << 20), &jail, err, errlen);
-		if (rc)
-			return rc;
-		if (lchown(mk->tmp, m->tool_uid, m->tool_uid) < 0) {
-			rc = -errno;
-			snprintf(err, errlen, "cannot hand its folder to uid %u: %s", m->tool_uid,
-			         strerror(-rc));
-			m->tool_uid = 0;
-			return rc;
-		}
-		spec.jail = &jail.spec;
-	}
-	rc = vmm_proc_spawn(m->loop, &spec, extracted, mk, &mk->proc, err, errlen);
-	if (m->cfg.jail)
-		sbx_jail_done(&jail);
-	if (rc)
-		m->tool_uid = 0;
-	return rc;
 }
 
 /* Off the loop, the guest paused to disk: its layer and memory become the template's. */
@@ -211,7 +148,7 @@ static int freeze(struct sandbox *sb, void *arg, char *err, size_t errlen)
 static void frozen(struct sandbox *sb, int rc, const char *why, void *arg)
 {
 	struct sbx_tmpl_make *mk = arg;
-	char e[512];
+	char e[512], snap[4400];
 
 	if (rc) {
 		make_end(mk, why ? why : "its pause failed");
@@ -219,7 +156,8 @@ static void frozen(struct sandbox *sb, int rc, const char *why, void *arg)
 	}
 	/* Its files moved out: the sandbox itself goes now. */
 	sbx_end(sb, "deleted", "its template is made", NULL);
-	if (extract(mk, e, sizeof(e)))
+	tmp_path(mk, "memory.snap", snap, sizeof(snap));
+	if (sbx_memfile_make(mk->m, snap, mk->tmp, mk->t->mem_mib, extracted, mk, e, sizeof(e)))
 		make_end(mk, e);
 }
 
@@ -305,15 +243,10 @@ void sbx_tmpl_close(struct sbx_mgr *m)
 
 	if (!mk || mk->closed)
 		return;
-	/* Its sandbox's callbacks may still come (told huskd stops); they only free it. */
+	/*
+	 * Its sandbox's callbacks may still come (told huskd stops), or its
+	 * extraction's (sbx_memfile_close): they only free it.
+	 */
 	mk->closed = true;
 	mk->t->state = TMPL_FAILED;
-	if (mk->proc) {
-		/* The extraction is the loop's last user of mk: it goes with it. */
-		vmm_proc_kill(mk->proc, SIGKILL);
-		vmm_proc_release(mk->proc);
-		mk->proc = NULL;
-		m->tool_uid = 0;
-		make_free(mk);
-	}
 }

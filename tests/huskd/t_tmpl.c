@@ -1,0 +1,134 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Templates (sbx_tmpl.c, sbx_tmpl_make.c, sbx_memfile.c) with the fake VMM:
+ * the first create of a shape boots and a hidden maker makes the template
+ * (listed nowhere, its record gone once it ends); the next create restores
+ * it with its memory file; a huskd restart finds it again; with templates
+ * off a create boots; a template whose making fails leaves creates booting.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sbx_test.h"
+
+static struct sbx_tmpl *only(void)
+{
+	return T.m->tmpls && !T.m->tmpls->next ? T.m->tmpls : NULL;
+}
+
+static bool settled(void *arg)
+{
+	struct sbx_tmpl *t = only();
+
+	(void)arg;
+	return t && t->state != TMPL_MAKING && !T.m->making;
+}
+
+/* The ids the manager said changed: the maker's among them. */
+static char seen_ids[32][STORE_ID_LEN];
+static unsigned nseen;
+
+static void seen(void *arg, const char *id)
+{
+	(void)arg;
+	for (unsigned i = 0; i < nseen; i++)
+		if (!strcmp(seen_ids[i], id))
+			return;
+	if (nseen < 32 && !strncmp(id, "sbx_", 4))
+		snprintf(seen_ids[nseen++], STORE_ID_LEN, "%s", id);
+}
+
+/* The maker (an id seen besides a): no record left, and no list showed it. */
+static bool maker_gone(const char *a, char *why, size_t len)
+{
+	struct sbx_list_query q = {.deleted = 1, .limit = 100};
+	json_t *out = NULL, *info = NULL;
+	struct sbx_err err;
+	unsigned makers = 0;
+
+	why[0] = '\0';
+	for (unsigned i = 0; i < nseen; i++) {
+		if (!strcmp(seen_ids[i], a))
+			continue;
+		makers++;
+		if (store_sandbox_get(T.store, seen_ids[i], &info, NULL) == 0) {
+			snprintf(why, len, "the maker %.64s still has a record", seen_ids[i]);
+			json_decref(info);
+			return false;
+		}
+	}
+	if (sbx_list(T.m, &q, &out, &err) == 0) {
+		json_t *one;
+		size_t i;
+
+		json_array_foreach(json_object_get(out, "sandboxes"), i, one)
+		{
+			const char *id = json_string_value(json_object_get(one, "sandboxId"));
+
+			for (unsigned k = 0; id && k < nseen; k++)
+				if (strcmp(id, a) && !strcmp(id, seen_ids[k])) {
+					snprintf(why, len, "the maker %.64s is listed", id);
+					makers = 0;
+				}
+		}
+	}
+	if (!makers && !why[0]) {
+		snprintf(why, len, "no maker seen");
+	}
+	json_decref(out);
+	return makers == 1;
+}
+
+static const char *private_of(const char *id, const char *key, char *buf, size_t len)
+{
+	json_t *priv = NULL, *info = NULL;
+
+	buf[0] = '\0';
+	if (store_sandbox_get(T.store, id, &info, &priv) == 0)
+		snprintf(buf, len, "%s", json_string_value(json_object_get(priv, key)) ?: "");
+	json_decref(info);
+	json_decref(priv);
+	return buf;
+}
+
+void t_templates(void)
+{
+	char err[512], key[64], buf[64];
+	const char *a, *b, *c;
+	struct sbx_tmpl *t;
+
+	t_close();
+	T.cfg.templates = true;
+	t_open();
+	sbx_mgr_on_change(T.m, seen, NULL);
+	a = t_create("{}", NULL, err, sizeof(err));
+	t_check("template_first_boots",
+	        a && t_wait_state(a, SBX_IDLE) && !*private_of(a, "template", buf, sizeof(buf)),
+	        "%s", a ? buf : err);
+	t_check("template_made", t_wait(settled, NULL, T_WAIT_MS) && only()->state == TMPL_READY,
+	        "state %d", only() ? (int)only()->state : -1);
+	t = only();
+	snprintf(key, sizeof(key), "%s", t ? t->key : "");
+	t_check("template_maker_hidden_and_gone", maker_gone(a ? a : "", err, sizeof(err)), "%s",
+	        err);
+	b = t_create("{}", NULL, err, sizeof(err));
+	t_check("template_child_restores",
+	        b && t_state(b) == SBX_RESTORING && t_wait_state(b, SBX_IDLE) &&
+	                !strcmp(private_of(b, "template", buf, sizeof(buf)), key),
+	        "%s: template '%s'", b ? b : err, buf);
+	t_close();
+	t_open();
+	t_check("template_found_after_restart",
+	        only() && only()->state == TMPL_READY && !strcmp(only()->key, key), "none");
+	c = t_create("{}", NULL, err, sizeof(err));
+	t_check("template_child_after_restart",
+	        c && t_wait_state(c, SBX_IDLE) &&
+	                !strcmp(private_of(c, "template", buf, sizeof(buf)), key),
+	        "%s", c ? buf : err);
+	t_close();
+	T.cfg.templates = false;
+	t_open();
+	c = t_create("{}", NULL, err, sizeof(err));
+	t_check("templates_off_boots", c && t_state(c) == SBX_BOOTING && t_wait_state(c, SBX_IDLE),
+	        "%s", c ? "" : err);
+}
