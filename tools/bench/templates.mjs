@@ -4,10 +4,11 @@
 // --templates off, every create boots. MODE=template: the first create makes
 // the shape's template (its own figure is not counted), the bench waits for
 // it (the huskd log says ready), then the N creates restore it; then
-// HUSK_BENCH_CHILDREN (20) held at once, whose VMMs' PSS the shell sums.
+// HUSK_BENCH_CHILDREN (20) held at once, their VMMs' PSS summed; MODE=cold
+// also gives the RSS of one booted sandbox's VMM (a copy of its memory).
 // Prints key=value lines for tools/bench/templates.sh.
 import { createRequire } from 'node:module';
-import { readFileSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 
 const req = createRequire(new URL('../../tests/api/client/package.json', import.meta.url));
 const { SandboxClient } = await import(req.resolve('@agentuity/core'));
@@ -23,6 +24,22 @@ const pct = (a, p) => {
 };
 const shape = { runtime: 'base:latest', resources: { memory: '256Mi' } };
 
+// KiB of field (Pss, Rss) of each running husk-vmm, from /proc.
+function vmmKib(field) {
+	const out = [];
+	for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
+		try {
+			const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+			if (!/husk-vmm$/.test(args[0]) || !args.includes('--vsock')) continue;
+			const m = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+)`, 'm'));
+			if (m) out.push(Number(m[1]));
+		} catch {
+			/* gone meanwhile */
+		}
+	}
+	return out;
+}
+
 async function once() {
 	const t0 = now();
 	const sb = await client.create(shape);
@@ -35,24 +52,41 @@ if (mode === 'template') {
 	const first = await once();
 	await first.sb.destroy();
 	// The template is made in the background; its log line is the event (a hang guard bounds it).
-	for (let i = 0; !/template of base:latest \(256 MiB, 1 vCPUs\) ready/.test(readFileSync(process.env.HUSKD_LOG, 'utf8')); i++) {
+	for (let i = 0; ; i++) {
+		const log = readFileSync(process.env.HUSKD_LOG, 'utf8');
+		if (/template of base:latest \(256 MiB, 1 vCPUs\) ready/.test(log)) break;
+		const failed = log.match(/template of .* not made: .*/);
+		if (failed) throw new Error(failed[0]);
 		if (i > 3000) throw new Error('the template was not made; see the huskd log');
 		await new Promise((r) => setTimeout(r, 100));
 	}
+	console.error('templates bench: the template is made');
 }
 const t = [];
 for (let i = 0; i < runs; i++) {
 	const { ms, sb } = await once();
 	t.push(ms);
+	console.error(`templates bench: ${mode} create -> first exec ${ms.toFixed(0)} ms`);
 	await sb.destroy();
 }
 out(`${mode}_first_exec_p50_ms`, pct(t, 50));
 out(`${mode}_first_exec_max_ms`, Math.max(...t));
+if (mode === 'cold') {
+	const { sb } = await once();
+	const rss = vmmKib('Rss');
+	if (rss.length !== 1) throw new Error(`${rss.length} VMMs running, wanted the one`);
+	out('copy_rss_kib', rss[0]);
+	await sb.destroy();
+}
 if (mode === 'template') {
-	// N children held at once; the shell reads their VMMs' memory, then says "done" on stdin.
+	// N children held at once: their VMMs' PSS summed.
 	const held = [];
-	for (let i = 0; i < children; i++) held.push((await once()).sb);
-	out('children_held', held.length);
-	await new Promise((r) => process.stdin.once('data', r));
+	for (let i = 0; i < children; i++) {
+		held.push((await once()).sb);
+		console.error(`templates bench: ${i + 1} of ${children} held`);
+	}
+	const pss = vmmKib('Pss');
+	out('children_n', pss.length);
+	out('children_pss_kib', pss.reduce((a, b) => a + b, 0));
 	await Promise.all(held.map((s) => s.destroy()));
 }
