@@ -121,7 +121,9 @@ suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock buil
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
-suite api tools/husk-kvm-run --timeout 1500 --idle 600 --bring "$(command -v node)" --bring "$(command -v tar)" -- tests/api/e2e.sh
+# 6 GiB: the nested host's disk is its memory, and memory files (of templates and snapshots)
+# hold guest RAM uncompressed beside huskd's 1 GiB reserve.
+suite api tools/husk-kvm-run --timeout 1500 --idle 600 --mem 6144 --bring "$(command -v node)" --bring "$(command -v tar)" -- tests/api/e2e.sh
 # Sandbox networking on real KVM against a stand-in internet the suite builds
 # (iproute2's ip: busybox's has no netns or veth; dnsmasq as its DNS server).
 suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
