@@ -30,11 +30,13 @@ struct create {
 	json_t *pub, *priv;
 	int64_t disk;         /* resources.disk, 0: the base's size */
 	const char *warm;     /* the snapshot's memory to resume from, or NULL */
-	const char *mem_file; /* warm's RAM as a file to map (a template's), or NULL */
-	char tdisk[4300], tsnap[4300], tmem[4300]; /* the template it restores, if any */
-	uint64_t vsize;                            /* the layer's size */
-	char err[384];                             /* from the worker */
-	enum sbx_fault why;                        /* from the worker */
+	const char *mem_file; /* warm's RAM as a file to map, or NULL */
+	/* The template it restores (registry entries live as long as the manager), or NULL. */
+	const struct sbx_tmpl *tmpl;
+	char snap_mem[4300]; /* a base snapshot's memory file */
+	uint64_t vsize;      /* the layer's size */
+	char err[384];       /* from the worker */
+	enum sbx_fault why;  /* from the worker */
 };
 
 /* Reads resources into what the VMM gets. */
@@ -282,7 +284,7 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	         c->base.snap ? " from snapshot " : "",
 	         c->base.snap ? json_string_value(json_object_get(c->base.snap, "snapshotId")) : "",
 	         (unsigned long long)sb->mem_mib, (long long)sb->cpu_millis,
-	         c->tsnap[0]   ? ", restored from its runtime's template"
+	         c->tmpl       ? ", restored from its runtime's template"
 	         : c->mem_file ? ", resumed from its memory file"
 	         : c->warm     ? ", resumed from its memory"
 	                       : "");
@@ -332,10 +334,8 @@ static void use_template(struct sbx_mgr *m, struct sandbox *sb, struct create *c
 	if (c->base.snap || !(t = sbx_tmpl_get(m, c->base.rt, c->base.rt_priv, sb->mem_mib,
 	                                       sb->vcpus, sbx_has_nic(sb))))
 		return;
-	snprintf(c->tdisk, sizeof(c->tdisk), "%s", t->disk);
-	snprintf(c->tsnap, sizeof(c->tsnap), "%s", t->snap);
-	snprintf(c->tmem, sizeof(c->tmem), "%s", t->mem);
-	c->base.path = c->tdisk;
+	c->tmpl = t;
+	c->base.path = t->disk;
 	json_object_set_new(c->priv, "template", json_string(t->key));
 }
 
@@ -434,11 +434,12 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 		use_template(m, sb, c);
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
 	/* A template, or a snapshot with memory of this shape: resume it rather than boot. */
-	c->warm = c->tsnap[0] ? c->tsnap
-	                      : sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb));
-	c->mem_file = c->tmem[0] ? c->tmem : NULL;
-	if (c->warm && !c->mem_file)
-		c->mem_file = sbx_base_memfile(m, &c->base, c->tmem, sizeof(c->tmem));
+	if (c->tmpl) {
+		c->warm = c->tmpl->snap;
+		c->mem_file = c->tmpl->mem;
+	} else if ((c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb)))) {
+		c->mem_file = sbx_base_memfile(m, &c->base, c->snap_mem, sizeof(c->snap_mem));
+	}
 	rc = sbx_work(sb, layer_work, layer_done, c);
 	if (rc) {
 		sbx_fail(&err, SBX_UNAVAILABLE, rc, "cannot queue the sandbox's disk: %s",
