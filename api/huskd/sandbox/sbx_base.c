@@ -133,6 +133,9 @@ const char *sbx_base_memfile(struct sbx_mgr *m, const struct sbx_base *b, char *
 	snprintf(out, len, "%s/memory.raw", dir);
 	if (access(out, R_OK) == 0)
 		return out;
+	/* A template being made will need the tool uid for its own: this one waits. */
+	if (m->making)
+		return NULL;
 	/* Made once, in the background, for the sandboxes after this one. */
 	arg = strdup(sid);
 	if (arg &&

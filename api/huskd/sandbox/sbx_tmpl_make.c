@@ -214,7 +214,8 @@ void sbx_tmpl_make(struct sbx_mgr *m, struct sbx_tmpl *t)
 	struct sbx_tmpl_make *mk;
 	json_t *body;
 
-	if (m->making || m->closing || !(mk = calloc(1, sizeof(*mk)))) {
+	/* Its memory file needs the one tool uid: not while a snapshot's is being made. */
+	if (m->making || m->memfile || m->closing || !(mk = calloc(1, sizeof(*mk)))) {
 		/* Not now: asked for again by the next create of its shape. */
 		t->state = TMPL_FAILED;
 		t->failed_ms = 0;
