@@ -58,7 +58,7 @@ static void reply(struct client *cl, const char *fmt, const char *arg)
 }
 
 /* Saves the paused VM; the reply says how long it took. */
-static void snapshot(struct client *cl, const char *path)
+static void snapshot(struct client *cl, const char *path, bool diff)
 {
 	char err[400], msg[64];
 	struct timespec t0, t1;
@@ -71,8 +71,13 @@ static void snapshot(struct client *cl, const char *path)
 		reply(cl, "ERR %s\n", "snapshot needs a file name");
 		return;
 	}
+	if (diff && cl->c->vm->mem_base.fd < 0) {
+		reply(cl, "ERR %s\n",
+		      "this VM runs on no memory file (--mem-file): take a full snapshot");
+		return;
+	}
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	if (vm_snapshot_save(cl->c->vm, path, SNAPSHOT_THREADS, err, sizeof(err))) {
+	if (vm_snapshot_save(cl->c->vm, path, SNAPSHOT_THREADS, diff, err, sizeof(err))) {
 		log_err("snapshot: %s", err);
 		reply(cl, "ERR %s\n", err);
 		return;
@@ -80,7 +85,7 @@ static void snapshot(struct client *cl, const char *path)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	snprintf(msg, sizeof(msg), "%lld",
 	         (long long)((t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000));
-	log_info("snapshot %s written in %s ms", path, msg);
+	log_info("%ssnapshot %s written in %s ms", diff ? "diff " : "", path, msg);
 	reply(cl, "OK saved in %s ms\n", msg);
 }
 
@@ -113,10 +118,13 @@ static void run_command(struct client *cl, const char *cmd)
 		reply(cl, "OK %s\n", "quitting");
 		vm_stop(c->vm, VM_EXIT_OK, "stopped by the control socket");
 	} else if (strncmp(cmd, "snapshot ", 9) == 0) {
-		snapshot(cl, cmd + 9);
+		snapshot(cl, cmd + 9, false);
+	} else if (strncmp(cmd, "snapshot-diff ", 14) == 0) {
+		snapshot(cl, cmd + 14, true);
 	} else {
 		reply(cl,
-		      "ERR unknown command '%.64s' (status, pause, resume, snapshot FILE, quit)\n",
+		      "ERR unknown command '%.64s' (status, pause, resume, snapshot FILE, "
+		      "snapshot-diff FILE, quit)\n",
 		      cmd);
 	}
 }

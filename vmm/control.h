@@ -10,6 +10,9 @@
  *   resume  → "OK running"
  *   snapshot FILE → "OK saved in N ms": the paused VM written to FILE
  *             (vm_snapshot_save; disks flushed first)
+ *   snapshot-diff FILE → the same, as a diff over the memory file the VM was
+ *             restored from (--mem-file): only what differs from it is
+ *             written; "ERR" for a VM that runs on no memory file
  *   quit    → "OK quitting": the VMM ends, exit status 0
  * A connection may send several commands. huskd pauses sandboxes with it.
  */

@@ -62,6 +62,14 @@ int memfile_extract(const char *snap, const char *out, int threads, char *err, s
 		snap_reader_close(r);
 		return -ENOENT;
 	}
+	if (snap_reader_base(r, &len, &sum) == 0) {
+		snprintf(err, errlen,
+		         "%s is a diff over another snapshot's memory: a memory file is made "
+		         "of a full snapshot",
+		         snap);
+		snap_reader_close(r);
+		return -EINVAL;
+	}
 	snprintf(tmp, sizeof(tmp), "%s.tmp", out);
 	unlink(tmp);
 	fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -98,8 +106,8 @@ out:
 	return ret;
 }
 
-int memfile_map(struct guest_mem *mem, struct snap_reader *r, const char *path, char *err,
-                size_t errlen)
+int memfile_map(struct guest_mem *mem, struct snap_reader *r, const char *path,
+                struct memfile_base *base, char *err, size_t errlen)
 {
 	uint8_t footer[FOOTER], want[FOOTER];
 	uint64_t len;
@@ -114,7 +122,10 @@ int memfile_map(struct guest_mem *mem, struct snap_reader *r, const char *path, 
 			close(fd);
 		return ret;
 	}
-	snap_reader_identity(r, &len, &sum);
+	base->fd = -1;
+	/* A diff goes over its base's memory: the file must be the base's. */
+	if (snap_reader_base(r, &len, &sum))
+		snap_reader_identity(r, &len, &sum);
 	footer_make(want, mem->ram_size, len, sum);
 	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != mem->ram_size + FOOTER ||
 	    pread(fd, footer, FOOTER, (off_t)mem->ram_size) != FOOTER || memcmp(footer, MAGIC, 8)) {
@@ -134,8 +145,11 @@ int memfile_map(struct guest_mem *mem, struct snap_reader *r, const char *path, 
 		return -EINVAL;
 	}
 	ret = guest_mem_map_file(mem, fd);
-	close(fd); /* the mappings keep the file */
-	if (ret)
+	if (ret) {
 		snprintf(err, errlen, "cannot map %s: %s", path, strerror(-ret));
-	return ret;
+		close(fd);
+		return ret;
+	}
+	*base = (struct memfile_base){.fd = fd, .snap_len = len, .snap_sum = sum};
+	return 0;
 }

@@ -64,7 +64,8 @@ static int add_blob(struct snap_writer *w, uint32_t type, uint32_t id, const cha
 	return ret;
 }
 
-int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, size_t errlen)
+int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, char *err,
+                     size_t errlen)
 {
 	struct snap_writer *w;
 	void *blob = NULL;
@@ -82,6 +83,12 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, si
 	}
 	if (ret)
 		return fail(err, errlen, ret, "cannot write %s", path);
+	/* Over the memory file it was restored from: only what differs from it is written. */
+	ret = diff ? snap_writer_set_base(w, vm->mem_base.snap_len, vm->mem_base.snap_sum) : 0;
+	if (ret) {
+		snap_writer_abort(w);
+		return fail(err, errlen, ret, "cannot write %s", path);
+	}
 	ret = vm_state_save(vm, &blob, &len);
 	ret = add_blob(w, SNAP_VM, 0, "vm", ret, blob, len);
 	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++) {
@@ -100,7 +107,8 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, si
 			log_err("snapshot: device %s: %s", d->name, strerror(-ret));
 	}
 	if (!ret)
-		ret = snap_writer_add_memory(w, &vm->mem, threads);
+		ret = diff ? snap_writer_add_memory_diff(w, &vm->mem, vm->mem_base.fd, threads)
+		           : snap_writer_add_memory(w, &vm->mem, threads);
 	if (ret) {
 		snap_writer_abort(w);
 		return fail(err, errlen, ret, "cannot write the snapshot %s", path);
@@ -198,6 +206,8 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
                         size_t errlen)
 {
 	struct snap_reader *r;
+	uint64_t base_len;
+	uint32_t base_sum;
 	char why[320];
 	int ret;
 
@@ -207,12 +217,18 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 	ret = check_shape(vm, r, err, errlen);
 	if (!ret)
 		ret = snap_reader_memory_fits(r, &vm->mem, err, errlen);
+	if (!ret && !vm->mem_file && snap_reader_base(r, &base_len, &base_sum) == 0)
+		ret = fail(err, errlen, 0,
+		           "%s is a diff over another snapshot's memory: give that snapshot's "
+		           "memory file with --mem-file",
+		           path);
 	log_debug("restore: %s checked", path);
 	if (!ret && vm->mem_file)
-		ret = memfile_map(&vm->mem, r, vm->mem_file, err, errlen);
+		ret = memfile_map(&vm->mem, r, vm->mem_file, &vm->mem_base, err, errlen);
 	else if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
 		log_warn("lazy restore is not possible (%s): loading all guest memory first", why);
-	if (!ret && !vm->lazy && !vm->mem_file)
+	/* Over a memory file only a diff has pages to load: a full snapshot's are the file's. */
+	if (!ret && !vm->lazy && (!vm->mem_file || snap_reader_base(r, &base_len, &base_sum) == 0))
 		ret = snap_reader_load_memory(r, &vm->mem, threads, err, errlen);
 	log_debug("restore: guest memory %s", vm->lazy ? "registered for a lazy load" : "loaded");
 	/* Devices last: their queues point into guest memory (faulted in if lazy). */

@@ -135,6 +135,7 @@ int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned n
 	vm->mem = *mem; /* from here on the VM owns guest RAM */
 	vm->kvm_fd = kvm_fd;
 	vm->vm_fd = -1;
+	vm->mem_base.fd = -1;
 	vm->pio.name = "port I/O";
 	vm->mmio.name = "MMIO";
 	vm->nr_vcpus = nr_vcpus;
@@ -217,6 +218,9 @@ void vm_destroy(struct vm *vm)
 		close(vm->vm_fd);
 	vm->vm_fd = -1;
 	guest_mem_free(&vm->mem);
+	if (vm->mem_base.fd >= 0)
+		close(vm->mem_base.fd);
+	vm->mem_base.fd = -1;
 	if (vm->loop && vm->stop_fd >= 0)
 		evloop_del(vm->loop, vm->stop_fd);
 	evloop_destroy(vm->loop);

@@ -11,6 +11,7 @@
 #include "bus.h"
 #include "evloop.h"
 #include "guest_mem.h"
+#include "memfile.h"
 
 /* Exit statuses of husk-vmm, documented in --help. */
 enum vm_exit_status {
@@ -63,6 +64,7 @@ struct vm {
 	unsigned nr_snap_devs;
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
 	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
+	struct memfile_base mem_base; /* that file, once mapped: pauses write diffs over it */
 	int exit_status;
 	char exit_reason[256];
 };
@@ -129,11 +131,13 @@ int vm_snap_register(struct vm *vm, const char *name,
 /*
  * Writes a snapshot of the paused VM to path (through path.tmp and a rename:
  * a crash leaves any older file there intact): VM and vCPU state, every
- * registered device, guest RAM compressed on threads threads. 0 or -errno,
- * with a sentence in err.
+ * registered device, guest RAM compressed on threads threads. With diff
+ * (a VM restored over a memory file only: vm->mem_base), a diff snapshot:
+ * only the pages that differ from that file's, the rest named as its base's.
+ * 0 or -errno, with a sentence in err.
  */
-int vm_snapshot_save(struct vm *vm, const char *path, int threads, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, char *err,
+                     size_t errlen) __attribute__((warn_unused_result));
 
 /*
  * Loads a snapshot into a VM made (vm_create) with the same memory size and

@@ -83,6 +83,31 @@ if h pause "$a" && h exec "$a" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = m
 else
 	fail child_pauses_and_resumes "exit $cli_s: $(cat "$T/o")"
 fi
+# A child's pause writes what differs from the template's memory (a diff over its file), a
+# cold-booted sandbox's the whole guest: both after the same 8 MiB of random bytes in RAM.
+fill='head -c 8M /dev/urandom >/dev/shm/r && sha256sum /dev/shm/r'
+h exec "$b" -- sh -c "$fill" && cp "$T/o" "$T/sb"
+h exec "$cold" -- sh -c "$fill" && cp "$T/o" "$T/sc"
+h pause "$b"
+h pause "$cold"
+sz() { stat -c %s "$T/state/sandboxes/$1/memory.snap" 2>/dev/null || echo 0; }
+db=$(sz "$b")
+fc=$(sz "$cold")
+echo "  memory.snap: child (diff) $db bytes, cold-booted (full) $fc bytes"
+if grep -q "\[$b\] paused in .*a diff over its memory file" "$T/huskd.log" &&
+	! grep -q "\[$cold\] paused in .*a diff" "$T/huskd.log" && [ "$db" -gt 8000000 ] &&
+	[ "$db" -lt "$fc" ]; then
+	pass child_pause_is_a_diff
+else
+	fail child_pause_is_a_diff "diff $db, full $fc: $(grep "paused in" "$T/huskd.log" | tail -n 2)"
+fi
+if h exec "$b" -- sha256sum /dev/shm/r && cmp -s "$T/o" "$T/sb" &&
+	grep -q "\[$b\] resumed from its snapshot over its memory file" "$T/huskd.log" &&
+	h exec "$cold" -- sha256sum /dev/shm/r && cmp -s "$T/o" "$T/sc"; then
+	pass diff_resumes_intact
+else
+	fail diff_resumes_intact "exit $cli_s: $(cat "$T/o") vs $(cat "$T/sb")"
+fi
 h snapshot create "$a" --name tchild >/dev/null
 c=$(new --snapshot tchild)
 if h exec "$c" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
@@ -98,12 +123,17 @@ if wait_log "snapshot .* has a memory file" && c2=$(new --snapshot tchild) &&
 else
 	fail snapshot_memory_file "exit $cli_s: $(grep -i "memory file" "$T/huskd.log" | tail -n 2)"
 fi
+# Paused again (a diff again, over the same file) and left paused across the restart.
+h pause "$b"
 stop_huskd templates/huskd_clean_exit || rc=1
 
-# A restart: the template is found again; the children are adopted.
+# A restart: the template is found again; the children are adopted, the paused one resumes
+# over its memory file.
 start_huskd 2 || fail restart "huskd did not start again"
 d=$(new)
-if restored "$d" && h exec "$d" -- true && h exec "$b" -- true; then
+if restored "$d" && h exec "$d" -- true && h exec "$b" -- sha256sum /dev/shm/r &&
+	cmp -s "$T/o" "$T/sb" &&
+	[ "$(grep -c "\[$b\] resumed from its snapshot over its memory file" "$T/huskd.log")" -ge 2 ]; then
 	pass used_after_restart
 else
 	fail used_after_restart "exit $cli_s; $(grep "created:" "$T/huskd.log" | tail -n 1)"

@@ -61,6 +61,8 @@ struct guest {
 	json_t *env; /* env.set's defaults: an object of strings */
 	struct fentry *files;
 	uint64_t stored; /* bytes of the files, and of writes under way */
+	char base[256];  /* the memory file's line it runs on (--mem-file), or "" */
+	bool diff;       /* restored from a diff: its state is only whole over base */
 };
 
 struct conn;
@@ -198,8 +200,11 @@ void jobs_tick(struct fake *fk);
 int64_t jobs_deadline(const struct fake *fk);
 void jobs_free(struct fake *fk);
 
-/* fake_snap.c: the guest's state in a file; guest_free releases it. */
-int snap_save(const struct fake *fk, const char *path, char *err, size_t errlen)
+/*
+ * fake_snap.c: the guest's state in a file; guest_free releases it. A diff
+ * names the memory file it goes over (g.base), as the real one names its base.
+ */
+int snap_save(const struct fake *fk, const char *path, bool diff, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
 /* 0, or -1 when path is missing or not a fake snapshot (g is then empty). */
 int snap_load(struct guest *g, const char *path) __attribute__((warn_unused_result));

@@ -102,9 +102,12 @@ static json_t *guest_json(const struct guest *g)
 	return root;
 }
 
-int snap_save(const struct fake *fk, const char *path, char *err, size_t errlen)
+int snap_save(const struct fake *fk, const char *path, bool diff, char *err, size_t errlen)
 {
 	json_t *root = guest_json(&fk->g);
+
+	if (root && diff)
+		json_object_set_new(root, "base", json_string(fk->g.base));
 	char *tmp = NULL;
 	FILE *f = NULL;
 	int e = ENOMEM;
@@ -227,6 +230,11 @@ int snap_load(struct guest *g, const char *path)
 	g->resumed = (unsigned)json_integer_value(json_object_get(root, "resumed"));
 	g->mem = (uint64_t)json_integer_value(json_object_get(root, "mem"));
 	g->vcpus = (unsigned)json_integer_value(json_object_get(root, "vcpus"));
+	if (json_is_string(json_object_get(root, "base"))) {
+		g->diff = true;
+		snprintf(g->base, sizeof(g->base), "%s",
+		         json_string_value(json_object_get(root, "base")));
+	}
 	json_decref(root);
 	fclose(f);
 	return 0;

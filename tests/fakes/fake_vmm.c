@@ -64,8 +64,8 @@ static void mem_file_line(const char *snap, char *out, size_t len)
 	         stat(snap, &st) == 0 ? (long long)st.st_size : -1LL);
 }
 
-/* Whether path is a memory file --extract-memory made of snap. */
-static bool mem_file_of(const char *path, const char *snap)
+/* Whether path is a memory file --extract-memory made of snap (of g's base if g is a diff). */
+static bool mem_file_of(const char *path, const char *snap, struct guest *g)
 {
 	char line[256] = "", want[256];
 	FILE *f = fopen(path, "re");
@@ -73,7 +73,12 @@ static bool mem_file_of(const char *path, const char *snap)
 
 	if (f)
 		fclose(f);
-	mem_file_line(snap, want, sizeof(want));
+	if (g->diff)
+		snprintf(want, sizeof(want), "%s", g->base);
+	else
+		mem_file_line(snap, want, sizeof(want));
+	if (ok && !strcmp(line, want))
+		snprintf(g->base, sizeof(g->base), "%s", line);
 	return ok && !strcmp(line, want);
 }
 
@@ -86,6 +91,13 @@ static int extract(const struct fake_opts *o)
 
 	if (snap_load(&g, o->restore)) {
 		fprintf(stderr, "husk-vmm: %s: not a snapshot\n", o->restore);
+		return EXIT_USAGE;
+	}
+	if (g.diff) {
+		fprintf(stderr,
+		        "husk-vmm: %s is a diff: a memory file is made of a full snapshot\n",
+		        o->restore);
+		guest_free(&g);
 		return EXIT_USAGE;
 	}
 	guest_free(&g);
@@ -109,7 +121,14 @@ static int guest_boot(struct vmm *v)
 			return EXIT_USAGE;
 		}
 		/* The fake's memory file: a line naming the snapshot it was made of. */
-		if (v->o.mem_file && !mem_file_of(v->o.mem_file, v->o.restore)) {
+		if (g->diff && !v->o.mem_file) {
+			fprintf(stderr,
+			        "husk-vmm: %s is a diff over another snapshot's memory: give that "
+			        "snapshot's memory file with --mem-file\n",
+			        v->o.restore);
+			return EXIT_USAGE;
+		}
+		if (v->o.mem_file && !mem_file_of(v->o.mem_file, v->o.restore, g)) {
 			fprintf(stderr, "husk-vmm: %s is not a memory file of %s\n", v->o.mem_file,
 			        v->o.restore);
 			return EXIT_USAGE;
@@ -194,7 +213,7 @@ static void ctl_reply(struct ctl *cl, const char *fmt, const char *arg)
 		ctl_close(cl);
 }
 
-static void ctl_snapshot(struct vmm *v, struct ctl *cl, const char *path)
+static void ctl_snapshot(struct vmm *v, struct ctl *cl, const char *path, bool diff)
 {
 	int64_t t0 = mono_ms();
 	char err[CTL_LINE + 64], ms[32];
@@ -203,14 +222,17 @@ static void ctl_snapshot(struct vmm *v, struct ctl *cl, const char *path)
 		ctl_reply(cl, "ERR %s\n", "not paused");
 	} else if (!*path) {
 		ctl_reply(cl, "ERR %s\n", "snapshot needs a file name");
+	} else if (diff && !v->fk.g.base[0]) {
+		ctl_reply(cl, "ERR %s\n", "this VM runs on no memory file (--mem-file)");
 	} else if (v->fk.fail & FAIL_SNAPSHOT) {
 		ctl_reply(cl, "ERR cannot write %s: No space left on device\n", path);
-	} else if (snap_save(&v->fk, path, err, sizeof(err))) {
+	} else if (snap_save(&v->fk, path, diff, err, sizeof(err))) {
 		fprintf(stderr, "fake-vmm: snapshot: %s\n", err);
 		ctl_reply(cl, "ERR %s\n", err);
 	} else {
 		snprintf(ms, sizeof(ms), "%lld", (long long)(mono_ms() - t0));
-		fprintf(stderr, "fake-vmm: snapshot %s written in %s ms\n", path, ms);
+		fprintf(stderr, "fake-vmm: %ssnapshot %s written in %s ms\n", diff ? "diff " : "",
+		        path, ms);
 		ctl_reply(cl, "OK saved in %s ms\n", ms);
 	}
 }
@@ -235,11 +257,13 @@ static void ctl_command(struct vmm *v, struct ctl *cl, const char *cmd)
 		ctl_reply(cl, "OK %s\n", "quitting");
 		v->quit = true;
 	} else if (!strcmp(cmd, "snapshot") || !strncmp(cmd, "snapshot ", 9)) {
-		ctl_snapshot(v, cl, cmd + (cmd[8] ? 9 : 8));
+		ctl_snapshot(v, cl, cmd + (cmd[8] ? 9 : 8), false);
+	} else if (!strncmp(cmd, "snapshot-diff ", 14)) {
+		ctl_snapshot(v, cl, cmd + 14, true);
 	} else {
 		ctl_reply(cl,
 		          "ERR unknown command '%.64s' (status, pause, resume, snapshot FILE, "
-		          "quit)\n",
+		          "snapshot-diff FILE, quit)\n",
 		          cmd);
 	}
 }

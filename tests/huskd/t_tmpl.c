@@ -5,9 +5,13 @@
  * (listed nowhere, its record gone once it ends); the next create restores
  * it with its memory file; a huskd restart finds it again; with templates
  * off a create boots; a template whose making fails leaves creates booting.
+ * A child's pause is a diff over the template's memory file, which its
+ * resume maps again (after a restart too); a snapshot of it stands alone.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "sbx_test.h"
 
@@ -91,9 +95,105 @@ static const char *private_of(const char *id, const char *key, char *buf, size_t
 	return buf;
 }
 
+/* 1 when the sandbox's paused memory.snap is a diff (the fake's names its base), 0 if not, -1. */
+static int paused_diff(const char *id)
+{
+	struct sandbox *sb = t_sb(id);
+	char path[4300], buf[8192];
+	size_t n;
+	FILE *f;
+
+	if (!sb)
+		return -1;
+	snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
+	if (!(f = fopen(path, "re")))
+		return -1;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	return strstr(buf, "\"base\"") != NULL;
+}
+
+/* Whether the sandbox's VMM was started with --mem-file. */
+static bool vmm_maps(const char *id)
+{
+	char path[64], buf[8192];
+	pid_t pid = t_vmm_pid(id);
+	size_t n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	if (!pid || !(f = fopen(path, "re")))
+		return false;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	for (size_t i = 0; i < n; i += strlen(buf + i) + 1)
+		if (!strcmp(buf + i, "--mem-file"))
+			return true;
+	return false;
+}
+
+static bool pause_now(const char *id, char *msg, size_t len)
+{
+	struct t_done d = {0};
+	bool ok;
+
+	sbx_pause(T.m, id, t_done_cb, &d);
+	ok = t_wait_done(&d) && d.ok && t_state(id) == SBX_PAUSED;
+	snprintf(msg, len, "%s", d.msg);
+	t_done_reset(&d);
+	return ok;
+}
+
+static bool resume_now(const char *id, char *msg, size_t len)
+{
+	struct t_done d = {0};
+	bool ok;
+
+	sbx_resume(T.m, id, t_done_cb, &d);
+	ok = t_wait_done(&d) && d.ok && t_wait_state(id, SBX_IDLE);
+	snprintf(msg, len, "%s", d.msg);
+	t_done_reset(&d);
+	return ok;
+}
+
+/* id: a child of the template, idle. */
+static void diff_pauses(const char *id, const char *tmpl_mem)
+{
+	char msg[512], buf[4300], b[STORE_ID_LEN];
+	json_t *snap = json_pack("{ss}", "name", "of-a-child");
+	struct t_done d = {0};
+
+	snprintf(b, sizeof(b), "%s", id); /* id goes with the manager at the restart */
+	t_check("template_child_pause_is_diff",
+	        pause_now(b, msg, sizeof(msg)) && paused_diff(b) == 1 &&
+	                !strcmp(private_of(b, "memFile", buf, sizeof(buf)), tmpl_mem),
+	        "%s; diff %d, memFile '%s'", msg, paused_diff(b), buf);
+	t_check("template_child_resumes_over_its_memory_file",
+	        resume_now(b, msg, sizeof(msg)) && vmm_maps(b), "%s", msg);
+	/* Paused across a restart: the record says what it goes over. */
+	pause_now(b, msg, sizeof(msg));
+	t_close();
+	t_open();
+	sbx_mgr_adopt(T.m);
+	t_check("template_child_diff_resumes_after_restart",
+	        t_state(b) == SBX_PAUSED && resume_now(b, msg, sizeof(msg)) && vmm_maps(b),
+	        "state %s: %s", sbx_state_name(t_state(b)), msg);
+	/* A snapshot keeps its memory.snap: whole, and the sandbox leaves the file behind. */
+	sbx_snap_create(T.m, b, snap, t_done_cb, &d);
+	t_check("template_child_snapshot_is_full",
+	        t_wait_done(&d) && d.ok && t_wait_state(b, SBX_IDLE) && !vmm_maps(b) &&
+	                !*private_of(b, "memFile", buf, sizeof(buf)) &&
+	                pause_now(b, msg, sizeof(msg)) && paused_diff(b) == 0 &&
+	                resume_now(b, msg, sizeof(msg)),
+	        "%s %s; memFile '%s'", d.msg, msg, buf);
+	t_done_reset(&d);
+	json_decref(snap);
+}
+
 void t_templates(void)
 {
-	char err[512], key[64], buf[64];
+	char err[512], key[64], buf[4300];
 	const char *a, *b, *c;
 	struct sbx_tmpl *t;
 
@@ -125,6 +225,10 @@ void t_templates(void)
 	        c && t_wait_state(c, SBX_IDLE) &&
 	                !strcmp(private_of(c, "template", buf, sizeof(buf)), key),
 	        "%s", c ? buf : err);
+	if (c && only()) {
+		snprintf(buf, sizeof(buf), "%s", only()->mem);
+		diff_pauses(c, buf);
+	}
 	t_close();
 	T.cfg.templates = false;
 	t_open();

@@ -38,6 +38,7 @@ static int make(uint64_t size, enum fill how, uint64_t seed, const char *snap, c
 static int map_back(const char *snap, const char *mem, uint64_t size, struct guest_mem *back,
                     char *err, size_t errlen)
 {
+	struct memfile_base base;
 	struct snap_reader *r;
 	int ret;
 
@@ -46,8 +47,10 @@ static int map_back(const char *snap, const char *mem, uint64_t size, struct gue
 	ret = snap_reader_open(snap, &r, err, errlen);
 	if (ret)
 		return ret;
-	ret = memfile_map(back, r, mem, err, errlen);
+	ret = memfile_map(back, r, mem, &base, err, errlen);
 	snap_reader_close(r);
+	if (!ret)
+		close(base.fd);
 	return ret;
 }
 

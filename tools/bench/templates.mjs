@@ -6,9 +6,14 @@
 // it (the huskd log says ready), then the N creates restore it; then
 // HUSK_BENCH_CHILDREN (20) held at once, their VMMs' PSS summed; MODE=cold
 // also gives the RSS of one booted sandbox's VMM (a copy of its memory).
+// Both: a sandbox writes HUSK_BENCH_DIRTY_MIB (64) of random bytes into its
+// RAM (/dev/shm) and is paused: a full snapshot when booted, a diff over the
+// template's memory when restored; MODE=template also times a raw write of
+// as many bytes into huskd's state folder (HUSK_STATE), fsynced.
 // Prints key=value lines for tools/bench/templates.sh.
 import { createRequire } from 'node:module';
-import { readFileSync, readdirSync } from 'node:fs';
+import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 
 const req = createRequire(new URL('../../tests/api/client/package.json', import.meta.url));
 const { SandboxClient } = await import(req.resolve('@agentuity/core'));
@@ -23,6 +28,7 @@ const pct = (a, p) => {
 	return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
 };
 const shape = { runtime: 'base:latest', resources: { memory: '256Mi' } };
+const dirtyMib = Number(process.env.HUSK_BENCH_DIRTY_MIB ?? 64);
 
 // KiB of field (Pss, Rss) of each running husk-vmm, from /proc.
 function vmmKib(field) {
@@ -89,4 +95,33 @@ if (mode === 'template') {
 	out('children_n', pss.length);
 	out('children_pss_kib', pss.reduce((a, b) => a + b, 0));
 	await Promise.all(held.map((s) => s.destroy()));
+}
+
+// Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size.
+{
+	const { sb } = await once();
+	const ex = await sb.execute({ command: ['sh', '-c', `head -c ${dirtyMib}M /dev/urandom >/dev/shm/d`] });
+	if (ex.exitCode !== 0) throw new Error(`dirtying: exit ${ex.exitCode}`);
+	await sb.pause();
+	let m = null;
+	for (let i = 0; !m; i++) {
+		m = readFileSync(process.env.HUSKD_LOG, 'utf8').match(new RegExp(`\\[${sb.id}\\] paused in (\\d+) ms.*`));
+		if (i > 3000) throw new Error(`${sb.id} did not pause`);
+		if (!m) await new Promise((r) => setTimeout(r, 100));
+	}
+	if ((mode === 'template') !== /a diff over its memory file/.test(m[0])) throw new Error(`unexpected: ${m[0]}`);
+	out(`${mode}_pause_ms`, Number(m[1]));
+	out(`${mode}_pause_bytes`, statSync(`${process.env.HUSK_STATE}/sandboxes/${sb.id}/memory.snap`).size);
+	await sb.destroy();
+}
+if (mode === 'template') {
+	const buf = randomBytes(dirtyMib << 20), path = `${process.env.HUSK_STATE}/bench-raw-write`;
+	const t0 = now();
+	const fd = openSync(path, 'w');
+	for (let off = 0; off < buf.length; ) off += writeSync(fd, buf, off, buf.length - off);
+	fsyncSync(fd);
+	closeSync(fd);
+	out('raw_write_ms', now() - t0);
+	out('dirty_mib', dirtyMib);
+	unlinkSync(path);
 }

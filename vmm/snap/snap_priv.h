@@ -12,6 +12,11 @@
 
 #define SNAP_MAGIC "HUSKSNAP"
 #define SNAP_VERSION 1
+/* Header flags (FORMAT.md): what a reader must know to restore the file. */
+#define SNAP_FLAG_DIFF 1U /* pages not stored come from the base snapshot's memory */
+#define SNAP_FLAGS_KNOWN SNAP_FLAG_DIFF
+/* The BASE section's content: base file length u64, table checksum u32, reserved u32. */
+#define SNAP_BASE_LEN 16
 #define SNAP_HDR_SIZE 64
 #define SNAP_ENTRY_SIZE 80
 #define SNAP_PAGE 4096U
@@ -58,6 +63,7 @@ struct snap_writer {
 	int fd;
 	int err; /* first error; commit returns it */
 	int has_memory;
+	uint32_t flags; /* header flags: SNAP_FLAG_DIFF once a base is set */
 	char *path;
 	char *tmp;
 	uint64_t off; /* where the next section goes */
@@ -87,6 +93,9 @@ struct snap_reader {
 	uint64_t mem_max_stored; /* of any chunk: the size of a read buffer */
 	uint64_t file_len;       /* from the header: with table_sum, what the file is */
 	uint32_t table_sum;
+	uint32_t flags;    /* header flags */
+	uint64_t base_len; /* with SNAP_FLAG_DIFF: the base snapshot's identity */
+	uint32_t base_sum;
 };
 
 /* The RAM layout section: a fixed part, then nr_regions (gpa, size) pairs. */
@@ -159,6 +168,9 @@ static inline int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t 
 
 /* Called by snap_reader_open() once the table is sound: checks the RAM layout and chunks. */
 int snap_mem_check(struct snap_reader *r, char *err, size_t errlen);
+
+/* Called by snap_reader_open() last: a diff names its base, a full file names none. */
+int snap_base_check(struct snap_reader *r, char *err, size_t errlen);
 
 /* Bytes of the present-page bitmap at the start of a chunk's content. */
 size_t snap_bitmap_bytes(uint32_t chunk_size);

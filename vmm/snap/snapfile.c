@@ -44,9 +44,9 @@ static int header_check(struct snap_reader *r, const uint8_t *h, uint64_t size, 
 		          "has a malformed header (version, sizes or reserved bytes)");
 		return -EINVAL;
 	}
-	if (snap_get32(h + H_FLAGS)) {
+	if (snap_get32(h + H_FLAGS) & ~SNAP_FLAGS_KNOWN) {
 		snap_fail(err, errlen, p, "uses features this husk does not know (flags %#x)",
-		          snap_get32(h + H_FLAGS));
+		          snap_get32(h + H_FLAGS) & ~SNAP_FLAGS_KNOWN);
 		return -EINVAL;
 	}
 	if (size != file_len) {
@@ -277,9 +277,12 @@ int snap_reader_open(const char *path, struct snap_reader **rp, char *err, size_
 	r->nr = snap_get32(hdr + H_TABLE_COUNT);
 	r->file_len = snap_get64(hdr + H_FILE_LEN);
 	r->table_sum = snap_get32(hdr + H_TABLE_CSUM);
+	r->flags = snap_get32(hdr + H_FLAGS);
 	ret = table_load(r, hdr, err, errlen);
 	if (!ret)
 		ret = snap_mem_check(r, err, errlen);
+	if (!ret)
+		ret = snap_base_check(r, err, errlen);
 	if (ret)
 		goto err;
 	*rp = r;

@@ -22,6 +22,7 @@ enum snap_type {
 	SNAP_DEVICE = 3, /* one device's state, by name (and id for several of a kind) */
 	SNAP_RAM = 4,    /* guest RAM layout; written by snap_writer_add_memory() only */
 	SNAP_MEMORY = 5, /* one chunk of guest RAM; written by snap_writer_add_memory() only */
+	SNAP_BASE = 6,   /* a diff's base snapshot; written by snap_writer_set_base() only */
 };
 
 /* Longest section name, without its NUL. */
@@ -66,6 +67,24 @@ int snap_writer_add_memory(struct snap_writer *w, const struct guest_mem *mem, i
 	__attribute__((warn_unused_result));
 
 /*
+ * Makes this a diff snapshot over the base snapshot whose identity
+ * (snap_reader_identity()) is file_len and table_sum: guest RAM not stored
+ * in it is the base's. Call before snap_writer_add_memory_diff(), once.
+ */
+int snap_writer_set_base(struct snap_writer *w, uint64_t file_len, uint32_t table_sum)
+	__attribute__((warn_unused_result));
+
+/*
+ * As snap_writer_add_memory(), for a diff: stores every page of mem that
+ * differs from the base's RAM, which base_fd (a memory file of the base,
+ * FORMAT.md) holds regions back to back from offset 0; a page written to
+ * zero over a non-zero one is stored too. The writer needs a base first
+ * (-EINVAL otherwise).
+ */
+int snap_writer_add_memory_diff(struct snap_writer *w, const struct guest_mem *mem, int base_fd,
+                                int threads) __attribute__((warn_unused_result));
+
+/*
  * Finishes the file: writes the section table and the header, fsyncs it,
  * renames it over `path` and fsyncs the directory. Frees w whatever happens;
  * on any error (this one or an earlier add's) the temporary file is removed
@@ -95,6 +114,13 @@ void snap_reader_close(struct snap_reader *r);
  * table's checksum (which covers every section's checksum), as the header has them.
  */
 void snap_reader_identity(const struct snap_reader *r, uint64_t *file_len, uint32_t *table_sum);
+
+/*
+ * A diff snapshot's base (its identity as snap_reader_identity() gives it):
+ * 0, or -ENOENT for a full snapshot. A diff's RAM is restored over its
+ * base's (a memory file of the base mapped first); alone it is incomplete.
+ */
+int snap_reader_base(const struct snap_reader *r, uint64_t *file_len, uint32_t *table_sum);
 
 /* What the table says about one section, for listing a snapshot. */
 struct snap_section_info {

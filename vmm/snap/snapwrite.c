@@ -86,7 +86,7 @@ int snap_writer_add(struct snap_writer *w, uint32_t type, uint32_t id, const cha
 
 	if (w->err)
 		return w->err;
-	if (!type || type == SNAP_RAM || type == SNAP_MEMORY)
+	if (!type || type == SNAP_RAM || type == SNAP_MEMORY || type == SNAP_BASE)
 		return writer_error(w, -EINVAL);
 	if (!name)
 		name = "";
@@ -116,6 +116,7 @@ static void header_fill(uint8_t *h, const struct snap_writer *w)
 	memcpy(h, SNAP_MAGIC, 8);
 	snap_put32(h + H_VERSION, SNAP_VERSION);
 	snap_put32(h + H_HDR_SIZE, SNAP_HDR_SIZE);
+	snap_put32(h + H_FLAGS, w->flags);
 	snap_put32(h + H_ENTRY_SIZE, SNAP_ENTRY_SIZE);
 	snap_put64(h + H_TABLE_OFF, w->off);
 	snap_put32(h + H_TABLE_COUNT, w->nr);

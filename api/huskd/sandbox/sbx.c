@@ -158,6 +158,7 @@ static void sbx_free(struct sandbox *sb)
 	free(sb->layer);
 	free(sb->net_policy);
 	free(sb->base);
+	free(sb->mem_file);
 	free(sb->cgroup);
 	free(sb);
 	/* It may have been the last user of a deleted snapshot. */

@@ -50,6 +50,7 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 		sb->cpu_millis = (int64_t)sb->vcpus * 1000;
 	sb->layer = priv_string(priv, "layer");
 	sb->base = priv_string(priv, "base");
+	sb->mem_file = priv_string(priv, "memFile");
 	snprintf(sb->base_snap, sizeof(sb->base_snap), "%s", snap ? snap : "");
 	if (sb->m->cfg.cgroup_dir &&
 	    asprintf(&sb->cgroup, "%s/%s", sb->m->cfg.cgroup_dir, sb->id) < 0)

@@ -85,6 +85,7 @@ struct sbx_pause_plan {
 	void (*after)(struct sandbox *sb, int rc, const char *err, void *arg);
 	void *arg;
 	enum { PLAN_PARKING, PLAN_SAVING, PLAN_QUITTING, PLAN_FREEZING } step; /* how far it got */
+	bool full;    /* memory.snap must stand alone (it is kept): no diff over a memory file */
 	bool working; /* freeze runs off the loop now: arg is in use there */
 };
 
@@ -137,6 +138,7 @@ struct sandbox {
 	char *dir;              /* state/sandboxes/<id> */
 	char *layer;            /* its top disk layer */
 	char *base;             /* the image its layers sit on (runtime or snapshot) */
+	char *mem_file; /* the memory file its VMM maps (a template's, a snapshot's), or NULL */
 	char base_snap[STORE_ID_LEN];
 	char *cgroup;
 	bool cpu_limited;

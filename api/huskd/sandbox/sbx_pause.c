@@ -116,7 +116,14 @@ static void snapshot_answered(struct sandbox *sb, int rc, const char *reply)
 			pause_failed(sb, -EIO, sb->pause_err, false);
 		return;
 	}
-	log_debug(sb->id, "snapshot written (%s)", reply);
+	log_debug(sb->id, "%s written (%s)", sb->mem_file && !sb->plan.full ? "diff" : "snapshot",
+	          reply);
+	/* A full memory.snap stands alone: it resumes without the memory file. */
+	if (sb->plan.full && sb->mem_file) {
+		free(sb->mem_file);
+		sb->mem_file = NULL;
+		sbx_save(sb, json_pack("{sn}", "memFile"));
+	}
 	sb->plan.step = PLAN_QUITTING;
 	if (sbx_ctl(sb, "quit", SBX_CTL_TIMEOUT_MS, quit_answered))
 		sbx_vmm_stop(sb);
@@ -136,7 +143,10 @@ static void pause_answered(struct sandbox *sb, int rc, const char *reply)
 	}
 	sb->plan.step = PLAN_SAVING;
 	snap_path(sb, path, sizeof(path));
-	snprintf(cmd, sizeof(cmd), "snapshot %s", path);
+	/* On a memory file only what differs from it is written, and the file maps again at resume.
+	 */
+	snprintf(cmd, sizeof(cmd), "%s %s",
+	         sb->mem_file && !sb->plan.full ? "snapshot-diff" : "snapshot", path);
 	if (sbx_ctl(sb, cmd, SNAPSHOT_TIMEOUT_MS, snapshot_answered))
 		pause_failed(sb, -EIO, "cannot talk to husk-vmm", false);
 }
@@ -229,8 +239,9 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 		return;
 	}
 	sbx_save(sb, json_pack("{sb}", "onDisk", 1));
-	log_info(sb->id, "paused in %lld ms (%s)", mono_ms() - sb->pause_t0,
-	         sb->plan.reason ? sb->plan.reason : "paused");
+	log_info(sb->id, "paused in %lld ms (%s)%s", mono_ms() - sb->pause_t0,
+	         sb->plan.reason ? sb->plan.reason : "paused",
+	         sb->mem_file ? ", a diff over its memory file" : "");
 	sbx_to(sb, SBX_PAUSED, sb->plan.reason ? sb->plan.reason : "paused by request", NULL);
 	plan_go(sb);
 }
@@ -268,7 +279,14 @@ int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err
 		return sbx_fail(err, SBX_INTERNAL, -errno,
 		                "sandbox %s cannot resume: its snapshot %s is gone (%s)", sb->id,
 		                path, strerror(errno));
-	rc = sbx_vmm_start(sb, path, NULL, e, sizeof(e));
+	/* Its memory.snap is a diff over this file (kept while a sandbox sits on it). */
+	if (sb->mem_file && access(sb->mem_file, R_OK) < 0)
+		return sbx_fail(
+			err, SBX_INTERNAL, -errno,
+			"sandbox %s cannot resume: the memory file %s its snapshot goes over "
+			"is gone (%s)",
+			sb->id, sb->mem_file, strerror(errno));
+	rc = sbx_vmm_start(sb, path, sb->mem_file, e, sizeof(e));
 	if (rc) {
 		log_error(sb->id, "cannot resume: %s", e);
 		return sbx_fail(err, SBX_INTERNAL, rc, "cannot resume sandbox %s: %s", sb->id, e);
@@ -293,7 +311,8 @@ static void resumed(struct sandbox *sb, const struct sbx_err *err)
 	snap_path(sb, path, sizeof(path));
 	unlink(path);
 	sbx_save(sb, json_pack("{sb}", "onDisk", 0));
-	log_info(sb->id, "resumed from its snapshot in %lld ms", mono_ms() - sb->pause_t0);
+	log_info(sb->id, "resumed from its snapshot%s in %lld ms",
+	         sb->mem_file ? " over its memory file" : "", mono_ms() - sb->pause_t0);
 	sbx_up(sb, NULL);
 }
 

@@ -225,6 +225,7 @@ int sbx_snap_take(struct sandbox *sb, const char *id, json_t *body, int64_t file
 	sbx_hold(sb);
 	rc = sbx_pause_start(sb,
 	                     &(struct sbx_pause_plan){.reason = "paused for a snapshot",
+	                                              .full = true, /* the snapshot keeps it */
 	                                              .freeze = freeze,
 	                                              .after = frozen,
 	                                              .arg = s},

@@ -13,7 +13,7 @@
 
 void snap_gc(struct sbx_mgr *m)
 {
-	static const char *const files[] = {"disk.qcow2", "memory.snap"};
+	static const char *const files[] = {"disk.qcow2", "memory.snap", "memory.raw"};
 	json_t *list = NULL, *s;
 	bool again = true;
 	size_t i;

@@ -165,13 +165,27 @@ static void synced(struct sandbox *sb, const struct sbx_err *err, const struct s
                    void *arg)
 {
 	struct sbx_pause_plan plan = {.reason = "paused to become a template",
+	                              .full = true, /* children restore it alone */
 	                              .freeze = freeze,
 	                              .after = frozen,
 	                              .arg = arg};
 	struct sbx_err e;
 
-	if (err || out->exit_code) {
-		make_end(arg, err ? err->msg : "sync failed in the guest");
+	char why[1200];
+
+	if (err) {
+		make_end(arg, err->msg);
+		return;
+	}
+	/*
+	 * An image without a sync program (127) still makes a template: the
+	 * memory and the disk are saved at one instant, so what the guest has
+	 * not written yet is in the memory that goes with the disk.
+	 */
+	if (out->exit_code && out->exit_code != 127) {
+		snprintf(why, sizeof(why), "sync failed in the guest (exit %d%s%.*s)",
+		         out->exit_code, out->err_len ? ": " : "", (int)out->err_len, out->err);
+		make_end(arg, why);
 		return;
 	}
 	if (sbx_pause_start(sb, &plan, &e))

@@ -253,10 +253,16 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		sbx_jail_release(sb);
 		return rc;
 	}
+	/* What it runs on: its pauses are diffs over that file, its resumes map it again. */
+	if (spec.mem_file != sb->mem_file) {
+		free(sb->mem_file);
+		sb->mem_file = spec.mem_file ? strdup(spec.mem_file) : NULL;
+	}
 	if (sb->stored)
-		sbx_save(sb, json_pack("{sIsIsi}", "pid", (json_int_t)vmm_proc_pid(sb->vmm),
+		sbx_save(sb, json_pack("{sIsIsiso}", "pid", (json_int_t)vmm_proc_pid(sb->vmm),
 		                       "starttime", (json_int_t)vmm_proc_starttime(sb->vmm),
-		                       "netSlot", sb->net_slot));
+		                       "netSlot", sb->net_slot, "memFile",
+		                       sb->mem_file ? json_string(sb->mem_file) : json_null()));
 	return 0;
 }
 
