@@ -136,7 +136,7 @@ if restored "$d" && h exec "$d" -- true && h exec "$b" -- sha256sum /dev/shm/r &
 	[ "$(grep -c "\[$b\] resumed from its snapshot over its memory file" "$T/huskd.log")" -ge 2 ]; then
 	pass used_after_restart
 else
-	fail used_after_restart "exit $cli_s; $(grep "created:" "$T/huskd.log" | tail -n 1)"
+	fail used_after_restart "exit $cli_s: $(cat "$T/e" "$T/o"); $(grep "created:" "$T/huskd.log" | tail -n 1); $(grep "$b" "$T/huskd.log" | tail -n 6)"
 fi
 stop_huskd templates/huskd_clean_exit_2 || rc=1
 HUSKD_ARGS="$HUSKD_ARGS --templates off"

@@ -29,6 +29,10 @@ const pct = (a, p) => {
 };
 const shape = { runtime: 'base:latest', resources: { memory: '256Mi' } };
 const dirtyMib = Number(process.env.HUSK_BENCH_DIRTY_MIB ?? 64);
+// MODE=template: this many creates (each to its first exec, then destroyed), so many at a time
+// (the nested host's own kernel has crashed with 45 and more guests up at once).
+const burst = Number(process.env.HUSK_BENCH_BURST ?? 100);
+const burstAtOnce = Number(process.env.HUSK_BENCH_BURST_AT_ONCE ?? 8);
 
 // KiB of field (Pss, Rss) of each running husk-vmm, from /proc.
 function vmmKib(field) {
@@ -95,6 +99,29 @@ if (mode === 'template') {
 	out('children_n', pss.length);
 	out('children_pss_kib', pss.reduce((a, b) => a + b, 0));
 	await Promise.all(held.map((s) => s.destroy()));
+}
+
+if (mode === 'template') {
+	const t = [];
+	let next = 0;
+	const t0 = now();
+	await Promise.all(
+		Array.from({ length: burstAtOnce }, async () => {
+			while (next < burst) {
+				next++;
+				const r = await once();
+				t.push(r.ms);
+				await r.sb.destroy();
+			}
+		})
+	);
+	const wall = now() - t0;
+	console.error(`templates bench: ${burst} creates in ${(wall / 1000).toFixed(1)} s`);
+	out('burst_n', burst);
+	out('burst_at_once', burstAtOnce);
+	out('burst_per_s', (burst * 1000) / wall);
+	out('burst_first_exec_p50_ms', pct(t, 50));
+	out('burst_first_exec_p99_ms', pct(t, 99));
 }
 
 // Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size.

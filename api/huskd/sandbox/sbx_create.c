@@ -14,7 +14,6 @@
 
 #include "img.h"
 #include "sbx_base.h"
-#include "sbx_cgroup.h"
 #include "sbx_int.h"
 
 #define DEFAULT_MEM (512ll << 20)
@@ -156,37 +155,6 @@ static int plan_limits(json_t *body, struct sandbox *sb, struct sbx_err *err)
 	return 0;
 }
 
-/*
- * The sandbox's cgroup, its memory and processes limited, its cpu not yet;
- * NULL where cgroups are not ours.
- */
-static char *make_cgroup(struct sandbox *sb)
-{
-	struct sbx_mgr *m = sb->m;
-	const char *what;
-	char *dir;
-	int rc;
-
-	if (!m->cfg.cgroup_dir || asprintf(&dir, "%s/%s", m->cfg.cgroup_dir, sb->id) < 0)
-		return NULL;
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-		log_warn(sb->id, "cannot make cgroup %s (%s); cpu is not limited", dir,
-		         strerror(errno));
-		free(dir);
-		return NULL;
-	}
-	/* A VMM's threads: its vCPUs, the network, lazy restore, snapshot workers. */
-	rc = cgroup_limits(dir, sb->mem_mib, 256, &what);
-	if (rc)
-		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its VMM's memory is not held",
-		         what, dir, strerror(-rc));
-	rc = cgroup_io(dir, &m->io, sb->vcpus, &what);
-	if (rc)
-		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its disk I/O is not limited",
-		         what, dir, strerror(-rc));
-	return dir;
-}
-
 /* On a worker: the layer over the base, of the disk size asked for. */
 static int layer_work(struct sandbox *sb, void *arg)
 {
@@ -270,7 +238,6 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		return;
 	}
 	sb->stored = true;
-	sb->cgroup = make_cgroup(sb);
 	rc = sbx_vmm_start(sb, c->warm, c->mem_file, e, sizeof(e));
 	if (rc) {
 		json_decref(info);

@@ -14,8 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include "sbx_cgroup.h"
 #include "sbx_int.h"
 #include "vmm_proc.h"
 
@@ -196,6 +198,38 @@ void sbx_hostname(const struct sandbox *sb, char out[SBX_HOSTNAME_LEN])
 	out[i] = 0;
 }
 
+/*
+ * The sandbox's cgroup, its memory and processes limited, its cpu not yet;
+ * NULL where cgroups are not ours. Made for each VMM that has none: a
+ * paused sandbox's goes when huskd stops or the host restarts.
+ */
+static char *cgroup_make(struct sandbox *sb)
+{
+	struct sbx_mgr *m = sb->m;
+	const char *what;
+	char *dir;
+	int rc;
+
+	if (!m->cfg.cgroup_dir || asprintf(&dir, "%s/%s", m->cfg.cgroup_dir, sb->id) < 0)
+		return NULL;
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+		log_warn(sb->id, "cannot make cgroup %s (%s); cpu is not limited", dir,
+		         strerror(errno));
+		free(dir);
+		return NULL;
+	}
+	/* A VMM's threads: its vCPUs, the network, lazy restore, snapshot workers. */
+	rc = cgroup_limits(dir, sb->mem_mib, 256, &what);
+	if (rc)
+		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its VMM's memory is not held",
+		         what, dir, strerror(-rc));
+	rc = cgroup_io(dir, &m->io, sb->vcpus, &what);
+	if (rc)
+		log_warn(sb->id, "cannot set %s of cgroup %s (%s): its disk I/O is not limited",
+		         what, dir, strerror(-rc));
+	return dir;
+}
+
 int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, char *err,
                   size_t errlen)
 {
@@ -205,6 +239,11 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	struct vmm_spec spec;
 	int rc;
 
+	if (m->cfg.cgroup_dir && (!sb->cgroup || access(sb->cgroup, F_OK) < 0)) {
+		free(sb->cgroup);
+		sb->cgroup = cgroup_make(sb);
+		sb->cpu_limited = false;
+	}
 	sbx_hostname(sb, host);
 	snprintf(cmdline, sizeof(cmdline), "husk.dial=%d husk.hostname=%s", DIAL_PORT, host);
 	spec = (struct vmm_spec){.vmm = m->cfg.vmm,

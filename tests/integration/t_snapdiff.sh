@@ -1,0 +1,112 @@
+# Diff snapshots (issue J) on real KVM: a guest fills 160 MiB of RAM (tmpfs)
+# with random data and is saved whole (the base); its memory file is made;
+# a VMM restored over that file rewrites 40 MiB and deletes 40 MiB, and is
+# saved as a diff (snapshot-diff); one restored over the file from that diff
+# changes 40 MiB more and is saved as a diff again. Each restore checksums
+# the data as it was at its save: a page lost or misplaced on the way
+# changes the sum. Both diffs name the base (no chain grows), are smaller
+# than it by about what did not change, and a diff without the file, or a
+# memory file made of a diff, is refused.
+
+sd_ms() { awk '{ printf "%d", $1 * 1000 }' /proc/uptime; }
+sd_ctl() { timeout 600 "$top/build/bin/husk-agentctl" --control "$T/sd.ctl" "$1"; }
+# sd_exec CMD: runs CMD in the guest; its output in $T/sd.out.
+sd_exec() {
+	timeout 300 "$top/build/bin/husk-agentctl" --vsock "$T/sd.vsock" exec -- sh -c "$1" >"$T/sd.out" 2>>"$T/stderr"
+}
+# sd_up: until the guest's agent answers (bounded); 1 if it never did.
+sd_up() {
+	i=0
+	until sd_exec true; do
+		i=$((i + 1))
+		[ $i -lt 600 ] && kill -0 $pid 2>/dev/null || return 1
+		sleep 0.2
+	done
+}
+# sd_save NAME KIND: paused, saved as $T/NAME.snap ("snapshot" or "snapshot-diff"), quit.
+sd_save() {
+	[ "$(sd_ctl pause)" = paused ] || { why="pause before $1 failed"; return; }
+	sd_ctl "$2 $T/$1.snap" >/dev/null
+	# The VMM answers nothing else until the save is done: the next status marks its end.
+	i=0
+	until [ "$(sd_ctl status)" = paused ] || [ $i -ge 30 ]; do i=$((i + 1)); done
+	[ -s "$T/$1.snap" ] || why="$2 $1 was not written ($(tail -n 1 "$T/stderr"))"
+	sd_ctl quit >/dev/null
+	wait $pid
+}
+# sd_restore NAME: a VMM restored from $T/NAME.snap over the base's memory file.
+sd_restore() {
+	timeout -s KILL 600 "$VMM" -v --restore "$T/$1.snap" --mem-file "$T/base.mem" --mem 512M \
+		--vcpus 2 --control "$T/sd.ctl" --console "$T/$1.con" --vsock "$T/sd.vsock" 2>>"$T/stderr" &
+	pid=$!
+	sd_up || why="the guest restored from $1 did not answer"
+}
+SD_SUM='md5sum /dev/shm/d* | md5sum | cut -c1-32'
+
+t_snapshot_diff_chain() {
+	rm -f "$T"/*.snap "$T/base.mem" "$T/stderr"
+	why=""
+	timeout -s KILL 900 "$VMM" -v --kernel "$KERNEL" --initrd "$INITRD" --mem 512M --vcpus 2 \
+		--control "$T/sd.ctl" --console "$T/sd.con" --vsock "$T/sd.vsock" --cmdline quiet \
+		2>>"$T/stderr" &
+	pid=$!
+	sd_up || why="the guest's agent never answered"
+	[ -n "$why" ] || sd_exec "mount -o remount,size=300M /dev/shm && for i in 0 1 2 3; do dd if=/dev/urandom of=/dev/shm/d\$i bs=1048576 count=40 iflag=fullblock 2>/dev/null || exit 1; done; $SD_SUM" ||
+		why="the guest did not fill its memory"
+	sum0=$(cat "$T/sd.out")
+	[ -n "$why" ] || sd_save base snapshot
+	[ -n "$why" ] || "$VMM" --restore "$T/base.snap" --extract-memory "$T/base.mem" 2>>"$T/stderr" ||
+		why="--extract-memory failed"
+	# Over the file: 40 MiB rewritten, 40 MiB deleted, then a diff.
+	[ -n "$why" ] || sd_restore base
+	[ -n "$why" ] || { sd_exec "$SD_SUM" && [ "$(cat "$T/sd.out")" = "$sum0" ]; } ||
+		why="${why:-the guest restored over the memory file has other data}"
+	[ -n "$why" ] || sd_exec "dd if=/dev/urandom of=/dev/shm/d1 bs=1048576 count=40 iflag=fullblock conv=notrunc 2>/dev/null && rm /dev/shm/d2 && $SD_SUM" ||
+		why="the guest did not change its memory"
+	sum1=$(cat "$T/sd.out")
+	[ -n "$why" ] || sd_save diff1 snapshot-diff
+	# From the diff, over the same file: its data; 40 MiB more, a diff again.
+	[ -n "$why" ] || sd_restore diff1
+	[ -n "$why" ] || { sd_exec "$SD_SUM" && [ "$(cat "$T/sd.out")" = "$sum1" ]; } ||
+		why="${why:-restored from the diff, the data changed: $sum1 at the save, $(cat "$T/sd.out") after}"
+	[ -n "$why" ] || sd_exec "dd if=/dev/urandom of=/dev/shm/d3 bs=1048576 count=40 iflag=fullblock conv=notrunc 2>/dev/null && $SD_SUM" ||
+		why="the guest did not change its memory again"
+	sum2=$(cat "$T/sd.out")
+	[ -n "$why" ] || sd_save diff2 snapshot-diff
+	[ -n "$why" ] || sd_restore diff2
+	[ -n "$why" ] || { sd_exec "$SD_SUM" && [ "$(cat "$T/sd.out")" = "$sum2" ]; } ||
+		why="${why:-restored from the second diff, the data changed: $sum2 at the save, $(cat "$T/sd.out") after}"
+	[ -n "$why" ] || sd_exec "poweroff -f"
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	tr -d '\r' <"$T/sd.con" >"$T/console" 2>/dev/null
+	b=$(stat -c %s "$T/base.snap" 2>/dev/null || echo 0)
+	d1=$(stat -c %s "$T/diff1.snap" 2>/dev/null || echo 0)
+	d2=$(stat -c %s "$T/diff2.snap" 2>/dev/null || echo 0)
+	mib=1048576
+	# Random data does not compress: the base holds 160 MiB of it, the first diff 40, the second 80.
+	if [ -z "$why" ] && { [ "$b" -lt $((160 * mib)) ] || [ "$d1" -lt $((40 * mib)) ] ||
+		[ "$d1" -gt $((60 * mib)) ] || [ "$d2" -lt $((80 * mib)) ] || [ "$d2" -gt $((100 * mib)) ]; }; then
+		why="sizes: base $b, first diff $d1, second diff $d2 bytes"
+	fi
+	[ "$sum0" != "$sum1" ] && [ "$sum1" != "$sum2" ] || why="${why:-the guest's changes changed no sum}"
+	if [ -n "$why" ]; then
+		fail snapshot_diff_chain "$why"
+	else
+		pass snapshot_diff_chain "(base $((b / mib)) MiB, diffs $((d1 / mib)) and $((d2 / mib)) MiB; sums $sum0 $sum1 $sum2)"
+	fi
+
+	# Alone, a diff is refused; so is a memory file of one.
+	timeout -s KILL 60 "$VMM" --restore "$T/diff1.snap" --mem 512M --vcpus 2 \
+		--control "$T/sd.ctl" --console "$T/x.con" 2>"$T/stderr.a"
+	s1=$?
+	timeout -s KILL 60 "$VMM" --restore "$T/diff1.snap" --extract-memory "$T/diff.mem" 2>"$T/stderr.x"
+	s2=$?
+	if [ "$s1" = 2 ] && grep -q "is a diff over another snapshot's memory: give that snapshot's memory file" "$T/stderr.a" &&
+		[ "$s2" != 0 ] && grep -q "is a diff" "$T/stderr.x" && [ ! -e "$T/diff.mem" ]; then
+		pass snapshot_diff_refused_alone
+	else
+		fail snapshot_diff_refused_alone "alone: exit $s1 ($(tail -n 1 "$T/stderr.a")); extract: exit $s2 ($(tail -n 1 "$T/stderr.x"))"
+	fi
+	rm -f "$T"/*.snap "$T/base.mem"
+}
