@@ -88,6 +88,24 @@ else
 	fail after_pause_resume "after a pause and resume the guest could not fetch by name, or reached a private address"
 fi
 
+# A template with a NIC: the first networked create had one made (its maker had a NIC and no
+# way out); a networked create restores it, and its guest reaches out as a booted one does.
+i=0
+while ! grep -q "template of base:latest ([0-9]* MiB, 1 vCPUs, NIC) ready" "$T/huskd.log" && [ $i -lt 3000 ]; do
+	sleep 0.2 # a hang guard for the log line, not a wait for a time
+	i=$((i + 1))
+done
+h create --json --runtime base:latest --network --idle-timeout 20m
+tid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$tid" -- bash -c "$PROBE" probe 10.99.0.1:80
+if grep -q "\[$tid\] created: .*restored from its runtime's template" "$T/huskd.log" &&
+	grep -q '^fetched: hello from the stand-in' "$T/o" && grep -q '^probe 10.99.0.1:80: refused' "$T/o"; then
+	pass nic_template_child_reaches_out
+else
+	fail nic_template_child_reaches_out "$(grep -i "template" "$T/huskd.log" | tail -n 3); $(head -c 300 "$T/o")"
+fi
+h destroy "$tid"
+
 # Lists. LISTS probes before and after asking DNS for web.standin.test.
 LISTS='
 p() { if timeout 10 bash -c "exec 4<>/dev/tcp/${1%:*}/${1#*:}" 2>/dev/null; then echo "$2 $1: open"; else echo "$2 $1: closed"; fi; }

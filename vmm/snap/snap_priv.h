@@ -169,6 +169,28 @@ static inline int snap_pwrite_all(int fd, const void *buf, size_t len, uint64_t 
 /* Called by snap_reader_open() once the table is sound: checks the RAM layout and chunks. */
 int snap_mem_check(struct snap_reader *r, char *err, size_t errlen);
 
+/*
+ * A diff's base RAM as a writer compares against it: the memory file mapped
+ * read-only, and which of its pages are holes (zero, and never touched here:
+ * a read of a hole through a mapping would add a page to a tmpfs file).
+ */
+struct snap_base_view {
+	const uint8_t *map;
+	uint64_t size;
+	uint8_t *holes; /* a bit per page, set for a hole */
+};
+
+int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size);
+void snap_base_view_close(struct snap_base_view *v);
+
+/* The base's page at offset off (page-aligned, below size), or NULL for a hole (zero). */
+static inline const uint8_t *snap_base_page(const struct snap_base_view *v, uint64_t off)
+{
+	uint64_t pg = off / 4096;
+
+	return v->holes[pg / 8] >> (pg % 8) & 1 ? NULL : v->map + off;
+}
+
 /* Called by snap_reader_open() last: a diff names its base, a full file names none. */
 int snap_base_check(struct snap_reader *r, char *err, size_t errlen);
 

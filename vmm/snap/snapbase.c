@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "snap_priv.h"
 
@@ -79,4 +81,55 @@ int snap_reader_base(const struct snap_reader *r, uint64_t *file_len, uint32_t *
 	*file_len = r->base_len;
 	*table_sum = r->base_sum;
 	return 0;
+}
+
+/* Marks the pages of [from, to) as holes. */
+static void holes_mark(uint8_t *holes, uint64_t from, uint64_t to)
+{
+	for (uint64_t pg = from / SNAP_PAGE; pg < to / SNAP_PAGE; pg++)
+		holes[pg / 8] |= (uint8_t)(1U << (pg % 8));
+}
+
+int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size)
+{
+	uint64_t off = 0;
+	off_t data, hole;
+
+	*v = (struct snap_base_view){.size = size};
+	v->holes = calloc(size / SNAP_PAGE / 8 + 1, 1);
+	if (!v->holes)
+		return -ENOMEM;
+	/* Data and holes as the file system says (a file system that cannot say: all data). */
+	while (off < size) {
+		data = lseek(fd, (off_t)off, SEEK_DATA);
+		if (data < 0 && errno != ENXIO)
+			break;
+		if (data < 0 || (uint64_t)data >= size) {
+			holes_mark(v->holes, off, size);
+			break;
+		}
+		holes_mark(v->holes, off, (uint64_t)data & ~(uint64_t)(SNAP_PAGE - 1));
+		hole = lseek(fd, data, SEEK_HOLE);
+		if (hole < 0)
+			break;
+		/* A hole that starts inside a page leaves that page data. */
+		off = ((uint64_t)hole + SNAP_PAGE - 1) & ~(uint64_t)(SNAP_PAGE - 1);
+	}
+	v->map = mmap(NULL, size, PROT_READ, MAP_PRIVATE | MAP_NORESERVE, fd, 0);
+	if (v->map == MAP_FAILED) {
+		int ret = -errno;
+
+		free(v->holes);
+		*v = (struct snap_base_view){0};
+		return ret;
+	}
+	return 0;
+}
+
+void snap_base_view_close(struct snap_base_view *v)
+{
+	if (v->map)
+		munmap((void *)v->map, v->size);
+	free(v->holes);
+	*v = (struct snap_base_view){0};
 }

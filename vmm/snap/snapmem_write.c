@@ -18,7 +18,7 @@
 struct mem_writer {
 	struct snap_writer *w;
 	const struct guest_mem *mem;
-	int base_fd; /* a diff's base RAM (a memory file), or -1 */
+	const struct snap_base_view *base; /* a diff's base RAM, or NULL */
 	struct snap_ram ram;
 	atomic_uint next_claim; /* next chunk to compress */
 	pthread_mutex_t lock;
@@ -61,17 +61,22 @@ static size_t chunk_gather(const uint8_t *host, uint32_t chunk_size, uint8_t *ou
 	return at == bm ? 0 : at;
 }
 
-/* Gathers the pages of a chunk that differ from the base's; returns the content size. */
-static size_t chunk_gather_diff(const uint8_t *host, const uint8_t *base, uint32_t chunk_size,
-                                uint8_t *out)
+/*
+ * Gathers the pages of chunk idx that differ from the base's; returns the
+ * content size. A page the guest never wrote is the base's page itself (its
+ * mapping's), so the comparison reads one copy, through two mappings.
+ */
+static size_t chunk_gather_diff(const uint8_t *host, const struct snap_base_view *base,
+                                uint64_t off, uint32_t chunk_size, uint8_t *out)
 {
 	size_t bm = snap_bitmap_bytes(chunk_size), at = bm;
 
 	memset(out, 0, bm);
 	for (uint32_t pg = 0; pg < chunk_size / SNAP_PAGE; pg++) {
 		const uint8_t *p = host + (size_t)pg * SNAP_PAGE;
+		const uint8_t *b = snap_base_page(base, off + (uint64_t)pg * SNAP_PAGE);
 
-		if (!memcmp(p, base + (size_t)pg * SNAP_PAGE, SNAP_PAGE))
+		if (b ? !memcmp(p, b, SNAP_PAGE) : page_is_zero(p))
 			continue;
 		out[pg / 8] |= (uint8_t)(1U << (pg % 8));
 		memcpy(out + at, p, SNAP_PAGE);
@@ -80,48 +85,30 @@ static size_t chunk_gather_diff(const uint8_t *host, const uint8_t *base, uint32
 	return at == bm ? 0 : at;
 }
 
-/* Chunk idx's content into in (0: nothing to store); -errno. */
-static int chunk_gather_any(struct mem_writer *mw, uint32_t idx, uint8_t *in, uint8_t *base,
-                            size_t *raw)
-{
-	uint32_t cs = mw->ram.chunk_size;
-	const uint8_t *host = gpa_ptr(mw->mem, snap_chunk_gpa(&mw->ram, idx), cs);
-	int ret;
-
-	*raw = 0;
-	if (!host)
-		return -EFAULT;
-	if (mw->base_fd < 0) {
-		*raw = chunk_gather(host, cs, in);
-		return 0;
-	}
-	/* Chunks are in region order, and a memory file holds the regions back to back. */
-	ret = snap_pio_all(mw->base_fd, base, cs, (uint64_t)idx * cs, 0);
-	if (!ret)
-		*raw = chunk_gather_diff(host, base, cs, in);
-	return ret;
-}
-
 static void *mem_write_worker(void *arg)
 {
 	struct mem_writer *mw = arg;
 	uint32_t cs = mw->ram.chunk_size;
 	size_t cap = snap_frame_bound(snap_bitmap_bytes(cs) + cs), raw, stored = 0;
 	uint8_t *in = malloc(snap_bitmap_bytes(cs) + cs), *out = malloc(cap);
-	uint8_t *base = mw->base_fd >= 0 ? malloc(cs) : NULL;
 	LZ4F_cctx *cctx = NULL;
 	uint32_t csum = 0;
 
-	if (!in || !out || (mw->base_fd >= 0 && !base) ||
-	    LZ4F_isError(LZ4F_createCompressionContext(&cctx, LZ4F_VERSION)))
+	if (!in || !out || LZ4F_isError(LZ4F_createCompressionContext(&cctx, LZ4F_VERSION)))
 		mw->err = -ENOMEM;
 	while (!mw->err) {
 		uint32_t idx = atomic_fetch_add(&mw->next_claim, 1);
+		const uint8_t *host;
 		int ret;
 
 		if (idx >= mw->ram.nr_chunks)
 			break;
-		ret = chunk_gather_any(mw, idx, in, base, &raw);
+		host = gpa_ptr(mw->mem, snap_chunk_gpa(&mw->ram, idx), cs);
+		/* Chunks are in region order, and a memory file holds the regions back to back. */
+		raw = !host      ? 0
+		      : mw->base ? chunk_gather_diff(host, mw->base, (uint64_t)idx * cs, cs, in)
+		                 : chunk_gather(host, cs, in);
+		ret = host ? 0 : -EFAULT;
 		if (!ret && raw)
 			ret = snap_frame_compress(cctx, out, cap, in, raw, &stored, &csum);
 		/* Chunks are written in guest order, whichever thread finished first. */
@@ -140,7 +127,6 @@ static void *mem_write_worker(void *arg)
 		pthread_mutex_unlock(&mw->lock);
 	}
 	LZ4F_freeCompressionContext(cctx);
-	free(base);
 	free(in);
 	free(out);
 	return NULL;
@@ -166,11 +152,12 @@ static int ram_section_put(struct snap_writer *w, const struct snap_ram *ram)
 	return ret ? ret : snap_writer_put(w, SNAP_RAM, 0, NULL, frame, stored, len, csum);
 }
 
-static int add_memory(struct snap_writer *w, const struct guest_mem *mem, int base_fd, int threads)
+static int add_memory(struct snap_writer *w, const struct guest_mem *mem,
+                      const struct snap_base_view *base, int threads)
 {
 	struct mem_writer mw = {.w = w,
 	                        .mem = mem,
-	                        .base_fd = base_fd,
+	                        .base = base,
 	                        .lock = PTHREAD_MUTEX_INITIALIZER,
 	                        .turn = PTHREAD_COND_INITIALIZER};
 	int ret;
@@ -206,13 +193,23 @@ int snap_writer_add_memory(struct snap_writer *w, const struct guest_mem *mem, i
 	/* A diff's pages alone would restore as zeros where the base has data. */
 	if (!w->err && w->flags & SNAP_FLAG_DIFF)
 		return -EINVAL;
-	return add_memory(w, mem, -1, threads);
+	return add_memory(w, mem, NULL, threads);
 }
 
 int snap_writer_add_memory_diff(struct snap_writer *w, const struct guest_mem *mem, int base_fd,
                                 int threads)
 {
+	struct snap_base_view base;
+	int ret;
+
 	if (!w->err && (!(w->flags & SNAP_FLAG_DIFF) || base_fd < 0))
 		return -EINVAL;
-	return add_memory(w, mem, base_fd, threads);
+	if (w->err)
+		return w->err;
+	ret = snap_base_view_open(&base, base_fd, mem->ram_size);
+	if (ret)
+		return ret;
+	ret = add_memory(w, mem, &base, threads);
+	snap_base_view_close(&base);
+	return ret;
 }

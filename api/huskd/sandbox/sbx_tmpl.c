@@ -91,11 +91,7 @@ const struct sbx_tmpl *sbx_tmpl_get(struct sbx_mgr *m, json_t *rt, json_t *rt_pr
 	char id[2048], key[17];
 	struct sbx_tmpl *t;
 
-	/*
-	 * Shapes with a NIC boot for now: their maker would hold a veth pair
-	 * and the table's rules while it runs, which nothing has tested yet.
-	 */
-	if (!m->cfg.templates || nic || !json_string_value(json_object_get(rt, "id")))
+	if (!m->cfg.templates || !json_string_value(json_object_get(rt, "id")))
 		return NULL;
 	identity(m, rt, rt_priv, mem_mib, vcpus, nic, id, sizeof(id), key);
 	for (t = m->tmpls; t && strcmp(t->key, key); t = t->next)

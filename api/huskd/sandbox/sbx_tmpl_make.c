@@ -17,6 +17,9 @@
 
 #include "sbx_int.h"
 
+/* The port a maker with a NIC exposes (nothing listens): what gives it the NIC. */
+#define MAKER_PORT 65535
+
 struct sbx_tmpl_make {
 	struct sbx_mgr *m;
 	struct sbx_tmpl *t;
@@ -238,8 +241,16 @@ void sbx_tmpl_make(struct sbx_mgr *m, struct sbx_tmpl *t)
 	*mk = (struct sbx_tmpl_make){.m = m, .t = t, .t0 = uv_now(m->loop)};
 	snprintf(mk->tmp, sizeof(mk->tmp), "%s.new", t->dir);
 	m->making = mk;
-	body = json_pack("{sss{ssss}s{ss}s{sb}}", "runtime", t->runtime, "resources", "memory", "",
-	                 "cpu", "", "timeout", "idle", "0s", "network", "enabled", t->nic);
+	/*
+	 * A shape with a NIC: the maker has one, configured as every child's is
+	 * (each child's own stack gives the same address), but no way out: a
+	 * port alone gives a NIC in a namespace of lo (husk-jail --net none).
+	 */
+	body = json_pack("{sss{ssss}s{ss}}", "runtime", t->runtime, "resources", "memory", "",
+	                 "cpu", "", "timeout", "idle", "0s");
+	if (body && t->nic)
+		json_object_set_new(body, "network",
+		                    json_pack("{sbsi}", "enabled", 0, "port", MAKER_PORT));
 	if (!body) {
 		make_end(mk, "out of memory");
 		return;
