@@ -102,22 +102,30 @@ if (mode === 'template') {
 }
 
 if (mode === 'template') {
-	const t = [];
+	const t = [],
+		failed = [];
 	let next = 0;
 	const t0 = now();
 	await Promise.all(
 		Array.from({ length: burstAtOnce }, async () => {
 			while (next < burst) {
 				next++;
-				const r = await once();
-				t.push(r.ms);
-				await r.sb.destroy();
+				// A failed start is counted and said, not the end of the run.
+				try {
+					const r = await once();
+					t.push(r.ms);
+					await r.sb.destroy();
+				} catch (e) {
+					failed.push(String(e.message ?? e).slice(0, 200));
+					console.error(`templates bench: a create failed: ${failed.at(-1)}`);
+				}
 			}
 		})
 	);
 	const wall = now() - t0;
 	console.error(`templates bench: ${burst} creates in ${(wall / 1000).toFixed(1)} s`);
 	out('burst_n', burst);
+	out('burst_failed', failed.length);
 	out('burst_at_once', burstAtOnce);
 	out('burst_per_s', (burst * 1000) / wall);
 	out('burst_first_exec_p50_ms', pct(t, 50));

@@ -35,8 +35,8 @@ awk -F= '{ v[$1] = $2 } END {
 	printf "%-44s %10.1f\n", "create -> first exec, from template max ms", v["template_first_exec_max_ms"]
 	printf "%d sandboxes of the template at once: PSS %.1f MiB in all; %d copies of a booted one %.1f MiB: ratio %.2f\n", \
 		v["children_n"], v["children_pss_kib"] / 1024, v["children_n"], v["children_n"] * v["copy_rss_kib"] / 1024, d
-	printf "%d creates from the template, %d at a time: %.2f per second; create -> first exec p50 %.0f ms, p99 %.0f ms\n", \
-		v["burst_n"], v["burst_at_once"], v["burst_per_s"], v["burst_first_exec_p50_ms"], v["burst_first_exec_p99_ms"]
+	printf "%d creates from the template, %d at a time: %.2f per second; create -> first exec p50 %.0f ms, p99 %.0f ms; %d failed\n", \
+		v["burst_n"], v["burst_at_once"], v["burst_per_s"], v["burst_first_exec_p50_ms"], v["burst_first_exec_p99_ms"], v["burst_failed"]
 	pd = v["template_pause_ms"] / v["raw_write_ms"]
 	pf = v["cold_pause_ms"] / v["raw_write_ms"]
 	gib = v["dirty_mib"] / 1024
