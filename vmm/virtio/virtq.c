@@ -133,8 +133,22 @@ int virtq_pop(struct virtq *vq, const struct guest_mem *mem, struct virtq_chain 
 	if (!vq->ready || vq->broken)
 		return 0;
 	avail_idx = LOAD_ACQ(vq->avail->idx);
-	if (avail_idx == vq->last_avail)
-		return 0;
+	if (avail_idx == vq->last_avail) {
+		if (!vq->event_idx)
+			return 0;
+		/*
+		 * Empty, as far as we can see: say where we stopped, then look once
+		 * more. Without the fence our store could pass the load (x86 keeps
+		 * stores in a buffer), a driver adding an entry meanwhile could read
+		 * the older avail_event and not kick, and the entry would wait for
+		 * the next kick, maybe forever (virtio 1.1, 2.6.7.2; vhost does the same).
+		 */
+		STORE(*avail_event_word(vq), vq->last_avail);
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+		avail_idx = LOAD_ACQ(vq->avail->idx);
+		if (avail_idx == vq->last_avail)
+			return 0;
+	}
 	if ((uint16_t)(avail_idx - vq->last_avail) > vq->size) {
 		log_guest(LOG_WARN,
 		          "virtqueue: avail index %u runs %u ahead of a %u-entry ring; "
