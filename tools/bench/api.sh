@@ -44,6 +44,8 @@ awk '{ k = $0; sub(/=.*/, "", k); sub(/^[^=]*=/, ""); v[k] = $0 } END {
 	printf "%-34s %12.1f\n", "pause p50 ms", v["pause_p50_ms"]
 	w = v["warm_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
 	printf "goal: snapshot (memory) start to first exec <= 0.10 of a cold boot (%.2f): %s\n", w, w <= 0.10 ? "met" : "NOT met"
+	u = v["resume_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
+	printf "goal: resume to first exec <= 0.10 of a cold boot (%.2f): %s\n", u, u <= 0.10 ? "met" : "NOT met"
 	printf "%d at once: %d ok, wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
 		v["parallel_n"], v["parallel_ok"], v["parallel_wall_ms"], v["parallel_each_p50_ms"], v["parallel_each_max_ms"]
 	printf "parallel speed-up: %.2f (%d x one create+first exec / wall)\n", \
