@@ -201,3 +201,39 @@ UNIT_TEST(snapdiff_refusals)
 	guest_mem_free(&c);
 	guest_mem_free(&m);
 }
+
+/* Writing a diff reads the base's data, never its holes: a tmpfs base file does not grow. */
+UNIT_TEST(snapdiff_base_holes_untouched)
+{
+	char snap[] = "/dev/shm/husk-sdh-XXXXXX", mem[64], dpath[64], err[256];
+	struct guest_mem m, c;
+	struct memfile_base b;
+	struct stat before, after;
+	struct snap_reader *r;
+	int fd = mkstemp(snap);
+
+	CHECK(fd >= 0);
+	close(fd);
+	snprintf(mem, sizeof(mem), "%s.mem", snap);
+	snprintf(dpath, sizeof(dpath), "%s.diff", snap);
+	CHECK(guest_mem_init(&m, SIZE) == 0);
+	tsnap_fill_random(gpa_ptr(&m, 8 * MiB, PAGE), PAGE, 5); /* one page of data, holes around */
+	CHECK(tsnap_write(snap, &m, 2) == 0);
+	CHECK(memfile_extract(snap, mem, 2, err, sizeof(err)) == 0);
+	CHECK(stat(mem, &before) == 0);
+	CHECK(guest_mem_init(&c, SIZE) == 0);
+	CHECK(snap_reader_open(snap, &r, err, sizeof(err)) == 0);
+	CHECK(memfile_map(&c, r, mem, &b, err, sizeof(err)) == 0);
+	snap_reader_close(r);
+	memset(gpa_ptr(&c, 3 * MiB, PAGE), 7, PAGE);
+	CHECK(write_diff(dpath, &c, &b) == 0);
+	CHECK(stat(mem, &after) == 0);
+	CHECK(after.st_blocks == before.st_blocks);
+	CHECK(stored_pages(dpath) == 1);
+	close(b.fd);
+	guest_mem_free(&c);
+	guest_mem_free(&m);
+	unlink(dpath);
+	unlink(mem);
+	unlink(snap);
+}

@@ -4,13 +4,15 @@
 # API (the published client, and the same two requests from a C client:
 # tools/bench/apibench.c) against the same sandbox's agent reached directly
 # over vsock, and HUSK_BENCH_API_PARALLEL (20) sandboxes at once. Run through tools/husk-kvm-run.
+# Templates are off here, so that a create is a cold boot (and a snapshot's
+# child reads the snapshot's file): tools/bench/templates.sh measures them.
 set -eu
 top=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$top/build/bin
 port=18375
 # shellcheck source=tools/bench/lib.sh
 . "$top/tools/bench/lib.sh"
-bench_huskd
+bench_huskd --templates off
 echo "measuring the API with the published client..." >&2
 # Each figure is shown as it is measured (a long run is not silent), and kept for the table.
 HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" | tee "$T/api" >&2 ||

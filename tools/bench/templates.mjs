@@ -132,6 +132,32 @@ if (mode === 'template') {
 	out('burst_first_exec_p99_ms', pct(t, 99));
 }
 
+// A child of a snapshot with memory, once the snapshot's memory file is made (after its
+// first child): create -> first exec, as a template's child.
+if (mode === 'template') {
+	const { sb: src } = await once();
+	const snap = await client.createSnapshot(src.id, { name: 'bench-memfile' });
+	await src.destroy();
+	const first = await client.create({ snapshot: snap.snapshotId, resources: { memory: '256Mi' } });
+	await first.destroy();
+	for (let i = 0; ; i++) {
+		if (readFileSync(process.env.HUSKD_LOG, 'utf8').includes(`snapshot ${snap.snapshotId} has a memory file`)) break;
+		if (i > 3000) throw new Error('the snapshot got no memory file; see the huskd log');
+		await new Promise((r) => setTimeout(r, 100));
+	}
+	const t = [];
+	for (let i = 0; i < runs; i++) {
+		const t0 = now();
+		const c = await client.create({ snapshot: snap.snapshotId, resources: { memory: '256Mi' } });
+		const ex = await c.execute({ command: ['true'] });
+		if (ex.exitCode !== 0) throw new Error(`true: exit ${ex.exitCode}`);
+		t.push(now() - t0);
+		await c.destroy();
+	}
+	out('snapchild_first_exec_p50_ms', pct(t, 50));
+	await client.deleteSnapshot(snap.snapshotId);
+}
+
 // Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size.
 {
 	const { sb } = await once();

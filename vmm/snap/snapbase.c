@@ -90,6 +90,27 @@ static void holes_mark(uint8_t *holes, uint64_t from, uint64_t to)
 		holes[pg / 8] |= (uint8_t)(1U << (pg % 8));
 }
 
+/*
+ * Maps the data pages (not the holes: a read there would add pages to a
+ * tmpfs file) in one call per run, rather than a fault per page as they are
+ * compared (see snap_writer_add_memory).
+ */
+static void populate_data(const struct snap_base_view *v)
+{
+	uint64_t pages = v->size / SNAP_PAGE, pg = 0, start;
+
+	while (pg < pages) {
+		while (pg < pages && v->holes[pg / 8] >> (pg % 8) & 1)
+			pg++;
+		start = pg;
+		while (pg < pages && !(v->holes[pg / 8] >> (pg % 8) & 1))
+			pg++;
+		if (pg > start)
+			madvise((void *)(v->map + start * SNAP_PAGE), (pg - start) * SNAP_PAGE,
+			        MADV_POPULATE_READ);
+	}
+}
+
 int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size)
 {
 	uint64_t off = 0;
@@ -123,6 +144,7 @@ int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size)
 		*v = (struct snap_base_view){0};
 		return ret;
 	}
+	populate_data(v);
 	return 0;
 }
 
