@@ -133,6 +133,10 @@ read -r _ bytes _ ms <"$T/sink" || bytes=0
 h get --json "$nid"
 egress=$(sed -n 's/.*"networkEgressBytes": *\([0-9]*\).*/\1/p' "$T/o")
 if [ "${egress:-0}" -ge 2000000 ] && [ "${egress:-0}" -le 2400000 ]; then pass egress_counted; else fail egress_counted "want networkEgressBytes from 2000000 to 2400000 after sending 2000000, got '${egress:-none}'"; fi
+# A list says the same (every counter read in one query for the whole list).
+h list --json
+listed=$(node -e 'const j = JSON.parse(require("fs").readFileSync(0, "utf8")); const a = Array.isArray(j) ? j : j.sandboxes; const s = a.find((x) => x.sandboxId === process.argv[1]); console.log(s ? s.networkEgressBytes : "none")' "$nid" <"$T/o")
+if [ "${listed:-0}" -ge "${egress:-1}" ] && [ "${listed:-0}" -le 2400000 ]; then pass egress_in_list; else fail egress_in_list "list said '$listed', get said '${egress:-none}'"; fi
 echo "  (measured) sink got ${bytes:-?} bytes in ${ms:-?} ms at a limit of 200000 B/s; egress counted ${egress:-?}"
 if [ "${bytes:-0}" = 2000000 ] && [ "${ms:-0}" -gt 0 ] && [ $((bytes * 1000 / ms)) -le 240000 ]; then pass egress_rate_held; else fail egress_rate_held "want 2000000 bytes at no more than 240000 B/s"; fi
 probe "$nid" -- node -e "$PROBE" 203.0.113.10:80 203.0.113.11:80

@@ -343,6 +343,23 @@ uint64_t net_host_count(struct net_host *n, unsigned slot)
 	return bytes[0] + n->carried[slot];
 }
 
+int net_host_counts(struct net_host *n, uint64_t *out)
+{
+	json_t *j;
+
+	if (!n)
+		return -ENOENT;
+	memset(out, 0, JAIL_NET_SLOTS * sizeof(*out));
+	j = counters_list(n, "list counters table inet husk");
+	if (!j)
+		return -EIO;
+	counters_bytes(j, out, -1);
+	json_decref(j);
+	for (unsigned s = 0; s < JAIL_NET_SLOTS; s++)
+		out[s] += n->carried[s];
+	return 0;
+}
+
 void net_host_count_stop(struct net_host *n, unsigned slot)
 {
 	char cmds[160];

@@ -53,6 +53,8 @@ void net_host_policy_clear(struct net_host *n, unsigned slot);
 int net_host_count_start(struct net_host *n, unsigned slot, bool adopted, char *why, size_t len)
 	__attribute__((warn_unused_result));
 uint64_t net_host_count(struct net_host *n, unsigned slot);
+/* Every slot's count at once (out: JAIL_NET_SLOTS entries), one dump of the table: 0 or -errno. */
+int net_host_counts(struct net_host *n, uint64_t *out);
 void net_host_count_stop(struct net_host *n, unsigned slot);
 
 /* The DNS forwarder's questions (net_dns.h's hooks); ctx is the net_host. */

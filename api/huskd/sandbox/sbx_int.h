@@ -342,6 +342,8 @@ static inline bool sbx_has_nic(const struct sandbox *sb)
 }
 /* Bytes it sent to the internet so far, the running VMM's included. */
 uint64_t sbx_net_egress(struct sandbox *sb);
+/* Every net slot's egress count (free() it), one query for a list of sandboxes; NULL: none. */
+uint64_t *sbx_net_egress_all(struct sbx_mgr *m);
 /*
  * The host's networking for sandboxes, set up on first use (huskd's
  * nftables table, IPv4 forwarding); NULL with m->net_why saying why not.

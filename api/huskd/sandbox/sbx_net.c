@@ -197,6 +197,17 @@ uint64_t sbx_net_egress(struct sandbox *sb)
 	return sb->egress_bytes + net_host_count(sb->m->net, (unsigned)sb->net_slot);
 }
 
+uint64_t *sbx_net_egress_all(struct sbx_mgr *m)
+{
+	uint64_t *counts = malloc(JAIL_NET_SLOTS * sizeof(*counts));
+
+	if (counts && net_host_counts(m->net, counts)) {
+		free(counts);
+		counts = NULL;
+	}
+	return counts;
+}
+
 void sbx_net_detach(struct sandbox *sb)
 {
 	unsigned slot = (unsigned)sb->net_slot;

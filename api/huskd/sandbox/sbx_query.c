@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* The records the routes read: sandboxes, their events, runtimes, usage. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sbx_int.h"
@@ -44,6 +45,14 @@ int sbx_status(struct sbx_mgr *m, const char *id, json_t **out)
 	return *out ? 0 : -ENOMEM;
 }
 
+/* A live sandbox's egress so far, from counts (every slot's, or NULL: asked alone). */
+static uint64_t egress_of(struct sandbox *sb, const uint64_t *counts)
+{
+	if (sb->net_slot < 0)
+		return sb->egress_bytes;
+	return counts ? sb->egress_bytes + counts[sb->net_slot] : sbx_net_egress(sb);
+}
+
 int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, struct sbx_err *err)
 {
 	struct store_sandbox_filter f = {.name = q->name,
@@ -52,17 +61,32 @@ int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, st
 	                                 .ascending = q->ascending,
 	                                 .limit = q->limit,
 	                                 .offset = q->offset};
+	uint64_t *counts = NULL;
+	bool asked = false;
+	struct sandbox *sb;
+	json_t *v;
+	size_t i;
 
 	f.live = q->live > 0 ? STORE_ONLY : q->live < 0 ? STORE_EXCLUDE : STORE_ANY;
 	f.deleted = q->deleted == 2   ? STORE_DELETED_ONLY
 	            : q->deleted == 1 ? STORE_DELETED_INCLUDE
 	                              : STORE_DELETED_HIDE;
-	json_t *v;
-	size_t i;
-
 	if (store_sandbox_list(m->store, &f, out))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL, "bad list query (sort or status)");
-	json_array_foreach(json_object_get(*out, "sandboxes"), i, v) live_fields(m, v);
+	json_array_foreach(json_object_get(*out, "sandboxes"), i, v)
+	{
+		sb = sbx_find(m, json_string_value(json_object_get(v, "sandboxId")));
+		if (!sb || !sb->net)
+			continue;
+		/* Every counter in one query, at the first sandbox that needs one. */
+		if (sb->net_slot >= 0 && !asked) {
+			counts = sbx_net_egress_all(m);
+			asked = true;
+		}
+		json_object_set_new(v, "networkEgressBytes",
+		                    json_integer((json_int_t)egress_of(sb, counts)));
+	}
+	free(counts);
 	return 0;
 }
 
