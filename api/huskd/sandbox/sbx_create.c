@@ -302,6 +302,7 @@ static void use_template(struct sbx_mgr *m, struct sandbox *sb, struct create *c
 	                                       sb->vcpus, sbx_has_nic(sb))))
 		return;
 	c->tmpl = t;
+	sb->from_template = true;
 	c->base.path = t->disk;
 	json_object_set_new(c->priv, "template", json_string(t->key));
 }

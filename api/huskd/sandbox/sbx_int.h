@@ -138,7 +138,8 @@ struct sandbox {
 	char *dir;              /* state/sandboxes/<id> */
 	char *layer;            /* its top disk layer */
 	char *base;             /* the image its layers sit on (runtime or snapshot) */
-	char *mem_file; /* the memory file its VMM maps (a template's, a snapshot's), or NULL */
+	char *mem_file;     /* the memory file its VMM maps (a template's, a snapshot's), or NULL */
+	bool from_template; /* created restoring a template (its maker made the workspace) */
 	char base_snap[STORE_ID_LEN];
 	char *cgroup;
 	bool cpu_limited;
@@ -463,6 +464,7 @@ void sbx_exec_lost(struct sandbox *sb);
 enum sbx_setup_kind {
 	SETUP_BOOTED,   /* after a boot: workspace, env, the create request's files */
 	SETUP_RESTORED, /* a warm create: the clock, then as after a boot */
+	SETUP_TEMPLATE, /* from a template: as warm, its maker made the workspace */
 	SETUP_RESUMED,  /* after a resume: the clock and the random generator only */
 };
 /* done: err NULL once set up (the sandbox is not moved: done decides). */

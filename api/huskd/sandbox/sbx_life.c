@@ -61,7 +61,7 @@ static void agent_hello(struct sandbox *sb)
 		break;
 	case SBX_RESTORING:
 		/* A warm start: the snapshot's guest, with this sandbox's env and files. */
-		sbx_setup_start(sb, SETUP_RESTORED, set_up);
+		sbx_setup_start(sb, sb->from_template ? SETUP_TEMPLATE : SETUP_RESTORED, set_up);
 		break;
 	case SBX_RESUMING:
 		sbx_resume_hello(sb);

@@ -27,6 +27,7 @@ struct setup {
 	int step;
 	bool resumed; /* send "resumed" first */
 	bool prepare; /* the workspace, the env and the files */
+	bool mkdir;   /* the workspace: not for a template's child (its maker made it) */
 	void (*done)(struct sandbox *sb, const struct sbx_err *err);
 };
 
@@ -161,6 +162,8 @@ static void setup_step(struct setup *s)
 		s->step++;
 	if (s->step == STEP_MKDIR && !s->prepare)
 		s->step = STEP_DONE;
+	if (s->step == STEP_MKDIR && !s->mkdir)
+		s->step++;
 	if (s->step == STEP_ENV && !json_object_size(sb->env))
 		s->step++;
 	if (s->step == STEP_FILES && !json_array_size(sb->files))
@@ -213,6 +216,7 @@ void sbx_setup_start(struct sandbox *sb, enum sbx_setup_kind kind,
 	                    .step = STEP_RESUMED,
 	                    .resumed = kind != SETUP_BOOTED,
 	                    .prepare = kind != SETUP_RESUMED,
+	                    .mkdir = kind != SETUP_RESUMED && kind != SETUP_TEMPLATE,
 	                    .done = done};
 	sbx_hold(sb);
 	sb->setup = s;
