@@ -17,7 +17,7 @@ static const char usage_line[] =
 	"usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore FILE)\n"
 	"                [--mem SIZE] [--vcpus N] [--disk PATH,serial=ID]... [--vsock PATH]\n"
 	"                [--control PATH] [--console PATH]   (fake-vmm; FAKE_VMM=nodial,\n"
-	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec)\n";
+	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec,no-diff)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -36,7 +36,8 @@ int parse_fail_modes(const char *s, unsigned *out)
 	             {"crash-at-start", FAIL_CRASH_AT_START},
 	             {"hang-control", FAIL_HANG_CONTROL},
 	             {"snapshot-fails", FAIL_SNAPSHOT},
-	             {"exit-on-exec", FAIL_EXIT_ON_EXEC}};
+	             {"exit-on-exec", FAIL_EXIT_ON_EXEC},
+	             {"no-diff", FAIL_NO_DIFF}};
 
 	*out = 0;
 	while (s && *s) {

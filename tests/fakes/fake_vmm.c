@@ -258,7 +258,7 @@ static void ctl_command(struct vmm *v, struct ctl *cl, const char *cmd)
 		v->quit = true;
 	} else if (!strcmp(cmd, "snapshot") || !strncmp(cmd, "snapshot ", 9)) {
 		ctl_snapshot(v, cl, cmd + (cmd[8] ? 9 : 8), false);
-	} else if (!strncmp(cmd, "snapshot-diff ", 14)) {
+	} else if (!strncmp(cmd, "snapshot-diff ", 14) && !(fk->fail & FAIL_NO_DIFF)) {
 		ctl_snapshot(v, cl, cmd + 14, true);
 	} else {
 		ctl_reply(cl,

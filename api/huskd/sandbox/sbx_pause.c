@@ -103,11 +103,36 @@ static void quit_answered(struct sandbox *sb, int rc, const char *reply)
 	}
 }
 
+static void snapshot_answered(struct sandbox *sb, int rc, const char *reply);
+
+/* Asks the parked VMM for memory.snap: a diff over its memory file, or whole. */
+static int snapshot_ask(struct sandbox *sb)
+{
+	char cmd[4300], path[4200];
+
+	snap_path(sb, path, sizeof(path));
+	/* On a memory file only what differs from it is written, and the file maps again at resume.
+	 */
+	snprintf(cmd, sizeof(cmd), "%s %s",
+	         sb->mem_file && !sb->plan.full ? "snapshot-diff" : "snapshot", path);
+	return sbx_ctl(sb, cmd, SNAPSHOT_TIMEOUT_MS, snapshot_answered);
+}
+
 static void snapshot_answered(struct sandbox *sb, int rc, const char *reply)
 {
 
 	if (sb->state != SBX_PAUSING) {
 		return;
+	}
+	/*
+	 * A VMM that refused the diff (one adopted from before an upgrade knows
+	 * no "snapshot-diff") is asked for the whole guest instead.
+	 */
+	if (rc == -EPROTO && sb->mem_file && !sb->plan.full) {
+		log_warn(sb->id, "no diff snapshot (%s): writing it whole", reply);
+		sb->plan.full = true;
+		if (snapshot_ask(sb) == 0)
+			return;
 	}
 	if (rc) {
 		snprintf(sb->pause_err, sizeof(sb->pause_err), "snapshot: %s", reply);
@@ -131,7 +156,6 @@ static void snapshot_answered(struct sandbox *sb, int rc, const char *reply)
 
 static void pause_answered(struct sandbox *sb, int rc, const char *reply)
 {
-	char cmd[4300], path[4200];
 
 	if (sb->state != SBX_PAUSING) {
 		return;
@@ -142,12 +166,7 @@ static void pause_answered(struct sandbox *sb, int rc, const char *reply)
 		return;
 	}
 	sb->plan.step = PLAN_SAVING;
-	snap_path(sb, path, sizeof(path));
-	/* On a memory file only what differs from it is written, and the file maps again at resume.
-	 */
-	snprintf(cmd, sizeof(cmd), "%s %s",
-	         sb->mem_file && !sb->plan.full ? "snapshot-diff" : "snapshot", path);
-	if (sbx_ctl(sb, cmd, SNAPSHOT_TIMEOUT_MS, snapshot_answered))
+	if (snapshot_ask(sb))
 		pause_failed(sb, -EIO, "cannot talk to husk-vmm", false);
 }
 
