@@ -8,6 +8,7 @@
  * A child's pause is a diff over the template's memory file, which its
  * resume maps again (after a restart too); a snapshot of it stands alone.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -208,6 +209,49 @@ static void diff_refused(void)
 		t_destroy(id);
 }
 
+static bool exists(void *path)
+{
+	return access(path, F_OK) == 0;
+}
+
+/*
+ * The disk low (huskd keeps more free than there is): a create is refused,
+ * after the memory files no sandbox maps were removed; one a sandbox maps is kept.
+ */
+static void evicted_when_disk_low(void)
+{
+	char err[512] = "", sid[STORE_ID_LEN] = "", raw[4300], body[128], c2[STORE_ID_LEN] = "";
+	json_t *snap = json_pack("{ss}", "name", "evictable");
+	struct t_done d = {0};
+	const char *a = t_create("{}", NULL, err, sizeof(err)), *c;
+	bool kept, gone;
+
+	if (a && t_wait_state(a, SBX_IDLE)) {
+		sbx_snap_create(T.m, a, snap, t_done_cb, &d);
+		if (t_wait_done(&d) && d.ok)
+			snprintf(sid, sizeof(sid), "%s",
+			         json_string_value(json_object_get(d.data, "snapshotId")));
+		t_done_reset(&d);
+	}
+	json_decref(snap);
+	snprintf(raw, sizeof(raw), "%s/state/snapshots/%s/memory.raw", T.root, sid);
+	snprintf(body, sizeof(body), "{\"snapshot\":\"%s\"}", sid);
+	/* Its first child has the memory file made; the second maps it. */
+	c = sid[0] ? t_create(body, NULL, err, sizeof(err)) : NULL;
+	if (c && t_wait(exists, raw, T_WAIT_MS) && (c = t_create(body, NULL, err, sizeof(err))))
+		snprintf(c2, sizeof(c2), "%s", c);
+	T.m->cfg.min_free_disk = UINT64_MAX / 2;
+	kept = c2[0] && vmm_maps(c2) && !t_create("{}", NULL, err, sizeof(err)) &&
+	       strstr(err, "disk is full") && exists(raw);
+	if (c2[0])
+		t_destroy(c2);
+	gone = !t_create("{}", NULL, err, sizeof(err)) && !exists(raw);
+	T.m->cfg.min_free_disk = 0;
+	t_check("memory_file_evicted_when_disk_low", kept && gone,
+	        "snapshot '%s', second child '%s': kept %d, gone %d (%s)", sid, c2, kept, gone,
+	        err);
+}
+
 void t_templates(void)
 {
 	char err[512], key[64], buf[4300];
@@ -247,6 +291,7 @@ void t_templates(void)
 		diff_pauses(c, buf);
 		diff_refused();
 	}
+	evicted_when_disk_low();
 	t_close();
 	T.cfg.templates = false;
 	t_open();

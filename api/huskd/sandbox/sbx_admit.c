@@ -66,6 +66,14 @@ static int admit_memory(struct sbx_mgr *m, uint64_t mem_mib, uint64_t promised, 
 	return 0;
 }
 
+/* Bytes free for huskd under its state folder; as good as unlimited if it cannot tell. */
+static uint64_t disk_free(struct sbx_mgr *m)
+{
+	struct statvfs fs;
+
+	return statvfs(m->cfg.state, &fs) == 0 ? (uint64_t)fs.f_bavail * fs.f_frsize : UINT64_MAX;
+}
+
 int sbx_admit(struct sbx_mgr *m, uint64_t mem_mib, unsigned vcpus, struct sbx_err *err)
 {
 	unsigned n = 0, running = 0, vcpus_used = 0;
@@ -73,7 +81,7 @@ int sbx_admit(struct sbx_mgr *m, uint64_t mem_mib, unsigned vcpus, struct sbx_er
 	unsigned max_vcpus = m->cfg.max_vcpus ? m->cfg.max_vcpus : default_vcpus();
 	uint64_t promised = 0, min_free = m->cfg.min_free_disk ? m->cfg.min_free_disk : 1ULL << 30;
 	struct rlimit nofile;
-	struct statvfs fs;
+	uint64_t avail;
 	int rc;
 
 	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
@@ -98,14 +106,17 @@ int sbx_admit(struct sbx_mgr *m, uint64_t mem_mib, unsigned vcpus, struct sbx_er
 		                "out (huskd --max-vcpus), and this one asks for %u; end or pause "
 		                "some, or ask for less cpu",
 		                vcpus_used, max_vcpus, vcpus);
-	/* Layers, snapshots and streams grow on this file system. */
-	if (statvfs(m->cfg.state, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < min_free)
+	/* Layers, snapshots and streams grow on this file system; memory files are caches. */
+	avail = disk_free(m);
+	if (avail < min_free && sbx_memfile_evict(m))
+		avail = disk_free(m);
+	if (avail < min_free)
 		return sbx_fail(err, SBX_FULL, -ENOSPC,
 		                "the host's disk is full: %llu MiB free under %s, less than the "
 		                "%llu MiB huskd keeps free (huskd --min-free-disk); delete "
 		                "sandboxes or snapshots and try again",
-		                (unsigned long long)((uint64_t)fs.f_bavail * fs.f_frsize >> 20),
-		                m->cfg.state, (unsigned long long)(min_free >> 20));
+		                (unsigned long long)(avail >> 20), m->cfg.state,
+		                (unsigned long long)(min_free >> 20));
 	/* Each sandbox holds a few descriptors in huskd (its session, listener, pidfd, streams). */
 	if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
 	    (uint64_t)(n + 1) * 8 + 64 > nofile.rlim_cur)

@@ -293,6 +293,11 @@ int sbx_memfile_make(struct sbx_mgr *m, const char *snap, const char *dir, uint6
                      sbx_memfile_fn done, void *arg, char *err, size_t errlen);
 /* huskd stops: the extraction under way is killed; its done() hears -ESHUTDOWN. */
 void sbx_memfile_close(struct sbx_mgr *m);
+/*
+ * The disk is low: snapshots' memory files no live sandbox maps are removed
+ * (caches: made again when a sandbox needs one). Returns the bytes freed.
+ */
+uint64_t sbx_memfile_evict(struct sbx_mgr *m);
 /* A plain file or folder made root's (where huskd is root) with mode; -EPERM for anything else. */
 int sbx_seal(const char *path, mode_t mode);
 

@@ -10,6 +10,7 @@
  * result is checked (a plain file), made root's and read-only to all, and
  * moved up. One extraction runs at a time (it holds m->tool_uid).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -146,4 +147,44 @@ void sbx_memfile_close(struct sbx_mgr *m)
 	vmm_proc_release(f->proc);
 	f->proc = NULL;
 	end(f, -ESHUTDOWN, "huskd is stopping");
+}
+
+/* Whether a live sandbox's VMM maps path (or its pauses are diffs over it). */
+static bool memfile_used(struct sbx_mgr *m, const char *path)
+{
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		if (sb->mem_file && !strcmp(sb->mem_file, path))
+			return true;
+	return false;
+}
+
+uint64_t sbx_memfile_evict(struct sbx_mgr *m)
+{
+	char dir[4200], path[4200 + 256 + 16];
+	uint64_t freed = 0;
+	struct dirent *e;
+	struct stat st;
+	DIR *d;
+
+	snprintf(dir, sizeof(dir), "%s/snapshots", m->cfg.state);
+	d = opendir(dir);
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/memory.raw", dir, e->d_name);
+		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || memfile_used(m, path))
+			continue;
+		if (unlink(path) < 0) {
+			log_warn(NULL, "cannot remove %s: %s", path, strerror(errno));
+			continue;
+		}
+		freed += (uint64_t)st.st_blocks * 512;
+		log_info(NULL,
+		         "the disk is low: the memory file of snapshot %s removed (%llu MiB; made "
+		         "again when its sandboxes need it)",
+		         e->d_name, (unsigned long long)(st.st_blocks * 512 >> 20));
+	}
+	if (d)
+		closedir(d);
+	return freed;
 }
