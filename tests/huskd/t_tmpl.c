@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sbx_test.h"
@@ -250,6 +251,13 @@ static void evicted_when_disk_low(void)
 	t_check("memory_file_evicted_when_disk_low", kept && gone,
 	        "snapshot '%s', second child '%s': kept %d, gone %d (%s)", sid, c2, kept, gone,
 	        err);
+	/* An extraction a stop cut short leaves extract/: the next start removes it. */
+	snprintf(raw, sizeof(raw), "%s/state/snapshots/%s/extract", T.root, sid);
+	mkdir(raw, 0700);
+	t_close();
+	t_open();
+	sbx_mgr_adopt(T.m);
+	t_check("unfinished_extraction_swept_at_start", sid[0] && !exists(raw), "%s is there", raw);
 }
 
 void t_templates(void)

@@ -298,6 +298,8 @@ void sbx_memfile_close(struct sbx_mgr *m);
  * (caches: made again when a sandbox needs one). Returns the bytes freed.
  */
 uint64_t sbx_memfile_evict(struct sbx_mgr *m);
+/* At start: what a huskd stopped during an extraction left (a snapshot's extract/) goes. */
+void sbx_memfile_sweep(struct sbx_mgr *m);
 /* A plain file or folder made root's (where huskd is root) with mode; -EPERM for anything else. */
 int sbx_seal(const char *path, mode_t mode);
 

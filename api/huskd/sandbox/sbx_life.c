@@ -266,6 +266,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	}
 	sbx_import_start(m);
 	sbx_tmpl_load(m);
+	sbx_memfile_sweep(m);
 	if (sbx_reap_start(m))
 		log_warn(NULL, "cannot start the removal of old streams and builds");
 	*out = m;

@@ -158,12 +158,14 @@ static bool memfile_used(struct sbx_mgr *m, const char *path)
 	return false;
 }
 
-uint64_t sbx_memfile_evict(struct sbx_mgr *m)
+/* Calls fn with each snapshot folder's path under state/snapshots; returns the sum of its results.
+ */
+static uint64_t each_snapshot(struct sbx_mgr *m,
+                              uint64_t (*fn)(struct sbx_mgr *m, const char *dir, const char *id))
 {
 	char dir[4200], path[4200 + 256 + 16];
-	uint64_t freed = 0;
+	uint64_t sum = 0;
 	struct dirent *e;
-	struct stat st;
 	DIR *d;
 
 	snprintf(dir, sizeof(dir), "%s/snapshots", m->cfg.state);
@@ -171,20 +173,53 @@ uint64_t sbx_memfile_evict(struct sbx_mgr *m)
 	while (d && (e = readdir(d))) {
 		if (e->d_name[0] == '.')
 			continue;
-		snprintf(path, sizeof(path), "%s/%s/memory.raw", dir, e->d_name);
-		if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || memfile_used(m, path))
-			continue;
-		if (unlink(path) < 0) {
-			log_warn(NULL, "cannot remove %s: %s", path, strerror(errno));
-			continue;
-		}
-		freed += (uint64_t)st.st_blocks * 512;
-		log_info(NULL,
-		         "the disk is low: the memory file of snapshot %s removed (%llu MiB; made "
-		         "again when its sandboxes need it)",
-		         e->d_name, (unsigned long long)(st.st_blocks * 512 >> 20));
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		sum += fn(m, path, e->d_name);
 	}
 	if (d)
 		closedir(d);
-	return freed;
+	return sum;
+}
+
+static uint64_t evict_one(struct sbx_mgr *m, const char *dir, const char *id)
+{
+	char path[4600];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "%s/memory.raw", dir);
+	if (lstat(path, &st) < 0 || !S_ISREG(st.st_mode) || memfile_used(m, path))
+		return 0;
+	if (unlink(path) < 0) {
+		log_warn(NULL, "cannot remove %s: %s", path, strerror(errno));
+		return 0;
+	}
+	log_info(NULL,
+	         "the disk is low: the memory file of snapshot %s removed (%llu MiB; made again "
+	         "when its sandboxes need it)",
+	         id, (unsigned long long)(st.st_blocks * 512 >> 20));
+	return (uint64_t)st.st_blocks * 512;
+}
+
+uint64_t sbx_memfile_evict(struct sbx_mgr *m)
+{
+	return each_snapshot(m, evict_one);
+}
+
+static uint64_t sweep_one(struct sbx_mgr *m, const char *dir, const char *id)
+{
+	char path[4600];
+
+	(void)m;
+	(void)id;
+	snprintf(path, sizeof(path), "%s/extract", dir);
+	if (access(path, F_OK) == 0) {
+		log_info(NULL, "removing an unfinished memory file of snapshot %s", id);
+		sbx_remove_dir(path);
+	}
+	return 0;
+}
+
+void sbx_memfile_sweep(struct sbx_mgr *m)
+{
+	each_snapshot(m, sweep_one);
 }

@@ -34,6 +34,10 @@ void snap_gc(struct sbx_mgr *m)
 				snprintf(path, sizeof(path), "%s/%s", dir, files[k]);
 				unlink(path);
 			}
+			/* A memory file's extraction cut short by a stop (swept at start too). */
+			snprintf(path, sizeof(path), "%s/extract", dir ? dir : "");
+			if (dir)
+				sbx_remove_dir(path);
 			if (dir && rmdir(dir) < 0 && errno != ENOENT)
 				log_warn(NULL, "snapshot %s: cannot remove %s: %s", id, dir,
 				         strerror(errno));
