@@ -128,6 +128,16 @@ h destroy "$lid"
 h create --json --runtime base:latest --network --deny-host 'bad host!' --idle-timeout 20m
 if [ "$cli_s" != 0 ] && grep -q "network.deny\[0\]" "$T/e"; then pass list_bad_entry_refused; else fail list_bad_entry_refused "want a refusal naming network.deny[0]"; fi
 
+# What DNS answers taught a sandbox's allow list outlives a huskd restart (until they expire).
+h create --json --runtime base:latest --allow-host web.standin.test --idle-timeout 20m
+rid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$rid" -- bash -c "$LISTS"
+stop_huskd net/huskd_clean_exit_before_restart || rc=1
+start_huskd 2 || fail restart "huskd did not start again"
+h exec "$rid" -- bash -c 'if timeout 10 bash -c "exec 4<>/dev/tcp/203.0.113.10/80" 2>/dev/null; then echo "learned: open"; else echo "learned: closed"; fi'
+if grep -qx 'learned: open' "$T/o"; then pass learned_address_kept_across_restart; else fail learned_address_kept_across_restart "203.0.113.10 (web.standin.test, resolved before the restart) is closed after it"; fi
+h destroy "$rid"
+
 # Destroyed, and killed: the pairs go with the VMMs.
 h destroy "$id"
 # (the server put in the other's namespace would keep it alive: it goes first)

@@ -25,6 +25,9 @@ struct net_host {
 	uint8_t taken[JAIL_NET_SLOTS / 8];
 	unsigned next;
 	uint64_t carried[JAIL_NET_SLOTS]; /* bytes counted by the table this one replaced */
+	/* Addresses DNS answers let in or kept out, from the table this one replaced: set -> elems.
+	 */
+	json_t *learned;
 };
 
 /*
@@ -145,6 +148,81 @@ static void counters_bytes(json_t *j, uint64_t *out, int only)
 	}
 }
 
+/*
+ * From a dump of the old table (NULL is fine): each DNS-learned set ("ad<slot>",
+ * "dd<slot>") with its elements' addresses and the seconds they have left,
+ * as {"ad3": [["203.0.113.10", 287], ...]}.
+ */
+static json_t *learned_take(json_t *j)
+{
+	json_t *out = json_object(), *v, *e;
+	size_t i, k;
+
+	json_array_foreach(json_object_get(j, "nftables"), i, v)
+	{
+		json_t *set = json_object_get(v, "set");
+		const char *name = json_string_value(json_object_get(set, "name"));
+		json_t *list = json_array();
+		unsigned slot;
+		char kind[3], end;
+
+		if (!name || sscanf(name, "%2[ad]%u%c", kind, &slot, &end) != 2 ||
+		    (strcmp(kind, "ad") && strcmp(kind, "dd")) || slot >= JAIL_NET_SLOTS) {
+			json_decref(list);
+			continue;
+		}
+		json_array_foreach(json_object_get(set, "elem"), k, e)
+		{
+			json_t *el = json_object_get(e, "elem");
+			const char *addr = json_string_value(json_object_get(el, "val"));
+			json_int_t left = json_integer_value(json_object_get(el, "expires"));
+			struct in_addr a;
+
+			if (addr && inet_pton(AF_INET, addr, &a) == 1 && left > 0 && left <= 86400)
+				json_array_append_new(list, json_pack("[sI]", addr, left));
+		}
+		if (json_array_size(list))
+			json_object_set_new(out, name, list);
+		else
+			json_decref(list);
+	}
+	json_decref(j);
+	return out;
+}
+
+static void learned_forget(struct net_host *n, unsigned slot)
+{
+	char name[16];
+
+	snprintf(name, sizeof(name), "ad%u", slot);
+	json_object_del(n->learned, name);
+	snprintf(name, sizeof(name), "dd%u", slot);
+	json_object_del(n->learned, name);
+}
+
+/* A sandbox's lists made again after a restart: what DNS had taught them goes back in. */
+static void learned_give(struct net_host *n, unsigned slot)
+{
+	static const char *const kinds[] = {"ad", "dd"};
+	char name[16], cmd[160];
+	json_t *list, *e;
+	size_t i;
+
+	for (int k = 0; k < 2 && n->learned; k++) {
+		snprintf(name, sizeof(name), "%s%u", kinds[k], slot);
+		list = json_object_get(n->learned, name);
+		json_array_foreach(list, i, e)
+		{
+			snprintf(cmd, sizeof(cmd),
+			         "add element inet husk %s { %s timeout %llus }\n", name,
+			         json_string_value(json_array_get(e, 0)),
+			         (unsigned long long)json_integer_value(json_array_get(e, 1)));
+			(void)nft_run(n, cmd, NULL, 0);
+		}
+	}
+	learned_forget(n, slot);
+}
+
 static int forwarding_on(char *why, size_t len)
 {
 	int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
@@ -200,6 +278,8 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 	j = counters_list(n, "list counters table inet husk");
 	counters_bytes(j, n->carried, -1);
 	json_decref(j);
+	/* And what their DNS answers taught their lists, until those answers expire. */
+	n->learned = learned_take(counters_list(n, "list table inet husk"));
 	rc = nft_run(n, rules, why, len);
 	if (rc) {
 		snprintf(why + strlen(why), len - strlen(why),
@@ -223,6 +303,7 @@ void net_host_close(struct net_host *n)
 	if (!n)
 		return;
 	net_dns_close(n->dns);
+	json_decref(n->learned);
 	if (n->nft)
 		nft_ctx_free(n->nft);
 	for (unsigned i = 0; i < JAIL_NET_SLOTS; i++)
@@ -263,6 +344,8 @@ int net_host_slot_take(struct net_host *n, unsigned *slot)
 		net_host_slot_hold(n, s);
 		n->next = (s + 1) % JAIL_NET_SLOTS;
 		*slot = s;
+		/* A new sandbox learns nothing from the one that had its slot before a restart. */
+		learned_forget(n, s);
 		return 0;
 	}
 	return -ENOSPC;
@@ -293,6 +376,8 @@ int net_host_policy_set(struct net_host *n, unsigned slot, const struct net_poli
 	else
 		snprintf(why, len, "the sandbox's lists are too long for one rule set");
 	free(cmds);
+	if (!rc)
+		learned_give(n, slot);
 	if (rc)
 		net_host_policy_clear(n, slot);
 	return rc;
