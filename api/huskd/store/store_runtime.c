@@ -255,9 +255,10 @@ int store_runtime_users(struct store *s, const char *id, const char *name, int64
 	int ret;
 
 	store_lock(s);
+	/* A template's maker is huskd's, not a user's: it holds nothing up (sbx_tmpl_make.c). */
 	ret = count_of(s,
 	               "SELECT count(*) FROM sandboxes WHERE (runtime = ? OR runtime = ?) AND "
-	               "deleted_ms IS NULL",
+	               "deleted_ms IS NULL AND mode IS NOT 'template'",
 	               id, name, sandboxes);
 	if (!ret)
 		ret = count_of(s, "SELECT count(*) FROM snapshots WHERE runtime_id IN (?, ?)", id,
