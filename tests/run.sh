@@ -41,8 +41,9 @@ suite() {
 			echo "FAIL $name: the nested host wedged twice" | tee -a "$tmp/all"
 		fi
 	fi
-	# One run more at most: not after a wedge's.
-	if [ "$again" = 0 ] && [ "$rc" != 0 ] && [ "$rc" != 123 ] && emulated_kvm &&
+	# One run more at most: not after a wedge's, unless that run only went on
+	# from where the wedge stopped (--resume); then the failed tests once more.
+	if { [ "$again" = 0 ] || [ "$resume" = 1 ]; } && [ "$rc" != 0 ] && [ "$rc" != 123 ] && emulated_kvm &&
 		[ "$*" != "${*#tools/husk-kvm-run }" ]; then
 		rerun "$@"
 	fi
