@@ -1,7 +1,7 @@
 #!/bin/sh
 # Checks tools/husk-kvm-run itself: the command's exit status comes back, a
 # command that outlives the hard timeout is killed with status 124, and the
-# boot and idle watchdogs end a wedged nested host.
+# boot, idle, heartbeat and killed-thread watchdogs end a wedged nested host.
 set -u
 cd "$(dirname "$0")/.."
 failed=0
@@ -100,16 +100,13 @@ else
 		failed=1
 	fi
 fi
-# nested_death NAME SYSRQ SAYS: the nested host's kernel takes sysrq SYSRQ
-# (c: panic, b: reset) while the command runs; husk-kvm-run must exit 123 saying SAYS.
-# The command's mark goes through the kernel log at KERN_EMERG (the nested
-# host's console level is 1), which reaches the serial console before the
-# write returns: a line on stdout may still sit in the tty's buffer when the
-# reset comes, and be lost (seen in CI).
-nested_death() {
-	out=$(tools/husk-kvm-run --timeout 300 --idle 600 -- sh -c "echo '<0>before-$2' >/dev/kmsg; echo $2 >/proc/sysrq-trigger; sleep 1019" 2>&1)
+# early_wedge NAME VAR=VALUE MARK SAYS SCRIPT: SCRIPT makes the nested host
+# look wedged in a way husk-kvm-run (a limit of it set by VAR) takes before
+# --idle: it must exit 123 with a line matching MARK and saying SAYS.
+early_wedge() {
+	out=$(env "$2" tools/husk-kvm-run --timeout 900 --idle 600 -- sh -c "$5" 2>&1)
 	rc=$?
-	if [ "$rc" = 123 ] && echo "$out" | grep -q "\] before-$2\$" && echo "$out" | grep -q "$3"; then
+	if [ "$rc" = 123 ] && echo "$out" | grep -q "$3" && echo "$out" | grep -q "$4"; then
 		echo "PASS harness/$1"
 	else
 		echo "FAIL harness/$1: status $rc, output: $(echo "$out" | tail -n 8)"
@@ -117,9 +114,17 @@ nested_death() {
 	fi
 }
 
-# A command silent for --idle seconds in the nested host (which is how a
-# wedged emulated host looks): its tasks are dumped and the run ends with
-# 123, so that tests/run.sh can run the rest in a fresh host.
+# nested_death NAME SYSRQ SAYS: the nested host's kernel takes sysrq SYSRQ
+# (c: panic, b: reset) while the command runs; husk-kvm-run must exit 123 saying SAYS.
+# The command's mark goes through the kernel log at KERN_EMERG (the nested
+# host's console level is 1), which reaches the serial console before the
+# write returns: a line on stdout may still sit in the tty's buffer when the
+# reset comes, and be lost (seen in CI).
+nested_death() {
+	early_wedge "$1" HUSK_TEST_CASE="$1" "\] before-$2\$" "$3" \
+		"echo '<0>before-$2' >/dev/kmsg; echo $2 >/proc/sysrq-trigger; sleep 1019"
+}
+
 if [ -e /sys/module/kvm_intel ] || [ -e /sys/module/kvm_amd ]; then
 	echo "SKIP harness/idle_watchdog: hardware KVM here, no nested host"
 else
@@ -138,5 +143,22 @@ else
 	# taken like a wedge (123), not as the command failing: seen under TCG.
 	nested_death panic_is_a_wedge c "kernel panicked (above); exit 123"
 	nested_death reset_is_a_wedge b "reset itself before the command ended; exit 123"
+	# A nested host where nothing runs any more (seen under TCG: both CPUs
+	# lost in KVM_RUN) stops its heartbeat: ended well before --idle. Here
+	# the command stops the watcher that beats.
+	early_wedge heartbeat_watchdog HUSK_L1_HEARTBEAT_LIMIT=30 '^watcher-gone$' \
+		'no heartbeat from the nested host for 30s' '
+		for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = husk-watch ] && kill -9 ${p##*/}; done
+		echo watcher-gone; sleep 1019'
+	# A thread that outlives its SIGKILL (a vCPU stuck in the nested host's
+	# KVM_RUN, seen under TCG) makes the host wedged, long before --idle. The
+	# stand-in: a task frozen by the cgroup v1 freezer keeps its SIGKILL
+	# pending until thawed.
+	early_wedge killed_thread_is_a_wedge HUSK_L1_STUCK_LIMIT=20 '^killed-frozen$' \
+		'of sleep has outlived its SIGKILL by 20s' '
+		mkdir -p /tmp/fz && mount -t cgroup -o freezer none /tmp/fz && mkdir /tmp/fz/a || exit 1
+		sleep 1021 & echo $! >/tmp/fz/a/cgroup.procs && echo FROZEN >/tmp/fz/a/freezer.state
+		while [ "$(cat /tmp/fz/a/freezer.state)" != FROZEN ]; do sleep 0.1; done
+		kill -9 $!; echo killed-frozen; sleep 1019'
 fi
 exit $failed

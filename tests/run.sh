@@ -11,9 +11,11 @@ trap 'rm -rf "$tmp"' EXIT
 # suite [--resume] NAME COMMAND...: runs a suite; one that dies without reporting a
 # failure (a sanitizer abort, a crashed VM) counts as a failure of its own.
 # A suite whose nested host wedged (tools/husk-kvm-run exit 123, the
-# emulated host's kernel locked up) runs once more in a fresh one: with
-# --resume only the tests it had not finished (their results so far kept,
-# the one in flight run again), otherwise all of it.
+# emulated host's kernel locked up) runs once more in a fresh one. With
+# --resume it goes on with only the tests it had not finished (their
+# results so far kept, the one in flight run again), as often as each
+# fresh host gets further: a wedge in the test that wedged the host before,
+# or a fourth wedge, fails. Without --resume: all of it, once.
 suite() {
 	resume=0
 	[ "$1" != --resume ] || { resume=1; shift; }
@@ -22,25 +24,38 @@ suite() {
 	echo "== $name: $*"
 	run_suite "$@"
 	again=0
-	if [ "$rc" = 123 ]; then
-		again=1
+	skip=
+	last=
+	while [ "$rc" = 123 ]; do
+		again=$((again + 1))
 		mv "$tmp/out" "$tmp/out.wedged"
 		if [ "$resume" = 1 ]; then
 			# Tests started before the last one are done; keep their results.
-			HUSK_SKIP=$(awk '/^-- t_/ { if (cur != "") done = done " " cur; cur = $2 } END { print done }' "$tmp/out.wedged")
+			done_now=$(awk '/^-- t_/ { if (cur != "") done = done " " cur; cur = $2 } END { print done }' "$tmp/out.wedged")
 			awk '/^-- t_/ { for (i = 0; i < n; i++) print held[i]; n = 0 } /^(PASS|FAIL) / { held[n++] = $0 }' \
 				"$tmp/out.wedged" >>"$tmp/all"
-		else
-			HUSK_SKIP=
+			in_flight=$(awk '/^-- t_/ { cur = $2 } END { print cur }' "$tmp/out.wedged")
+			skip="$skip$done_now"
+			why=
+			[ "$again" -lt 4 ] || why="$again times"
+			[ -z "$in_flight" ] || [ -n "$done_now" ] || [ "$in_flight" != "$last" ] ||
+				why="twice in a row in $in_flight"
+			if [ -n "$why" ]; then
+				echo "FAIL $name: the nested host wedged $why" | tee -a "$tmp/all"
+				: >"$tmp/out" # its results are in already
+				break
+			fi
+			last=$in_flight
+		elif [ "$again" -ge 2 ]; then
+			echo "FAIL $name: the nested host wedged twice" | tee -a "$tmp/all"
+			mv "$tmp/out.wedged" "$tmp/out"
+			break
 		fi
-		echo "note: $name: the nested host wedged; running ${HUSK_SKIP:+the rest of }the suite again in a fresh one"
-		export HUSK_SKIP
+		echo "note: $name: the nested host wedged; running ${skip:+the rest of }the suite again in a fresh one"
+		export HUSK_SKIP="$skip"
 		run_suite "$@"
 		unset HUSK_SKIP
-		if [ "$rc" = 123 ]; then
-			echo "FAIL $name: the nested host wedged twice" | tee -a "$tmp/all"
-		fi
-	fi
+	done
 	# One run more at most: not after a wedge's, unless that run only went on
 	# from where the wedge stopped (--resume); then the failed tests once more.
 	if { [ "$again" = 0 ] || [ "$resume" = 1 ]; } && [ "$rc" != 0 ] && [ "$rc" != 123 ] && emulated_kvm &&
