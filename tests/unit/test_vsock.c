@@ -18,6 +18,7 @@
 #include "virtio/virtq.h"
 #include "virtio/vsock.h"
 #include "virtio/vsock_pkt.h"
+#include "virtio/vsock_priv.h"
 #include "virtio_tb.h"
 #include "vm.h"
 
@@ -281,6 +282,22 @@ UNIT_TEST(vsock_drops_malformed_packets)
 	tb_free(&t);
 }
 
+/* The guest connects from port gport to a host listener on hport (path): the listener's fd, or -1.
+ */
+static int guest_connects(struct tb *t, uint32_t gport, uint32_t hport, char *path, size_t len,
+                          struct vsock_pkt *p)
+{
+	int lfd;
+
+	snprintf(path, len, "%s_%u", t->path, hport);
+	lfd = host_listen(path);
+	*p = pkt(VIRTIO_VSOCK_OP_REQUEST, gport, hport, 0);
+	guest_send(t, p, NULL, 0, 0);
+	if (lfd < 0 || guest_recv(t, p, NULL, 0) != 1 || p->op != VIRTIO_VSOCK_OP_RESPONSE)
+		return -1;
+	return lfd;
+}
+
 UNIT_TEST(vsock_guest_past_credit_is_reset)
 {
 	struct tb t;
@@ -290,11 +307,8 @@ UNIT_TEST(vsock_guest_past_credit_is_reset)
 	int lfd, s, rst = 0;
 
 	CHECK(tb_init(&t, "credit") == 0);
-	snprintf(path, sizeof(path), "%s_77", t.path);
-	lfd = host_listen(path);
-	p = pkt(VIRTIO_VSOCK_OP_REQUEST, 5004, 77, 0);
-	guest_send(&t, &p, NULL, 0, 0);
-	CHECK(guest_recv(&t, &p, NULL, 0) == 1 && p.op == VIRTIO_VSOCK_OP_RESPONSE);
+	lfd = guest_connects(&t, 5004, 77, path, sizeof(path), &p);
+	CHECK(lfd >= 0);
 	s = accept(lfd, NULL, NULL); /* accepted, never read: the host is slow */
 	for (int i = 0; i < 40 && !rst; i++) {
 		p = pkt(VIRTIO_VSOCK_OP_RW, 5004, 77, sizeof(chunk));
@@ -305,6 +319,96 @@ UNIT_TEST(vsock_guest_past_credit_is_reset)
 	}
 	/* 2.4 MB sent against 256 KiB of credit and a socket nobody reads. */
 	CHECK(rst);
+	close(s);
+	close(lfd);
+	unlink(path);
+	tb_free(&t);
+}
+
+/*
+ * The guest hears of freed room before it could stall, and not after every
+ * packet: that cost it an interrupt and a packet for each one it sent.
+ */
+UNIT_TEST(vsock_credit_told_before_the_guest_stalls)
+{
+	struct tb t;
+	struct vsock_pkt p;
+	char path[128];
+	static char chunk[4096], sink[65536];
+	uint32_t sent = 0, fwd = 0;
+	int lfd, s, updates = 0, stalls = 0;
+
+	CHECK(tb_init(&t, "told") == 0);
+	lfd = guest_connects(&t, 5005, 78, path, sizeof(path), &p);
+	CHECK(lfd >= 0);
+	fwd = p.fwd_cnt;
+	s = accept4(lfd, NULL, NULL, SOCK_NONBLOCK);
+	CHECK(s >= 0);
+	/* 1 MiB in 4 KiB packets, the host reading all of it as it comes. */
+	for (int i = 0; i < 256; i++) {
+		p = pkt(VIRTIO_VSOCK_OP_RW, 5005, 78, sizeof(chunk));
+		guest_send(&t, &p, chunk, sizeof(chunk), 0);
+		t.tx_buf = BUF_GPA + 0x100000;
+		sent += sizeof(chunk);
+		while (read(s, sink, sizeof(sink)) > 0)
+			;
+		while (guest_recv(&t, &p, NULL, 0) == 1) {
+			updates += p.op == VIRTIO_VSOCK_OP_CREDIT_UPDATE;
+			fwd = p.fwd_cnt;
+		}
+		/* What the guest may still send: never less than a packet. */
+		stalls += 256 * 1024 - (sent - fwd) < sizeof(chunk);
+	}
+	CHECK(stalls == 0);
+	CHECK(updates >= 4 && updates <= 8); /* one per ~192 KiB, not 256 */
+	close(s);
+	close(lfd);
+	unlink(path);
+	tb_free(&t);
+}
+
+/* Whether the device raised its interrupt since the last look (and acks it, as the driver does). */
+static bool irq_taken(struct tb *t)
+{
+	uint32_t st = tb_mmio_read(&t->vm, BASE, VIRTIO_MMIO_INTERRUPT_STATUS);
+
+	w32(t, VIRTIO_MMIO_INTERRUPT_ACK, st);
+	return st & VIRTIO_MMIO_INT_VRING;
+}
+
+/*
+ * Sent packets come back to the guest at once in the used ring, but its
+ * interrupt for them waits for a batch or a millisecond: one per packet was
+ * more than half of the interrupts of a stream from the guest.
+ */
+UNIT_TEST(vsock_tx_interrupts_batched)
+{
+	struct tb t;
+	struct vsock_pkt p;
+	char path[128];
+	static char chunk[1024];
+	int lfd, s, got = 0;
+
+	CHECK(tb_init(&t, "txirq") == 0);
+	lfd = guest_connects(&t, 5006, 79, path, sizeof(path), &p);
+	CHECK(lfd >= 0);
+	s = accept(lfd, NULL, NULL);
+	irq_taken(&t);
+	p = pkt(VIRTIO_VSOCK_OP_RW, 5006, 79, sizeof(chunk));
+	guest_send(&t, &p, chunk, sizeof(chunk), 0);
+	CHECK(used(&t, 1)->idx == 2); /* the request and this one */
+	CHECK(!irq_taken(&t));
+	for (int i = 0; i < 100 && !got; i++)
+		got = evloop_run_once(t.vm.loop, 100) > 0 && irq_taken(&t);
+	CHECK(got); /* the timer told it */
+	for (int i = 0; i < VSOCK_TX_BATCH - 1; i++) {
+		t.tx_buf = BUF_GPA + 0x100000;
+		guest_send(&t, &p, chunk, sizeof(chunk), 0);
+	}
+	CHECK(!irq_taken(&t));
+	t.tx_buf = BUF_GPA + 0x100000;
+	guest_send(&t, &p, chunk, sizeof(chunk), 0);
+	CHECK(irq_taken(&t)); /* a batch: at once */
 	close(s);
 	close(lfd);
 	unlink(path);

@@ -10,6 +10,14 @@ void tb_mmio_write(struct vm *vm, uint64_t base, uint64_t off, uint32_t v)
 	bus_access(&vm->mmio, base + off, (uint8_t *)&v, 4, 1);
 }
 
+uint32_t tb_mmio_read(struct vm *vm, uint64_t base, uint64_t off)
+{
+	uint32_t v = 0;
+
+	bus_access(&vm->mmio, base + off, (uint8_t *)&v, 4, 0);
+	return v;
+}
+
 void tb_virtio_up(struct vm *vm, uint64_t base, unsigned nq, uint16_t qsz, const struct tb_queue *q)
 {
 	tb_virtio_up_with(vm, base, 1ull << VIRTIO_F_VERSION_1, nq, qsz, q);

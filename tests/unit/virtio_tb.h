@@ -13,6 +13,9 @@ struct tb_queue {
 /* Writes a 32-bit MMIO register of the device at base. */
 void tb_mmio_write(struct vm *vm, uint64_t base, uint64_t off, uint32_t v);
 
+/* Reads one. */
+uint32_t tb_mmio_read(struct vm *vm, uint64_t base, uint64_t off);
+
 /*
  * Brings a virtio-mmio device up as Linux's driver does: acknowledge,
  * VERSION_1 only, FEATURES_OK, nq queues of qsz entries at q[], DRIVER_OK.

@@ -65,6 +65,7 @@ void virtio_signal(struct virtio_mmio *t, unsigned q)
 	if (q >= t->ops->nr_queues || !virtq_should_signal(&t->vqs[q]))
 		return;
 	t->int_status |= VIRTIO_MMIO_INT_VRING;
+	t->nr_irq++;
 	if (write(t->irqfd, &one, sizeof(one)) < 0)
 		log_guest(LOG_WARN, "%s: cannot raise IRQ %u: %s", t->ops->name, t->irq,
 		          strerror(errno));
@@ -150,6 +151,7 @@ static uint32_t reg_read(struct virtio_mmio *t, uint64_t off)
 	case VIRTIO_MMIO_QUEUE_READY:
 		return vq ? vq->ready : 0;
 	case VIRTIO_MMIO_INTERRUPT_STATUS:
+		t->nr_status_reads++;
 		return t->int_status;
 	case VIRTIO_MMIO_STATUS:
 		return t->status;
@@ -283,6 +285,7 @@ static void notify_event(void *ctx, uint32_t events)
 	if (read(n->fd, &v, sizeof(v)) < 0)
 		return;
 	pthread_mutex_lock(&t->lock);
+	t->nr_notify++;
 	if ((t->status & VIRTIO_CONFIG_S_DRIVER_OK) && t->ops->notify)
 		t->ops->notify(t->dev, n->q);
 	pthread_mutex_unlock(&t->lock);
@@ -370,6 +373,10 @@ void virtio_mmio_destroy(struct virtio_mmio *t)
 {
 	if (!t)
 		return;
+	if (t->nr_notify || t->nr_irq)
+		log_debug("%s: %llu notifications taken, %llu interrupts raised, %llu status reads",
+		          t->ops->name, (unsigned long long)t->nr_notify,
+		          (unsigned long long)t->nr_irq, (unsigned long long)t->nr_status_reads);
 	for (unsigned q = 0; q < MMIO_MAX_QUEUES; q++) {
 		if (t->notify[q].fd < 0)
 			continue;

@@ -33,6 +33,8 @@ struct virtio_mmio {
 	uint32_t config_gen;
 	struct virtq vqs[MMIO_MAX_QUEUES];
 	struct notify_ctx notify[MMIO_MAX_QUEUES];
+	/* What the guest cost us, logged at debug level when the device goes. */
+	uint64_t nr_notify, nr_irq, nr_status_reads;
 };
 
 /*

@@ -14,6 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -194,6 +195,9 @@ void vsock_pump(struct vsock_dev *d)
 			}
 		}
 		vsock_pkt_encode(&p, &wire);
+		d->to_guest++;
+		d->to_guest_bytes += (uint64_t)ret;
+		d->to_guest_credit += p.op == VIRTIO_VSOCK_OP_CREDIT_UPDATE;
 		virtq_chain_write(ch, 0, &wire, sizeof(wire));
 		virtq_push(vq, ch->head, (uint32_t)VSOCK_HDR_SIZE + (uint32_t)ret);
 		pushed = true;
@@ -222,6 +226,8 @@ static void handle_tx_chain(struct vsock_dev *d, const struct virtq_chain *ch)
 		log_guest(LOG_WARN, "vsock: dropped a guest packet: %s", why);
 		return;
 	}
+	d->from_guest++;
+	d->from_guest_bytes += p.op == VIRTIO_VSOCK_OP_RW ? p.len : 0;
 	if (p.op == VIRTIO_VSOCK_OP_REQUEST) {
 		conn_guest_request(d, &p);
 		return;
@@ -237,11 +243,52 @@ static void handle_tx_chain(struct vsock_dev *d, const struct virtq_chain *ch)
 	conn_guest_packet(c, &p, ch);
 }
 
+/* Tells the guest of the TX buffers used so far. Lock held. */
+static void tx_signal(struct vsock_dev *d)
+{
+	d->tx_held = 0;
+	virtio_signal(d->t, VSOCK_QUEUE_TX);
+}
+
+static void tx_timer_event(void *ctx, uint32_t events)
+{
+	struct vsock_dev *d = ctx;
+	uint64_t expirations;
+
+	(void)events;
+	if (read(d->tx_timer, &expirations, sizeof(expirations)) < 0)
+		return;
+	virtio_lock(d->t);
+	d->tx_timer_armed = false;
+	if (d->tx_held)
+		tx_signal(d);
+	virtio_unlock(d->t);
+}
+
+/* n more TX buffers used: told now if enough wait, else once the timer fires. */
+static void tx_used(struct vsock_dev *d, unsigned n)
+{
+	struct itimerspec its = {.it_value.tv_nsec = VSOCK_TX_DELAY_US * 1000};
+
+	d->tx_held += n;
+	if (d->tx_held >= VSOCK_TX_BATCH || d->tx_timer < 0) {
+		tx_signal(d);
+		return;
+	}
+	if (d->tx_held && !d->tx_timer_armed) {
+		if (timerfd_settime(d->tx_timer, 0, &its, NULL) == 0)
+			d->tx_timer_armed = true;
+		else
+			tx_signal(d);
+	}
+}
+
 static void vsock_notify(void *dev, unsigned q)
 {
 	struct vsock_dev *d = dev;
 	struct virtq *vq = virtio_queue(d->t, q);
 	int ret, budget = VIRTQ_BUDGET;
+	unsigned used = 0;
 
 	if (q == VSOCK_QUEUE_TX) {
 		while (budget-- > 0 && (ret = virtq_pop(vq, virtio_mem(d->t), &d->chain)) != 0) {
@@ -249,10 +296,11 @@ static void vsock_notify(void *dev, unsigned q)
 				continue;
 			handle_tx_chain(d, &d->chain);
 			virtq_push(vq, d->chain.head, 0);
+			used++;
 		}
 		if (budget < 0 && virtq_has_work(vq))
 			virtio_notify_again(d->t, q);
-		virtio_signal(d->t, q);
+		tx_used(d, used);
 	}
 	/* New RX buffers, or credit the TX packets just gave: send what waits. */
 	vsock_pump(d);
@@ -282,6 +330,7 @@ static void vsock_reset(void *dev)
 	while (d->conns)
 		conn_close(d->conns, false);
 	d->nr_rst = 0;
+	d->tx_held = 0;
 	d->active = false;
 }
 
@@ -379,6 +428,7 @@ struct vsock_dev *vsock_create(struct vm *vm, uint64_t guest_cid, const char *ud
 	if (!d)
 		return NULL;
 	d->vm = vm;
+	d->tx_timer = -1;
 	d->guest_cid = guest_cid;
 	d->next_port = 1U << 30;
 	d->uds_path = strdup(uds_path);
@@ -392,6 +442,12 @@ struct vsock_dev *vsock_create(struct vm *vm, uint64_t guest_cid, const char *ud
 		goto err;
 	if (evloop_add(vm->loop, d->listen_fd, EPOLLIN, listener_event, d))
 		goto err;
+	/* Without it every used TX buffer is told at once: slower, not wrong. */
+	d->tx_timer = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+	if (d->tx_timer >= 0 && evloop_add(vm->loop, d->tx_timer, EPOLLIN, tx_timer_event, d)) {
+		close(d->tx_timer);
+		d->tx_timer = -1;
+	}
 	return d;
 err:
 	vsock_destroy(d);
@@ -402,8 +458,19 @@ void vsock_destroy(struct vsock_dev *d)
 {
 	if (!d)
 		return;
+	if (d->to_guest || d->from_guest)
+		log_debug("vsock: %llu packets to the guest (%llu payload bytes, %llu credit "
+		          "updates), "
+		          "%llu from it (%llu payload bytes)",
+		          (unsigned long long)d->to_guest, (unsigned long long)d->to_guest_bytes,
+		          (unsigned long long)d->to_guest_credit, (unsigned long long)d->from_guest,
+		          (unsigned long long)d->from_guest_bytes);
 	while (d->conns)
 		conn_close(d->conns, false);
+	if (d->tx_timer >= 0) {
+		evloop_del(d->vm->loop, d->tx_timer);
+		close(d->tx_timer);
+	}
 	if (d->listen_fd >= 0) {
 		evloop_del(d->vm->loop, d->listen_fd);
 		close(d->listen_fd);

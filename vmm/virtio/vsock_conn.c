@@ -145,9 +145,14 @@ static int conn_flush(struct vsock_conn *c)
 		c->buf_len -= (uint32_t)n;
 		c->fwd_cnt += (uint32_t)n;
 	}
-	/* Tell the guest about freed room before it can stall on it. */
-	if (c->fwd_cnt - c->fwd_cnt_told >= VSOCK_BUF_ALLOC / 4 ||
-	    (!c->buf_len && c->fwd_cnt != c->fwd_cnt_told)) {
+	/*
+	 * Tell the guest about freed room once what it believes is left drops
+	 * below a full packet, so it never stalls; not after every packet,
+	 * which cost the guest an interrupt and a packet per packet it sent
+	 * (every packet we send it carries the count anyway).
+	 */
+	if (c->fwd_cnt != c->fwd_cnt_told &&
+	    VSOCK_BUF_ALLOC - (c->rx_cnt - c->fwd_cnt_told) < VSOCK_MAX_PAYLOAD) {
 		c->pending |= PEND_CREDIT;
 		conn_mark_ready(c);
 	}

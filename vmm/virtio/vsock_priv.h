@@ -16,6 +16,13 @@
 #define VSOCK_QUEUE_RX 0
 #define VSOCK_QUEUE_TX 1
 #define VSOCK_QUEUE_EVENT 2
+/*
+ * Sent packets the guest hears of at once (a quarter of its ring), or
+ * after VSOCK_TX_DELAY_US: their return only frees its memory, and an
+ * interrupt for each was more than half of those a stream from it took.
+ */
+#define VSOCK_TX_BATCH 32
+#define VSOCK_TX_DELAY_US 1000
 
 enum conn_state {
 	CONN_HANDSHAKE,  /* host client connected, "CONNECT <port>" not read yet */
@@ -73,6 +80,11 @@ struct vsock_dev {
 	unsigned nr_rst;
 	uint32_t next_port;
 	struct virtq_chain chain;
+	int tx_timer; /* timerfd: the used TX buffers held back go to the guest */
+	bool tx_timer_armed;
+	unsigned tx_held; /* TX buffers used since the guest was last told */
+	/* Packets each way (and their payload), logged at debug level at the end. */
+	uint64_t to_guest, to_guest_bytes, to_guest_credit, from_guest, from_guest_bytes;
 };
 
 /* vsock_conn.c */
