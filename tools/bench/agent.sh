@@ -36,7 +36,7 @@ awk -v host="$(cat "$T/host")" -v guest="$(cat "$T/guest")" 'BEGIN {
 	print "(ratio: guest / host; for latency lower is better, for throughput higher)"
 	e = G["exec_p50_ms"] / H["exec_p50_ms"]; hg = G["h2g_mbs"] / H["h2g_mbs"]; gh = G["g2h_mbs"] / H["g2h_mbs"]
 	printf "goal: exec p50 over vsock <= 1.2 x a Unix socket (%.2f): %s\n", e, e <= 1.2 ? "met" : "NOT met"
-	printf "goal: vsock >= 0.8 of a Unix socket both ways (%.2f, %.2f): %s\n", hg, gh, hg >= 0.8 && gh >= 0.8 ? "met" : "NOT met"
+	printf "goal: vsock >= 0.8 of a Unix socket both ways (%.2f, %.2f): %s\n", hg, gh, (hg >= 0.8 && gh >= 0.8) ? "met" : "NOT met"
 }'
 "$bin/husk-agentctl" --vsock "$T/vsock.sock" exec -- poweroff -f >/dev/null 2>&1 || true
 wait $vmm || true
