@@ -132,6 +132,8 @@ suite manager build/tests/sbx-test build/tests/fake-vmm
 suite badinput tests/api/badinput.sh
 # huskd under load, host only (fake VMM): the published client, vanishing clients, cancels, destroys.
 suite load tests/api/load.sh
+# Orgs and API keys, host only (fake VMM): scoping, roles, hashed keys, public snapshots, restarts.
+suite tenants tests/api/tenants.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
 suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh

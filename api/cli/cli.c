@@ -394,6 +394,7 @@ static const struct subcmd commands[] = {
 	{"env", sandbox_env, "set or delete environment variables: husk env ID K=V -d K"},
 	{"job", job_main, "background jobs: create, list, get, destroy"},
 	{"stats", sandbox_stats, "usage statistics"},
+	{"key", key_main, "API keys and orgs: create, list, revoke, whoami"},
 	{NULL, NULL, NULL},
 };
 

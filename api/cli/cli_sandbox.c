@@ -272,7 +272,7 @@ int sandbox_stats(struct cli *c, int argc, char **argv)
 	                                    {"memory byte-sec", "totalMemoryByteSec"},
 	                                    {"network egress bytes", "totalNetworkEgressBytes"},
 	                                    {NULL, NULL}};
-	const char *start = NULL, *end = NULL;
+	const char *start = NULL, *end = NULL, *org;
 	const struct opt opts[] = {
 		{"start", 0, OPT_STR, &start}, {"end", 0, OPT_STR, &end}, {NULL, 0, 0, NULL}};
 	json_t *env = NULL, *sb;
@@ -283,8 +283,14 @@ int sandbox_stats(struct cli *c, int argc, char **argv)
 	c->usage = "husk stats [--start ISO8601] [--end ISO8601] [--json]\n"
 		   "Usage statistics of the sandboxes (GET /services/stats, API.md §5.12).\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
-	/* huskd is single-tenant: its one organisation is org_local. */
-	sb_printf(&t, "/services/stats/org_local");
+	/* The stats are of the key's org: ask which that is. */
+	rc = cli_call(c, "GET", "/whoami", NULL, &env);
+	if (rc)
+		return rc;
+	org = json_string_value(json_object_get(json_object_get(env, "data"), "orgId"));
+	sandbox_path(&t, "/services/stats", org ? org : "-", NULL);
+	json_decref(env);
+	env = NULL;
 	sb_query(&t, "service", "sandbox");
 	sb_query(&t, "start", start);
 	sb_query(&t, "end", end);

@@ -160,11 +160,21 @@ int router_allow(const struct route *routes, size_t n, const char *path, char *o
 
 void router_dispatch(struct http_req *r, const struct route *routes, size_t n, void *ctx)
 {
+	router_dispatch_guarded(r, routes, n, NULL, ctx);
+}
+
+void router_dispatch_guarded(struct http_req *r, const struct route *routes, size_t n,
+                             router_guard guard, void *ctx)
+{
 	char params[ROUTER_MAX_PARAMS][ROUTER_PARAM_LEN], allow[128];
 	const char *ptrs[ROUTER_MAX_PARAMS];
 	const struct route *rt;
 	int err = router_match(routes, n, http_method(r), http_path(r), &rt, params);
 
+	for (int i = 0; i < ROUTER_MAX_PARAMS; i++)
+		ptrs[i] = params[i];
+	if (guard && guard(r, err ? NULL : rt, ptrs, ctx))
+		return;
 	if (err == -EPERM) {
 		router_allow(routes, n, http_path(r), allow, sizeof(allow));
 		if (http_add_header(r, "Allow", allow) < 0) {
@@ -179,7 +189,5 @@ void router_dispatch(struct http_req *r, const struct route *routes, size_t n, v
 		api_error(r, 404, "NOT_FOUND", "no route for %s %s", http_method(r), http_path(r));
 		return;
 	}
-	for (int i = 0; i < ROUTER_MAX_PARAMS; i++)
-		ptrs[i] = params[i];
 	rt->fn(r, ptrs, ctx);
 }

@@ -24,7 +24,15 @@ struct route {
 	const char *pattern; /* "/sandbox/:id/execute" */
 	/* params: the decoded parameters in pattern order, valid during the call only. */
 	void (*fn)(struct http_req *r, const char *const *params, void *ctx);
+	unsigned flags; /* the caller's: the router only hands it to the guard */
 };
+
+/*
+ * Runs before a route (route NULL: none matched, before the 404 or 405):
+ * returns 0 to go on, or anything else once it has answered r itself.
+ */
+typedef int (*router_guard)(struct http_req *r, const struct route *route,
+                            const char *const *params, void *ctx);
 
 /*
  * Finds the route among routes[0..n) for method and path (raw, without the
@@ -47,5 +55,8 @@ int router_allow(const struct route *routes, size_t n, const char *path, char *o
  * 404 (NOT_FOUND) or 405 (METHOD_NOT_ALLOWED, with Allow) itself.
  */
 void router_dispatch(struct http_req *r, const struct route *routes, size_t n, void *ctx);
+/* router_dispatch with guard (may be NULL) asked first. */
+void router_dispatch_guarded(struct http_req *r, const struct route *routes, size_t n,
+                             router_guard guard, void *ctx);
 
 #endif

@@ -22,6 +22,7 @@
 #include "routes.h"
 #include "sbx.h"
 #include "store.h"
+#include "tenant.h"
 
 struct huskd {
 	uv_loop_t *loop;
@@ -30,6 +31,7 @@ struct huskd {
 	struct routes *routes;
 	struct http_server *http;
 	char **keys;
+	struct tenants *tenants;
 	uv_signal_t sigint, sigterm;
 };
 
@@ -288,9 +290,15 @@ static int start(struct huskd *d, struct options *o)
 		        o->state);
 		return 2;
 	}
+	rc = tenant_open(d->store, d->keys, &d->tenants);
+	if (rc) {
+		fprintf(stderr, "huskd: cannot read the API keys from %s/huskd.db: %s\n", o->state,
+		        strerror(-rc));
+		return 2;
+	}
 	o->sbx.cgroup_dir = setup_cgroups();
 	rc = sbx_mgr_open(d->loop, d->store, &o->sbx, &d->mgr);
-	rcfg.keys = d->keys;
+	rcfg.tenants = d->tenants;
 	if (!rc)
 		rc = routes_open(d->mgr, &rcfg, &d->routes);
 	if (rc) {
@@ -313,6 +321,7 @@ static void cleanup(struct huskd *d, struct options *o)
 	uv_run(d->loop, UV_RUN_NOWAIT);
 	sbx_mgr_free(d->mgr);
 	routes_free(d->routes);
+	tenant_free(d->tenants);
 	store_close(d->store);
 	for (char **k = d->keys; k && *k; k++)
 		free(*k);

@@ -212,10 +212,10 @@ static void route_stats(struct http_req *r, const char *const *params, void *ctx
 }
 
 static const struct route routes[] = {
-	{"GET", "/echo", route_echo},     {"POST", "/echo", route_echo},
-	{"PUT", "/echo", route_echo},     {"GET", "/slow", route_slow},
-	{"GET", "/stream", route_stream}, {"GET", "/big", route_big},
-	{"GET", "/stats", route_stats},
+	{"GET", "/echo", route_echo, 0},     {"POST", "/echo", route_echo, 0},
+	{"PUT", "/echo", route_echo, 0},     {"GET", "/slow", route_slow, 0},
+	{"GET", "/stream", route_stream, 0}, {"GET", "/big", route_big, 0},
+	{"GET", "/stats", route_stats, 0},
 };
 
 static void handle(struct http_req *r, void *ctx)

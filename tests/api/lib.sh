@@ -11,6 +11,25 @@ listening() {
 	echo "${n:-0}"
 }
 
+# fake_images DIR: a runtime catalog of two small bases for huskd with
+# build/tests/fake-vmm (no KVM): the kernel files only have to exist.
+# Returns 1 if husk-img cannot make the image.
+fake_images() {
+	mkdir -p "$1/runtimes"
+	: >"$1/bzImage"
+	: >"$1/initramfs.cpio"
+	"$top/build/bin/husk-img" create "$1/runtimes/base.qcow2" 64M >/dev/null || return 1
+	"$top/build/bin/husk-img" create "$1/runtimes/alt.qcow2" 64M >/dev/null || return 1
+	cat >"$1/runtimes/catalog.json" <<'EOF'
+{"runtimes": [{"id": "srt_base", "name": "base:latest", "description": "fake-vmm base",
+  "requirements": {"memory": "256Mi", "cpu": "1", "disk": "64Mi", "networkEnabled": false},
+  "image": {"file": "base.qcow2", "format": "qcow2"}},
+ {"id": "srt_alt", "name": "alt:latest", "description": "a second one, for sorting",
+  "requirements": {"memory": "256Mi", "cpu": "1", "disk": "64Mi", "networkEnabled": false},
+  "image": {"file": "alt.qcow2", "format": "qcow2"}}]}
+EOF
+}
+
 # start_huskd N: starts huskd (ASan) on $port with state in $T/state and waits
 # for its Nth "listening" line in $T/huskd.log (N counts restarts).
 start_huskd() {
@@ -19,7 +38,8 @@ start_huskd() {
 	if [ -n "${HUSKD_APT_SOURCE:-}" ]; then set -- --apt-source "$HUSKD_APT_SOURCE"; else set --; fi
 	# shellcheck disable=SC2086
 	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state" ${HUSKD_ARGS:-} "$@" \
-		--images "$top/build/images" --vmm "$top/build/bin/husk-vmm" >>"$T/huskd.log" 2>&1 &
+		--images "${HUSKD_IMAGES:-$top/build/images}" --vmm "${HUSKD_VMM:-$top/build/bin/husk-vmm}" \
+		>>"$T/huskd.log" 2>&1 &
 	pid=$!
 	i=0
 	# Its "listening" line is the event; the bound is for a huskd that hangs.

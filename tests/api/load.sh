@@ -33,18 +33,10 @@ running() {
 trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; for v in $(vmms); do kill -9 $v; done; rm -rf "$T"' EXIT
 
 # A runtime catalog of one small base: the kernel files only have to exist.
-mkdir -p "$img/runtimes"
-: >"$img/bzImage"
-: >"$img/initramfs.cpio"
-"$top/build/bin/husk-img" create "$img/runtimes/base.qcow2" 64M >/dev/null || {
+fake_images "$img" || {
 	echo "FAIL load/huskd_starts: cannot make a base image with husk-img"
 	exit 1
 }
-cat >"$img/runtimes/catalog.json" <<'EOF'
-{"runtimes": [{"id": "srt_base", "name": "base:latest", "description": "load test base",
-  "requirements": {"memory": "256Mi", "cpu": "1", "disk": "64Mi", "networkEnabled": false},
-  "image": {"file": "base.qcow2", "format": "qcow2"}}]}
-EOF
 
 # huskd as lib.sh's start_huskd starts it, with the fake VMM and these images.
 # --max-guest-memory: the load fits, a 64Gi sandbox does not (503 HOST_FULL);

@@ -191,7 +191,7 @@ static void snapshots_and_checkpoints(void)
 	t_destroy(parent);
 	t_check("snapshot_outlives_its_sandbox",
 	        !strcmp(t_status(parent, st, sizeof(st)), "deleted") &&
-	                sbx_snap_get(T.m, sid, false, &list, NULL) == 0,
+	                sbx_snap_get(T.m, STORE_DEFAULT_ORG, sid, false, &list, NULL) == 0,
 	        "status %s", st);
 	json_decref(list);
 }

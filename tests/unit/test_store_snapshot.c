@@ -24,7 +24,7 @@ static const char *found(struct store *s, const char *ref)
 {
 	static char buf[STORE_ID_LEN];
 	json_t *info;
-	int ret = store_snapshot_find(s, ref, &info, NULL);
+	int ret = store_snapshot_find(s, STORE_DEFAULT_ORG, ref, &info, NULL);
 
 	if (ret < 0)
 		return ret == -ENOENT ? "ENOENT" : "error";

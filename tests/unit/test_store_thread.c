@@ -65,7 +65,7 @@ static void *read_other(void *arg)
 			w->failures++;
 		else
 			json_decref(list);
-		if (store_usage(w->s, 0, INT64_MAX, &u) < 0)
+		if (store_usage(w->s, NULL, 0, INT64_MAX, &u) < 0)
 			w->failures++;
 		else
 			json_decref(u);

@@ -73,7 +73,7 @@ UNIT_TEST(store_usage_clips_to_the_window)
 	CHECK(status_at(s, d, 20001, "idle") == 0);
 
 	tstore_now = T(10000);
-	CHECK(store_usage(s, T(4000), T(12000), &u) == 0);
+	CHECK(store_usage(s, NULL, T(4000), T(12000), &u) == 0);
 	CHECK(!strcmp(tstore_str(u, "from"), "2026-05-01T12:00:04.000Z"));
 	CHECK(json_array_size(json_object_get(u, "sandboxes")) == 2);
 	r = row(u, a);
@@ -97,20 +97,20 @@ UNIT_TEST(store_usage_clips_to_the_window)
 	json_decref(u);
 
 	/* A window in the past sees b, and a before its execution. */
-	CHECK(store_usage(s, T(0), T(2000), &u) == 0);
+	CHECK(store_usage(s, NULL, T(0), T(2000), &u) == 0);
 	CHECK(tstore_int(row(u, a), "aliveMs") == 1000);
 	CHECK(tstore_int(row(u, b), "aliveMs") == 1500);
 	CHECK(tstore_int(json_object_get(u, "total"), "executions") == 0);
 	json_decref(u);
 	/* a has been idle since before this window: all of it counts. */
-	CHECK(store_usage(s, T(6000), T(7000), &u) == 0);
+	CHECK(store_usage(s, NULL, T(6000), T(7000), &u) == 0);
 	CHECK(tstore_int(row(u, a), "aliveMs") == 1000);
 	json_decref(u);
 	/* Empty and backwards windows. */
-	CHECK(store_usage(s, T(4000), T(4000), &u) == 0);
+	CHECK(store_usage(s, NULL, T(4000), T(4000), &u) == 0);
 	CHECK(json_array_size(json_object_get(u, "sandboxes")) == 0);
 	json_decref(u);
-	CHECK(store_usage(s, T(5), T(4), &u) == -EINVAL);
+	CHECK(store_usage(s, NULL, T(5), T(4), &u) == -EINVAL);
 	CHECK(!tstore_log()[0]);
 	store_close(s);
 }

@@ -34,6 +34,13 @@ enum subject {
 	S_RUNTIME
 };
 
+/* The caller whose key the request carries; NULL only on routes that need no key. */
+const struct who *caller(const struct http_req *r);
+/* The caller's org id, or NULL (no key). */
+const char *caller_org(const struct http_req *r);
+/* Sets "org": {id, name} in a create or build body to the caller's; -1 after answering. */
+int body_set_org(struct http_req *r, json_t *body);
+
 /* Answers the manager's error with its HTTP status and code; 5xx are logged with the cause. */
 void reply_error(struct http_req *r, const struct sbx_err *err, enum subject what);
 /* Answers 200 with the reply's data (or {"success":true}), or the error. */
@@ -67,6 +74,10 @@ void wait_drop_all(struct routes *rt);
 void stream_serve(struct routes *rt, struct http_req *r, const char *stream_id);
 
 ROUTE(r_create);
+ROUTE(r_key_create);
+ROUTE(r_key_list);
+ROUTE(r_key_revoke);
+ROUTE(r_whoami);
 ROUTE(r_net_set);
 ROUTE(r_list);
 ROUTE(r_get);

@@ -71,8 +71,10 @@ ROUTE(r_create)
 	struct create *c;
 
 	(void)p;
-	if (!body)
+	if (!body || body_set_org(r, body)) {
+		json_decref(body);
 		return;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
 		json_decref(body);
@@ -131,7 +133,7 @@ ROUTE(r_list)
 {
 	struct routes *rt = ctx;
 	char name[256] = "", status[32] = "", live[8] = "", sort[32] = "", dir[8] = "", del[8] = "";
-	struct sbx_list_query q = {0};
+	struct sbx_list_query q = {.org = caller_org(r)};
 	struct sbx_err err;
 	json_t *out = NULL, *v;
 	size_t i;

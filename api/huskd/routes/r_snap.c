@@ -96,7 +96,7 @@ ROUTE(r_snap_create)
 static void list(struct http_req *r, struct routes *rt, bool public_only)
 {
 	char sandbox[64] = "", sort[32] = "", dir[8] = "";
-	struct sbx_snap_query q = {.public_only = public_only};
+	struct sbx_snap_query q = {.public_only = public_only, .org = caller_org(r)};
 	struct sbx_err err;
 	json_t *out = NULL;
 
@@ -129,7 +129,7 @@ static void get(struct http_req *r, struct routes *rt, const char *ref, bool pub
 	struct sbx_err err;
 	json_t *info = NULL;
 
-	if (sbx_snap_get(rt->m, ref, public_only, &info, &err))
+	if (sbx_snap_get(rt->m, caller_org(r), ref, public_only, &info, &err))
 		reply_error(r, &err, S_SNAPSHOT);
 	else
 		api_ok(r, 200, info);
@@ -158,7 +158,7 @@ ROUTE(r_snap_tag)
 		api_error(r, 400, "BAD_REQUEST",
 		          "tag must be 1 to 64 letters, digits, '.', '_' or '-', or null to remove "
 		          "it");
-	else if (sbx_snap_tag(rt->m, p[0], tag, &info, &err))
+	else if (sbx_snap_tag(rt->m, caller_org(r), p[0], tag, &info, &err))
 		reply_error(r, &err, S_SNAPSHOT);
 	else
 		api_ok(r, 200, info);
@@ -171,7 +171,7 @@ ROUTE(r_snap_delete)
 	struct sbx_err err;
 	json_t *out = NULL;
 
-	if (sbx_snap_delete(rt->m, p[0], &out, &err))
+	if (sbx_snap_delete(rt->m, caller_org(r), p[0], &out, &err))
 		reply_error(r, &err, S_SNAPSHOT);
 	else
 		api_ok(r, 200, out);
@@ -200,7 +200,7 @@ ROUTE(r_snap_lineage)
 	}
 	if (limit <= 0 || limit > 1000)
 		limit = limit <= 0 ? 100 : 1000;
-	if (sbx_snap_lineage(rt->m, ref, limit, &out, &err))
+	if (sbx_snap_lineage(rt->m, caller_org(r), ref, limit, &out, &err))
 		reply_error(r, &err, S_SNAPSHOT);
 	else
 		api_ok(r, 200, out);
@@ -213,8 +213,10 @@ ROUTE(r_build_init)
 	struct sbx_err err;
 
 	(void)p;
-	if (!body)
+	if (!body || body_set_org(r, body)) {
+		json_decref(body);
 		return;
+	}
 	if (sbx_build_init(rt->m, body, &out, &err))
 		reply_error(r, &err, S_BUILD);
 	else

@@ -68,7 +68,7 @@ ROUTE(r_stats)
 	(void)p;
 	if (window(r, &from, &to))
 		return;
-	if (sbx_usage(rt->m, from, to, &out))
+	if (sbx_usage(rt->m, caller_org(r), from, to, &out))
 		usage_failed(r);
 	else
 		api_ok(r, 200, out);
@@ -81,7 +81,13 @@ ROUTE(r_service_stats)
 	int64_t from, to;
 	json_t *s = NULL, *live, *tot, *out;
 
-	(void)p;
+	/* The path's org is the caller's (by id or name); another is not there. */
+	if (strcmp(p[0], caller(r)->org_id) && strcmp(p[0], caller(r)->org_name)) {
+		api_error(r, 404, "NOT_FOUND",
+		          "org '%s' not found: this key belongs to org '%s' (%s)", p[0],
+		          caller(r)->org_name, caller(r)->org_id);
+		return;
+	}
 	http_query_get(r, "service", service, sizeof(service));
 	if (*service && strcmp(service, "sandbox")) {
 		api_error(r, 400, "INVALID_REQUEST", "service '%s': huskd has only 'sandbox'",
@@ -90,7 +96,7 @@ ROUTE(r_service_stats)
 	}
 	if (window(r, &from, &to))
 		return;
-	if (sbx_usage(rt->m, from, to, &s)) {
+	if (sbx_usage(rt->m, caller_org(r), from, to, &s)) {
 		usage_failed(r);
 		return;
 	}

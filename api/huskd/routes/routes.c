@@ -11,72 +11,157 @@
 #include "r_int.h"
 #include "router.h"
 
-static const struct route api_routes[] = {
-	{"POST", "/sandbox", r_create},
-	{"GET", "/sandbox", r_list},
-	{"GET", "/sandbox/runtimes", r_runtimes},
-	{"POST", "/sandbox/runtimes/import", r_import_init},
-	{"PUT", "/sandbox/runtimes/import/:id", r_import_upload},
-	{"POST", "/sandbox/runtimes/import/:id/run", r_import_run},
-	{"GET", "/sandbox/runtimes/import/:id", r_import_get},
-	{"DELETE", "/sandbox/runtimes/:id", r_runtime_delete},
-	{"GET", "/sandbox/stats", r_stats},
-	{"GET", "/services/stats/:org", r_service_stats},
-	{"GET", "/sandbox/status/:id", r_status},
-	{"GET", "/sandbox/execution/:id", r_execution},
-	{"DELETE", "/sandbox/execution/:id", r_execution_cancel},
-	{"GET", "/sandbox/sandboxes/:id/executions", r_executions},
-	{"GET", "/sandbox/sandboxes/:id/events", r_events},
-	{"GET", "/sandbox/:id", r_get},
-	{"DELETE", "/sandbox/:id", r_destroy},
-	{"POST", "/sandbox/:id/execute", r_execute},
-	{"POST", "/sandbox/:id/pause", r_pause},
-	{"POST", "/sandbox/:id/resume", r_resume},
-	{"PUT", "/sandbox/:id/network", r_net_set},
-	{"POST", "/sandbox/:id/snapshot", r_snap_create},
-	{"POST", "/sandbox/:id/checkpoint", r_ckpt_create},
-	{"GET", "/sandbox/checkpoints/:id", r_ckpt_list},
-	{"POST", "/sandbox/:id/checkpoint/:ck/restore", r_ckpt_restore},
-	{"DELETE", "/sandbox/:id/checkpoint/:ck", r_ckpt_delete},
-	{"GET", "/sandbox/snapshots", r_snap_list},
-	{"GET", "/sandbox/snapshots/public", r_snap_public_list},
-	{"GET", "/sandbox/snapshots/public/:ref", r_snap_public_get},
-	{"GET", "/sandbox/snapshots/lineage", r_snap_lineage},
-	{"POST", "/sandbox/snapshots/build", r_build_init},
-	{"PUT", "/sandbox/snapshots/:snap/upload", r_build_upload},
-	{"POST", "/sandbox/snapshots/:snap/finalize", r_build_finalize},
-	{"GET", "/sandbox/snapshots/:snap", r_snap_get},
-	{"PATCH", "/sandbox/snapshots/:snap", r_snap_tag},
-	{"DELETE", "/sandbox/snapshots/:snap", r_snap_delete},
-	{"GET", "/streams/:id", r_stream},
-	{"PATCH", "/sandbox/env/:id", r_env},
-	{"POST", "/sandbox/sandboxes/:id/jobs", r_job_create},
-	{"GET", "/sandbox/sandboxes/:id/jobs", r_job_list},
-	{"GET", "/sandbox/sandboxes/:id/jobs/:job", r_job_get},
-	{"DELETE", "/sandbox/sandboxes/:id/jobs/:job", r_job_stop},
-	{"POST", "/fs/:id", r_fs_write},
-	{"GET", "/fs/:id", r_fs_read},
-	{"GET", "/fs/list/:id", r_fs_list},
-	{"POST", "/fs/mkdir/:id", r_fs_mkdir},
-	{"POST", "/fs/rm/:id", r_fs_rm},
-	{"POST", "/fs/rmdir/:id", r_fs_rmdir},
-	{"GET", "/fs/download/:id", r_fs_download},
-	{"POST", "/fs/upload/:id", r_fs_upload},
+/*
+ * What a route needs of its caller (route flags): no key at all; p[0] a
+ * sandbox, execution or build of the caller's org; an admin key; the
+ * operator (an admin of the default org: huskd-wide things).
+ */
+enum {
+	R_OPEN = 1 << 0,
+	R_SANDBOX = 1 << 1,
+	R_EXEC = 1 << 2,
+	R_BUILD = 1 << 3,
+	R_ADMIN = 1 << 4,
+	R_OPERATOR = 1 << 5,
 };
 
-/* Stream URLs are capabilities (unguessable ids); the client fetches them without a key. */
-static bool authorized(struct routes *rt, struct http_req *r)
+static const struct route api_routes[] = {
+	{"POST", "/sandbox", r_create, 0},
+	{"GET", "/sandbox", r_list, 0},
+	{"GET", "/sandbox/runtimes", r_runtimes, 0},
+	{"POST", "/sandbox/runtimes/import", r_import_init, R_OPERATOR},
+	{"PUT", "/sandbox/runtimes/import/:id", r_import_upload, R_OPERATOR},
+	{"POST", "/sandbox/runtimes/import/:id/run", r_import_run, R_OPERATOR},
+	{"GET", "/sandbox/runtimes/import/:id", r_import_get, R_OPERATOR},
+	{"DELETE", "/sandbox/runtimes/:id", r_runtime_delete, R_OPERATOR},
+	{"GET", "/sandbox/stats", r_stats, 0},
+	{"GET", "/services/stats/:org", r_service_stats, 0},
+	{"GET", "/sandbox/status/:id", r_status, R_SANDBOX},
+	{"GET", "/sandbox/execution/:id", r_execution, R_EXEC},
+	{"DELETE", "/sandbox/execution/:id", r_execution_cancel, R_EXEC},
+	{"GET", "/sandbox/sandboxes/:id/executions", r_executions, R_SANDBOX},
+	{"GET", "/sandbox/sandboxes/:id/events", r_events, R_SANDBOX},
+	{"GET", "/sandbox/:id", r_get, R_SANDBOX},
+	{"DELETE", "/sandbox/:id", r_destroy, R_SANDBOX},
+	{"POST", "/sandbox/:id/execute", r_execute, R_SANDBOX},
+	{"POST", "/sandbox/:id/pause", r_pause, R_SANDBOX},
+	{"POST", "/sandbox/:id/resume", r_resume, R_SANDBOX},
+	{"PUT", "/sandbox/:id/network", r_net_set, R_SANDBOX},
+	{"POST", "/sandbox/:id/snapshot", r_snap_create, R_SANDBOX},
+	{"POST", "/sandbox/:id/checkpoint", r_ckpt_create, R_SANDBOX},
+	{"GET", "/sandbox/checkpoints/:id", r_ckpt_list, R_SANDBOX},
+	{"POST", "/sandbox/:id/checkpoint/:ck/restore", r_ckpt_restore, R_SANDBOX},
+	{"DELETE", "/sandbox/:id/checkpoint/:ck", r_ckpt_delete, R_SANDBOX},
+	/* Snapshots are scoped by the manager: another org's public ones are readable. */
+	{"GET", "/sandbox/snapshots", r_snap_list, 0},
+	{"GET", "/sandbox/snapshots/public", r_snap_public_list, R_OPEN},
+	{"GET", "/sandbox/snapshots/public/:ref", r_snap_public_get, R_OPEN},
+	{"GET", "/sandbox/snapshots/lineage", r_snap_lineage, 0},
+	{"POST", "/sandbox/snapshots/build", r_build_init, 0},
+	{"PUT", "/sandbox/snapshots/:snap/upload", r_build_upload, R_BUILD},
+	{"POST", "/sandbox/snapshots/:snap/finalize", r_build_finalize, R_BUILD},
+	{"GET", "/sandbox/snapshots/:snap", r_snap_get, 0},
+	{"PATCH", "/sandbox/snapshots/:snap", r_snap_tag, 0},
+	{"DELETE", "/sandbox/snapshots/:snap", r_snap_delete, 0},
+	/* Stream URLs are capabilities (unguessable ids); the client fetches them without a key. */
+	{"GET", "/streams/:id", r_stream, R_OPEN},
+	{"PATCH", "/sandbox/env/:id", r_env, R_SANDBOX},
+	{"POST", "/sandbox/sandboxes/:id/jobs", r_job_create, R_SANDBOX},
+	{"GET", "/sandbox/sandboxes/:id/jobs", r_job_list, R_SANDBOX},
+	{"GET", "/sandbox/sandboxes/:id/jobs/:job", r_job_get, R_SANDBOX},
+	{"DELETE", "/sandbox/sandboxes/:id/jobs/:job", r_job_stop, R_SANDBOX},
+	{"POST", "/fs/:id", r_fs_write, R_SANDBOX},
+	{"GET", "/fs/:id", r_fs_read, R_SANDBOX},
+	{"GET", "/fs/list/:id", r_fs_list, R_SANDBOX},
+	{"POST", "/fs/mkdir/:id", r_fs_mkdir, R_SANDBOX},
+	{"POST", "/fs/rm/:id", r_fs_rm, R_SANDBOX},
+	{"POST", "/fs/rmdir/:id", r_fs_rmdir, R_SANDBOX},
+	{"GET", "/fs/download/:id", r_fs_download, R_SANDBOX},
+	{"POST", "/fs/upload/:id", r_fs_upload, R_SANDBOX},
+	/* husk's own (API.md §9): keys and orgs. */
+	{"POST", "/keys", r_key_create, R_ADMIN},
+	{"GET", "/keys", r_key_list, R_ADMIN},
+	{"DELETE", "/keys/:id", r_key_revoke, R_ADMIN},
+	{"GET", "/whoami", r_whoami, 0},
+};
+
+/* The caller's key, or NULL (answered 401). */
+static const struct who *authorized(struct routes *rt, struct http_req *r)
 {
 	const char *h = http_header(r, "Authorization");
+	const struct who *who =
+		h && !strncmp(h, "Bearer ", 7) ? tenant_auth(rt->cfg.tenants, h + 7) : NULL;
 
-	if (!strncmp(http_path(r), "/streams/", 9))
-		return true;
-	if (!h || strncmp(h, "Bearer ", 7))
-		return false;
-	for (char **k = rt->cfg.keys; *k; k++)
-		if (!strcmp(h + 7, *k))
-			return true;
-	return false;
+	if (!who)
+		api_error(r, 401, "UNAUTHORIZED",
+		          "a valid API key is required: send 'Authorization: Bearer <key>' (keys "
+		          "are in %s/api-keys or HUSK_API_KEY; husk key create makes more)",
+		          rt->cfg.state);
+	return who;
+}
+
+/* 404 as if id did not exist (another org's is not there for this caller). */
+static int owned(struct routes *rt, struct http_req *r, const struct route *route, const char *id,
+                 const struct who *who)
+{
+	static const struct {
+		unsigned flag;
+		enum sbx_kind kind;
+		const char *code, *what;
+	} kinds[] = {
+		{R_SANDBOX, SBX_KIND_SANDBOX, "SANDBOX_NOT_FOUND", "sandbox"},
+		{R_EXEC, SBX_KIND_EXECUTION, "EXECUTION_NOT_FOUND", "execution"},
+		{R_BUILD, SBX_KIND_BUILD, "SNAPSHOT_NOT_FOUND", "build"},
+	};
+
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		if (!(route->flags & kinds[i].flag) ||
+		    sbx_owned(rt->m, kinds[i].kind, id, who->org_id) == 0)
+			continue;
+		api_error(r, 404, kinds[i].code, "%s %s not found", kinds[i].what, id);
+		return -1;
+	}
+	return 0;
+}
+
+static int guard(struct http_req *r, const struct route *route, const char *const *p, void *ctx)
+{
+	struct routes *rt = ctx;
+	const char *m = http_method(r);
+	const struct who *who;
+	char org[80];
+
+	if (route && (route->flags & R_OPEN))
+		return 0;
+	who = authorized(rt, r);
+	if (!who)
+		return -1;
+	http_set_user(r, (void *)who);
+	if (!route)
+		return 0; /* the 404 or 405 */
+	if (who->role == ROLE_READ_ONLY && strcmp(m, "GET") && strcmp(m, "HEAD")) {
+		api_error(r, 403, "FORBIDDEN", "this key is read-only: %s %s needs a member key", m,
+		          http_path(r));
+		return -1;
+	}
+	if (((route->flags & R_ADMIN) && who->role != ROLE_ADMIN) ||
+	    ((route->flags & R_OPERATOR) && !tenant_is_operator(who))) {
+		api_error(r, 403, "FORBIDDEN",
+		          "%s %s needs an admin key%s (this one is %s of org '%s')", m,
+		          http_path(r), route->flags & R_OPERATOR ? " of org 'local'" : "",
+		          tenant_role_name(who->role), who->org_name);
+		return -1;
+	}
+	/* orgId, which the client adds to every request it was given one for, must be the key's. */
+	if (http_query_get(r, "orgId", org, sizeof(org)) > 0 && strcmp(org, who->org_id) &&
+	    strcmp(org, who->org_name)) {
+		api_error(r, 403, "FORBIDDEN",
+		          "orgId '%s' is not this key's org ('%s', %s): use a key of that org or "
+		          "leave orgId out",
+		          org, who->org_name, who->org_id);
+		return -1;
+	}
+	return owned(rt, r, route, p[0], who);
 }
 
 void routes_handle(struct http_req *r, void *ctx)
@@ -86,15 +171,32 @@ void routes_handle(struct http_req *r, void *ctx)
 	/* A sandbox's url is public, as the reference's are (no key on the way in). */
 	if (proxy_route(rt, r))
 		return;
-	if (!authorized(rt, r)) {
-		api_error(
-			r, 401, "UNAUTHORIZED",
-			"a valid API key is required: send 'Authorization: Bearer <key>' (keys are "
-			"in %s/api-keys or HUSK_API_KEY)",
-			rt->cfg.state);
-		return;
+	router_dispatch_guarded(r, api_routes, sizeof(api_routes) / sizeof(api_routes[0]), guard,
+	                        rt);
+}
+
+const struct who *caller(const struct http_req *r)
+{
+	return http_user(r);
+}
+
+const char *caller_org(const struct http_req *r)
+{
+	const struct who *who = http_user(r);
+
+	return who ? who->org_id : NULL;
+}
+
+int body_set_org(struct http_req *r, json_t *body)
+{
+	const struct who *who = caller(r);
+
+	if (json_object_set_new(body, "org",
+	                        json_pack("{ssss}", "id", who->org_id, "name", who->org_name))) {
+		api_error(r, 503, "UNAVAILABLE", "out of memory");
+		return -1;
 	}
-	router_dispatch(r, api_routes, sizeof(api_routes) / sizeof(api_routes[0]), rt);
+	return 0;
 }
 
 int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct routes **out)
@@ -197,6 +299,9 @@ void reply_error(struct http_req *r, const struct sbx_err *err, enum subject wha
 		break;
 	case SBX_UNAVAILABLE:
 		status = 503, code = "UNAVAILABLE";
+		break;
+	case SBX_FORBIDDEN:
+		status = 403, code = "FORBIDDEN";
 		break;
 	case SBX_OK:
 	case SBX_INTERNAL:

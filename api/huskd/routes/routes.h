@@ -9,14 +9,15 @@
  */
 #include "http.h"
 #include "sbx.h"
+#include "tenant.h"
 
 struct routes;
 
 struct routes_config {
 	uv_loop_t *loop;
-	char **keys;            /* accepted API keys, NULL-terminated (borrowed) */
-	const char *state;      /* the state folder, named in the 401 message */
-	const char *public_url; /* base of stream URLs; NULL: from each request's Host */
+	struct tenants *tenants; /* who each key is (borrowed) */
+	const char *state;       /* the state folder, named in the 401 message */
+	const char *public_url;  /* base of stream URLs; NULL: from each request's Host */
 	/* Sandbox urls by host name, sbx-<id>-<port>.<public_domain>; NULL: by path on huskd's
 	 * own address. */
 	const char *public_domain;

@@ -41,6 +41,7 @@ enum sbx_fault {
 	SBX_FULL,        /* the host cannot take another sandbox of this size now */
 	SBX_UNAVAILABLE, /* out of memory or descriptors: try again */
 	SBX_INTERNAL,    /* huskd's own failure (logged with its cause) */
+	SBX_FORBIDDEN,   /* the caller's org may see it but not change it */
 };
 
 struct sbx_err {
@@ -222,19 +223,26 @@ void sbx_snap_create(struct sbx_mgr *m, const char *id, json_t *body, sbx_done_f
 
 struct sbx_snap_query {
 	const char *sandbox_id, *sort;
+	const char
+		*org; /* the caller's org: its snapshots (public_only: every org's public ones) */
 	bool ascending, public_only;
 	int limit, offset;
 };
 int sbx_snap_list(struct sbx_mgr *m, const struct sbx_snap_query *q, json_t **out,
                   struct sbx_err *err) __attribute__((warn_unused_result));
-int sbx_snap_get(struct sbx_mgr *m, const char *ref, bool public_only, json_t **out,
-                 struct sbx_err *err) __attribute__((warn_unused_result));
+/*
+ * org: whose view - its own snapshots and every org's public ones (NULL:
+ * the public ones only). Tag and delete change only org's own (SBX_FORBIDDEN
+ * for another org's public one).
+ */
+int sbx_snap_get(struct sbx_mgr *m, const char *org, const char *ref, bool public_only,
+                 json_t **out, struct sbx_err *err) __attribute__((warn_unused_result));
 /* tag: a string, or JSON null to remove it. */
-int sbx_snap_tag(struct sbx_mgr *m, const char *ref, json_t *tag, json_t **out, struct sbx_err *err)
-	__attribute__((warn_unused_result));
-int sbx_snap_delete(struct sbx_mgr *m, const char *ref, json_t **out, struct sbx_err *err)
-	__attribute__((warn_unused_result));
-int sbx_snap_lineage(struct sbx_mgr *m, const char *ref, int limit, json_t **out,
+int sbx_snap_tag(struct sbx_mgr *m, const char *org, const char *ref, json_t *tag, json_t **out,
+                 struct sbx_err *err) __attribute__((warn_unused_result));
+int sbx_snap_delete(struct sbx_mgr *m, const char *org, const char *ref, json_t **out,
+                    struct sbx_err *err) __attribute__((warn_unused_result));
+int sbx_snap_lineage(struct sbx_mgr *m, const char *org, const char *ref, int limit, json_t **out,
                      struct sbx_err *err) __attribute__((warn_unused_result));
 /* Declarative builds (API.md §5.8 (38)-(40)). */
 int sbx_build_init(struct sbx_mgr *m, json_t *body, json_t **out, struct sbx_err *err)
@@ -272,7 +280,20 @@ int sbx_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err
 /* {sandboxId, status, exitCode?} for status long-polls. */
 int sbx_status(struct sbx_mgr *m, const char *id, json_t **out) __attribute__((warn_unused_result));
 
+/* What a route's path names, for sbx_owned. */
+enum sbx_kind { SBX_KIND_SANDBOX, SBX_KIND_EXECUTION, SBX_KIND_BUILD };
+/*
+ * 0 if the sandbox, execution (by its sandbox) or build id exists and
+ * belongs to org; -ENOENT otherwise, the same for another org's as for none,
+ * so ids say nothing across orgs.
+ */
+int sbx_owned(struct sbx_mgr *m, enum sbx_kind kind, const char *id, const char *org)
+	__attribute__((warn_unused_result));
+/* The org of a SandboxInfo or SnapshotInfo (records from before orgs: the default one). */
+const char *sbx_info_org(json_t *info);
+
 struct sbx_list_query {
+	const char *org; /* the caller's org: only its sandboxes */
 	const char *name, *status, *sort;
 	int live;    /* 0 any, 1 only live, -1 only ended */
 	int deleted; /* 0 hide, 1 include, 2 only */
@@ -287,7 +308,7 @@ int sbx_events(struct sbx_mgr *m, const char *id, int limit, bool descending, js
 int sbx_runtimes(struct sbx_mgr *m, const char *sort, bool descending, int limit, int offset,
                  json_t **out) __attribute__((warn_unused_result));
 /* Usage in [from_ms, to_ms] and the live sandboxes by status. */
-int sbx_usage(struct sbx_mgr *m, int64_t from_ms, int64_t to_ms, json_t **out)
+int sbx_usage(struct sbx_mgr *m, const char *org, int64_t from_ms, int64_t to_ms, json_t **out)
 	__attribute__((warn_unused_result));
 
 /* "250ms", "5m", "1h30m", "0s" → milliseconds; -EINVAL if it is not a Go duration. */

@@ -27,7 +27,8 @@ int sbx_base_find(struct sbx_mgr *m, json_t *body, struct sbx_base *b, struct sb
 			return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 			                "give either snapshot or runtime: a snapshot brings its "
 			                "runtime");
-		if (store_snapshot_find(m->store, json_string_value(snap), &b->snap, &b->snap_priv))
+		if (store_snapshot_find(m->store, sbx_info_org(body), json_string_value(snap),
+		                        &b->snap, &b->snap_priv))
 			return sbx_fail(
 				err, SBX_BAD_INPUT, -ENOENT,
 				"snapshot '%s' not found; GET /sandbox/snapshots lists them",
@@ -104,7 +105,10 @@ void sbx_base_apply(struct sandbox *sb, const struct sbx_base *b, json_t *pub, j
 		json_pack("{sssOsO*sbso}", "id", sid, "name", json_object_get(b->snap, "name"),
 	                  "tag", json_object_get(b->snap, "tag"), "public", pub_snap,
 	                  pub_snap ? "org" : "user",
-	                  pub_snap ? json_pack("{ssss}", "id", "org_local", "name", "local")
+	                  pub_snap ? json_pack("{ssss}", "id", sbx_info_org(b->snap), "name",
+	                                       json_string_value(json_object_get(
+						       json_object_get(b->snap, "org"), "name"))
+	                                               ?: STORE_DEFAULT_ORG_NAME)
 	                           : json_pack("{ss}", "id", "usr_local")));
 }
 

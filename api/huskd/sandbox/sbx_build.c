@@ -111,7 +111,8 @@ int sbx_build_init(struct sbx_mgr *m, json_t *body, json_t **out, struct sbx_err
 	hash = json_string_value(json_object_get(body, "contentHash"));
 	snprintf(ref, sizeof(ref), "%s:%s", name, tag);
 	if (hash && !json_is_true(json_object_get(body, "force")) &&
-	    store_snapshot_find(m->store, ref, &old, &old_priv) == 0 &&
+	    store_snapshot_find(m->store, sbx_info_org(body), ref, &old, &old_priv) == 0 &&
+	    !strcmp(sbx_info_org(old), sbx_info_org(body)) &&
 	    json_equal(json_object_get(old_priv, "contentHash"),
 	               json_object_get(body, "contentHash"))) {
 		*out = json_pack("{sbsOsOsO}", "unchanged", 1, "existingId",
@@ -419,8 +420,8 @@ void sbx_build_finalize(struct sbx_mgr *m, const char *build, json_t *fin, sbx_d
 	if (json_is_object(json_object_get(fin, "env")))
 		json_object_set(b->snap, "env", json_object_get(fin, "env"));
 	/* The build runs with its env, so what it installs and runs sees it. */
-	create = json_pack("{sOs{ss}}", "runtime", json_object_get(req, "runtime"), "timeout",
-	                   "idle", "0s");
+	create = json_pack("{sOs{ss}sO*}", "runtime", json_object_get(req, "runtime"), "timeout",
+	                   "idle", "0s", "org", json_object_get(req, "org"));
 	if (json_is_object(json_object_get(fin, "env")))
 		json_object_set(create, "env", json_object_get(fin, "env"));
 	json_decref(req);

@@ -267,13 +267,16 @@ static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t
 	json_t *cmd = json_object_get(body, "command"), *timeout = json_object_get(body, "timeout");
 	json_t *pub;
 
-	pub = json_pack("{sssss{ssss}s{ssss}s{sosos{}}sssssb}", "sandboxId", sb->id, "status",
-	                "creating", "runtime", "id", json_string_value(json_object_get(rt, "id")),
-	                "name", json_string_value(json_object_get(rt, "name")), "org", "id",
-	                "org_local", "name", "local", "resources", "memory",
-	                json_sprintf("%lldMi", (long long)(mem >> 20)), "cpu",
-	                json_sprintf("%lldm", (long long)sb->cpu_millis), "disk", "region", "local",
-	                "mode", sb->oneshot ? "oneshot" : "interactive", "networkEnabled", sb->net);
+	json_t *org = json_object_get(body, "org");
+
+	pub = json_pack(
+		"{sssss{ssss}s{ssss}s{sosos{}}sssssb}", "sandboxId", sb->id, "status", "creating",
+		"runtime", "id", json_string_value(json_object_get(rt, "id")), "name",
+		json_string_value(json_object_get(rt, "name")), "org", "id", sbx_info_org(body),
+		"name", json_string_value(json_object_get(org, "name")) ?: STORE_DEFAULT_ORG_NAME,
+		"resources", "memory", json_sprintf("%lldMi", (long long)(mem >> 20)), "cpu",
+		json_sprintf("%lldm", (long long)sb->cpu_millis), "disk", "region", "local", "mode",
+		sb->oneshot ? "oneshot" : "interactive", "networkEnabled", sb->net);
 	if (!pub)
 		return NULL;
 	if (sb->port)

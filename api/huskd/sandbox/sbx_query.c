@@ -56,6 +56,7 @@ static uint64_t egress_of(struct sandbox *sb, const uint64_t *counts)
 int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, struct sbx_err *err)
 {
 	struct store_sandbox_filter f = {.name = q->name,
+	                                 .org_id = q->org,
 	                                 .status = q->status,
 	                                 .sort = q->sort,
 	                                 .ascending = q->ascending,
@@ -101,19 +102,21 @@ int sbx_runtimes(struct sbx_mgr *m, const char *sort, bool descending, int limit
 	return store_runtime_list(m->store, sort, descending, limit, offset, out);
 }
 
-int sbx_usage(struct sbx_mgr *m, int64_t from_ms, int64_t to_ms, json_t **out)
+int sbx_usage(struct sbx_mgr *m, const char *org, int64_t from_ms, int64_t to_ms, json_t **out)
 {
+	struct store_sandbox_filter f = {.org_id = org, .live = STORE_ONLY};
 	json_t *usage = NULL, *live = NULL, *counts, *v;
 	size_t i;
 
-	if (store_usage(m->store, from_ms, to_ms, &usage) ||
-	    store_sandboxes_live(m->store, &live)) {
+	if (store_usage(m->store, org, from_ms, to_ms, &usage) ||
+	    store_sandbox_list(m->store, &f, &live)) {
 		json_decref(usage);
 		return -EIO;
 	}
-	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "totalActive", (int)json_array_size(live),
-	                   "running", 0, "idle", 0, "creating", 0, "paused", 0);
-	json_array_foreach(live, i, v)
+	counts = json_pack("{s:i, s:i, s:i, s:i, s:i}", "totalActive",
+	                   (int)json_array_size(json_object_get(live, "sandboxes")), "running", 0,
+	                   "idle", 0, "creating", 0, "paused", 0);
+	json_array_foreach(json_object_get(live, "sandboxes"), i, v)
 	{
 		const char *st = json_string_value(json_object_get(v, "status"));
 		json_t *n = st && counts ? json_object_get(counts, st) : NULL;

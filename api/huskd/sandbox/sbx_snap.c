@@ -123,6 +123,9 @@ static int record(struct sandbox *sb, struct snap *s)
 	                 "firstName", "lastName", "userMetadata");
 	if (info) {
 		json_object_set_new(info, "sandboxId", json_string(sb->id));
+		/* The sandbox's org owns it (a build's sandbox: the build's). */
+		if (json_is_object(json_object_get(rt, "org")))
+			json_object_set(info, "org", json_object_get(rt, "org"));
 		json_object_set(info, "runtimeId",
 		                json_object_get(json_object_get(rt, "runtime"), "id"));
 		if (!json_object_get(info, "runtimeId"))

@@ -12,6 +12,7 @@ int sbx_snap_list(struct sbx_mgr *m, const struct sbx_snap_query *q, json_t **ou
 {
 	struct store_snapshot_filter f = {.public_only = q->public_only,
 	                                  .sandbox_id = q->sandbox_id,
+	                                  .org_id = q->org,
 	                                  .sort = q->sort,
 	                                  .ascending = q->ascending,
 	                                  .limit = q->limit,
@@ -23,54 +24,107 @@ int sbx_snap_list(struct sbx_mgr *m, const struct sbx_snap_query *q, json_t **ou
 	return 0;
 }
 
-int sbx_snap_get(struct sbx_mgr *m, const char *ref, bool public_only, json_t **out,
-                 struct sbx_err *err)
+/*
+ * The snapshot ref names among what org sees; to change it (write), it must
+ * be org's own: another org's public one is read-only to it.
+ */
+static int snap_find(struct sbx_mgr *m, const char *org, const char *ref, bool write, json_t **info,
+                     json_t **priv, struct sbx_err *err)
 {
-	if (store_snapshot_find(m->store, ref, out, NULL) ||
-	    (public_only && !json_is_true(json_object_get(*out, "public")))) {
-		json_decref(*out);
-		*out = NULL;
-		return sbx_fail(err, SBX_NOT_FOUND, -ENOENT,
+	int rc = store_snapshot_find(m->store, org, ref, info, priv);
+
+	if (rc)
+		return sbx_fail(err, SBX_NOT_FOUND, rc,
 		                "snapshot %s not found; GET /sandbox/snapshots lists them", ref);
+	if (write && org && strcmp(sbx_info_org(*info), org)) {
+		json_decref(*info);
+		*info = NULL;
+		if (priv) {
+			json_decref(*priv);
+			*priv = NULL;
+		}
+		return sbx_fail(err, SBX_FORBIDDEN, -EPERM,
+		                "snapshot %s is another org's public snapshot: it can be read and "
+		                "used, not changed",
+		                ref);
 	}
 	return 0;
 }
 
-int sbx_snap_tag(struct sbx_mgr *m, const char *ref, json_t *tag, json_t **out, struct sbx_err *err)
+int sbx_snap_get(struct sbx_mgr *m, const char *org, const char *ref, bool public_only,
+                 json_t **out, struct sbx_err *err)
 {
-	json_t *info = NULL, *patch = json_pack("{sO}", "tag", tag);
-	char id[STORE_ID_LEN];
-	int rc = store_snapshot_find(m->store, ref, &info, NULL);
+	int rc = snap_find(m, org, ref, false, out, NULL, err);
 
-	if (!rc) {
-		snprintf(id, sizeof(id), "%s",
-		         json_string_value(json_object_get(info, "snapshotId")));
-		rc = store_snapshot_update(m->store, id, patch, NULL, out);
+	if (rc == 0 && public_only && !json_is_true(json_object_get(*out, "public"))) {
+		json_decref(*out);
+		*out = NULL;
+		return sbx_fail(err, SBX_NOT_FOUND, -ENOENT,
+		                "snapshot %s not found among the public ones", ref);
 	}
+	return rc;
+}
+
+int sbx_snap_tag(struct sbx_mgr *m, const char *org, const char *ref, json_t *tag, json_t **out,
+                 struct sbx_err *err)
+{
+	json_t *info = NULL, *patch;
+	char id[STORE_ID_LEN];
+	int rc = snap_find(m, org, ref, true, &info, NULL, err);
+
+	if (rc)
+		return rc;
+	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(info, "snapshotId")));
 	json_decref(info);
+	patch = json_pack("{sO}", "tag", tag);
+	rc = store_snapshot_update(m->store, id, patch, NULL, out);
 	json_decref(patch);
 	if (rc)
 		return sbx_fail(err, SBX_NOT_FOUND, rc, "snapshot %s not found", ref);
 	return 0;
 }
 
-int sbx_snap_lineage(struct sbx_mgr *m, const char *ref, int limit, json_t **out,
+/*
+ * Another org's public snapshot may sit on that org's private ones: the
+ * lineage stops before the first the caller may not see.
+ */
+static void hide_ancestors(json_t *lineage, const char *org)
+{
+	json_t *list = json_object_get(lineage, "lineage"), *v;
+	size_t i;
+
+	json_array_foreach(list, i, v)
+	{
+		if (!org || !strcmp(sbx_info_org(v), org) ||
+		    json_is_true(json_object_get(v, "public")))
+			continue;
+		while (json_array_size(list) > i)
+			json_array_remove(list, i);
+		json_object_set_new(lineage, "total", json_integer((json_int_t)i));
+		json_object_set_new(lineage, "hiddenAncestors", json_true());
+		break;
+	}
+}
+
+int sbx_snap_lineage(struct sbx_mgr *m, const char *org, const char *ref, int limit, json_t **out,
                      struct sbx_err *err)
 {
 	json_t *info = NULL;
-	int rc = store_snapshot_find(m->store, ref, &info, NULL);
+	int rc = snap_find(m, org, ref, false, &info, NULL, err);
 
-	if (!rc)
-		rc = store_snapshot_lineage(m->store,
-		                            json_string_value(json_object_get(info, "snapshotId")),
-		                            limit, out);
+	if (rc)
+		return rc;
+	rc = store_snapshot_lineage(
+		m->store, json_string_value(json_object_get(info, "snapshotId")), limit, out);
 	json_decref(info);
 	if (rc)
 		return sbx_fail(err, SBX_NOT_FOUND, rc, "snapshot %s not found", ref);
+	hide_ancestors(*out, org);
 	return 0;
 }
 
-int sbx_snap_delete(struct sbx_mgr *m, const char *ref, json_t **out, struct sbx_err *err)
+int sbx_snap_delete(struct sbx_mgr *m, const char *org, const char *ref, json_t **out,
+                    struct sbx_err *err)
 {
 	json_t *info = NULL, *priv = NULL, *users;
 	const char *dir, *from;
@@ -79,9 +133,9 @@ int sbx_snap_delete(struct sbx_mgr *m, const char *ref, json_t **out, struct sbx
 	int rc;
 
 	*out = NULL;
-	rc = store_snapshot_find(m->store, ref, &info, &priv);
+	rc = snap_find(m, org, ref, true, &info, &priv, err);
 	if (rc)
-		return sbx_fail(err, SBX_NOT_FOUND, rc, "snapshot %s not found", ref);
+		return rc;
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(info, "snapshotId")));
 	rc = store_snapshot_delete(m->store, id);
 	if (!rc)

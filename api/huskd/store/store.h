@@ -52,7 +52,7 @@
 struct store;
 
 /* The schema version this code writes; store_open migrates older ones up to it. */
-#define STORE_SCHEMA_VERSION 1
+#define STORE_SCHEMA_VERSION 2
 
 /* ---- Opening ------------------------------------------------------------ */
 
@@ -201,6 +201,7 @@ enum store_deleted { STORE_DELETED_HIDE = 0, STORE_DELETED_INCLUDE, STORE_DELETE
 /* GET /sandbox's query (API.md §5.1 (2)); zero means "no filter" / the default. */
 struct store_sandbox_filter {
 	const char *name, *mode, *project_id, *snapshot_id, *runtime, *status;
+	const char *org_id;         /* the caller's org; NULL: every org (huskd's own sweeps) */
 	enum store_tristate live;   /* ONLY: live=true, EXCLUDE: live=false */
 	enum store_deleted deleted; /* includeDeleted, deletedOnly; a status filter overrides it */
 	const char *sort; /* name|created|updated|status|mode|execution_count; NULL: created */
@@ -350,10 +351,12 @@ int store_snapshot_get(struct store *s, const char *id, json_t **info, json_t **
 	__attribute__((warn_unused_result));
 /*
  * Resolves what POST /sandbox's "snapshot" may hold: an id ("snp_…"),
- * "name:tag", a name (its newest snapshot) or a tag (the newest with it).
+ * "name:tag", a name (its newest snapshot) or a tag (the newest with it),
+ * among what org sees: its own snapshots, then public ones (org NULL: the
+ * public ones only).
  */
-int store_snapshot_find(struct store *s, const char *ref, json_t **info, json_t **priv)
-	__attribute__((warn_unused_result));
+int store_snapshot_find(struct store *s, const char *org, const char *ref, json_t **info,
+                        json_t **priv) __attribute__((warn_unused_result));
 /*
  * Merges patches (RFC 7396). {"tag": null} clears the tag, {"tag": "x"} moves
  * tag x here. -EINVAL if patch names snapshotId or createdAt. out may be NULL.
@@ -365,6 +368,7 @@ int store_snapshot_delete(struct store *s, const char *id) __attribute__((warn_u
 
 struct store_snapshot_filter {
 	const char *sandbox_id; /* NULL: all */
+	const char *org_id;     /* that org's only; NULL: every org's */
 	bool public_only;
 	const char *sort; /* name|created|size|files; NULL: created */
 	bool ascending;   /* default: descending */
@@ -410,6 +414,36 @@ int store_checkpoint_list(struct store *s, const char *sandbox_id, json_t **out)
 int store_checkpoint_delete(struct store *s, const char *sandbox_id, const char *id_or_name)
 	__attribute__((warn_unused_result));
 
+/* ---- Orgs and API keys ------------------------------------------------------ */
+
+/* What existed before tenants, and the keys huskd makes at first start, belong here. */
+#define STORE_DEFAULT_ORG "org_local"
+#define STORE_DEFAULT_ORG_NAME "local"
+#define STORE_PFX_ORG "org_"
+#define STORE_PFX_KEY "key_"
+
+/*
+ * The id of the org called name into id; with create, an org that does not
+ * exist is made (a new id). -ENOENT without create for an unknown name.
+ */
+int store_org_find(struct store *s, const char *name, bool create, char id[STORE_ID_LEN])
+	__attribute__((warn_unused_result));
+
+/*
+ * Records a key: hash is the hex SHA-256 of the key (the key itself is never
+ * stored), role "admin", "member" or "read-only", name free text or NULL.
+ * -ENOENT for an unknown org, -EEXIST for a hash already recorded.
+ */
+int store_key_insert(struct store *s, const char *id, const char *org_id, const char *role,
+                     const char *hash, const char *name) __attribute__((warn_unused_result));
+/*
+ * The keys not revoked, oldest first: [{"id", "orgId", "orgName", "role",
+ * "name", "createdAt", "hash"}...].
+ */
+int store_keys_active(struct store *s, json_t **out) __attribute__((warn_unused_result));
+/* Marks a key revoked (it stops working at once); -ENOENT if unknown or revoked. */
+int store_key_revoke(struct store *s, const char *id) __attribute__((warn_unused_result));
+
 /* ---- Usage ---------------------------------------------------------------- */
 
 /*
@@ -426,9 +460,10 @@ int store_checkpoint_delete(struct store *s, const char *sandbox_id, const char 
  * part of every execution's run time inside it, cpuAllocatedMs = CPUs
  * (resources.cpu) × aliveMs and memoryAllocatedByteSec = bytes
  * (resources.memory) × alive seconds. Sandboxes with nothing in the window
- * are left out; purged ones are gone. -EINVAL if to_ms < from_ms.
+ * are left out; purged ones are gone. -EINVAL if to_ms < from_ms. org: that
+ * org's sandboxes only (NULL: every org's).
  */
-int store_usage(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
+int store_usage(struct store *s, const char *org, int64_t from_ms, int64_t to_ms, json_t **out)
 	__attribute__((warn_unused_result));
 
 #endif

@@ -88,6 +88,10 @@ const char *store_col_text(sqlite3_stmt *st, int col);
 int store_read_row(struct store *s, const char *sql, const char *a, const char *b,
                    json_t *(*row)(struct store *s, sqlite3_stmt *st), int priv_col, json_t **obj,
                    json_t **priv) __attribute__((warn_unused_result));
+/* store_read_row with up to three parameters. */
+int store_read_row3(struct store *s, const char *sql, const char *a, const char *b, const char *c,
+                    json_t *(*row)(struct store *s, sqlite3_stmt *st), int priv_col, json_t **obj,
+                    json_t **priv) __attribute__((warn_unused_result));
 /*
  * The JSON objects in columns 0 and 1 of the row sql (whose one parameter is
  * id) returns; either out may be NULL. -ENOENT without a row, -EIO if a
@@ -135,6 +139,13 @@ int store_list_page(struct store *s, const struct store_page *p, json_t **out)
 int store_list_rows(struct store *s, const char *sql, const char *sandbox_id, int limit,
                     json_t *(*row)(struct store *s, sqlite3_stmt *st), const char *key,
                     json_t **out) __attribute__((warn_unused_result));
+
+/*
+ * Every row of sql (no parameters) as row(...) in an array; takes the lock
+ * itself. -EIO if a row cannot be read.
+ */
+int store_rows(struct store *s, const char *sql, json_t *(*row)(struct store *s, sqlite3_stmt *st),
+               json_t **out) __attribute__((warn_unused_result));
 
 /* The ORDER BY column for a sort name from a NULL-terminated {name, column} table, or NULL. */
 const char *store_sort_column(const char *const (*map)[2], const char *sort);

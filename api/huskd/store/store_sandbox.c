@@ -31,7 +31,7 @@ bool store_sandbox_status_live(const char *status)
 
 /* The columns copied out of the public object on every write. */
 struct columns {
-	const char *name, *mode, *runtime, *project_id, *snapshot_id;
+	const char *name, *mode, *runtime, *project_id, *snapshot_id, *org_id;
 	int64_t cpu_millis, memory_bytes;
 };
 
@@ -64,6 +64,9 @@ static int columns_of(json_t *info, struct columns *c)
 	if (!c->project_id)
 		c->project_id = store_json_str(json_object_get(info, "project"), "id");
 	c->snapshot_id = store_json_str(json_object_get(info, "snapshot"), "id");
+	c->org_id = store_json_str(json_object_get(info, "org"), "id");
+	if (!c->org_id)
+		c->org_id = STORE_DEFAULT_ORG;
 	ret = resource(res, "cpu", store_parse_cpu, 1000, &c->cpu_millis);
 	if (ret == 0)
 		ret = resource(res, "memory", store_parse_bytes, 1, &c->memory_bytes);
@@ -136,13 +139,14 @@ int store_sandbox_insert(struct store *s, json_t *info, json_t *priv, json_t **o
 	if (ret < 0)
 		goto out_unlock;
 	now = store_clock(s);
-	ret = store_run(
-		s,
-		"INSERT INTO sandboxes (id, status, name, mode, runtime, project_id, "
-		"snapshot_id, cpu_millis, memory_bytes, created_ms, updated_ms, status_ms, "
-		"data, private) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'))",
-		"tttttttiiiiijj", id, status, c.name, c.mode, c.runtime, c.project_id,
-		c.snapshot_id, c.cpu_millis, c.memory_bytes, now, now, now, data, priv);
+	ret = store_run(s,
+	                "INSERT INTO sandboxes (id, status, name, mode, runtime, project_id, "
+	                "snapshot_id, cpu_millis, memory_bytes, created_ms, updated_ms, status_ms, "
+	                "data, private, org_id) "
+	                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'), ?)",
+	                "tttttttiiiiijjt", id, status, c.name, c.mode, c.runtime, c.project_id,
+	                c.snapshot_id, c.cpu_millis, c.memory_bytes, now, now, now, data, priv,
+	                c.org_id);
 	if (ret >= 0)
 		ret = store_event_add(s, id, store_event_type(NULL, status), status, event, NULL);
 	ret = store_end(s, ret);
@@ -324,6 +328,7 @@ static int filter_where(const struct store_sandbox_filter *f, char *sql, size_t 
 		{f->snapshot_id, " AND snapshot_id = ?"},
 		{f->runtime, " AND runtime = ?"},
 		{f->status, " AND status = ?"},
+		{f->org_id, " AND org_id = ?"},
 	};
 	size_t n = strlen(sql);
 
@@ -357,7 +362,7 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f, js
 		{NULL, NULL},
 	};
 	char where[512] = "";
-	const char *params[6];
+	const char *params[7];
 	struct store_page p = {
 		.table = "sandboxes",
 		.columns = INFO_COLUMNS,
@@ -379,41 +384,21 @@ int store_sandbox_list(struct store *s, const struct store_sandbox_filter *f, js
 	return store_list_page(s, &p, out);
 }
 
+static json_t *live_json(struct store *s, sqlite3_stmt *st)
+{
+	json_t *priv = store_col_json(s, st, 2);
+
+	return priv ? json_pack("{s:s, s:s, s:o}", "sandboxId", store_col_text(st, 0), "status",
+	                        store_col_text(st, 1), "private", priv)
+	            : NULL;
+}
+
 int store_sandboxes_live(struct store *s, json_t **out)
 {
-	sqlite3_stmt *st;
-	json_t *list = json_array();
-	int ret;
-
-	*out = NULL;
-	if (!list)
-		return -ENOMEM;
-	store_lock(s);
-	ret = store_prepare(s,
-	                    "SELECT id, status, private FROM sandboxes "
-	                    "WHERE status NOT IN ('terminated', 'failed', 'deleted') ORDER BY seq",
-	                    &st);
-	if (ret == 0) {
-		while ((ret = store_step(s, st)) == 1) {
-			json_t *priv = store_col_json(s, st, 2);
-			json_t *one = priv ? json_pack("{s:s, s:s, s:o}", "sandboxId",
-			                               store_col_text(st, 0), "status",
-			                               store_col_text(st, 1), "private", priv)
-			                   : NULL;
-
-			if (!one || json_array_append_new(list, one)) {
-				ret = -EIO;
-				break;
-			}
-		}
-		store_reset(st);
-	}
-	store_unlock(s);
-	if (ret == 0)
-		*out = list;
-	else
-		json_decref(list);
-	return ret;
+	return store_rows(s,
+	                  "SELECT id, status, private FROM sandboxes "
+	                  "WHERE status NOT IN ('terminated', 'failed', 'deleted') ORDER BY seq",
+	                  live_json, out);
 }
 
 int store_sandbox_purge(struct store *s, const char *id)

@@ -120,6 +120,35 @@ static const char *const migrations[] = {
 	"  data TEXT NOT NULL,"
 	"  private TEXT NOT NULL,"
 	"  UNIQUE (sandbox_id, name));",
+
+	/*
+         * 1 → 2: tenants. Everything before belongs to the default org; a
+         * snapshot's tag is unique within its org, not across orgs. Keys are
+         * kept as SHA-256 only: the database never holds one that works.
+         */
+	"ALTER TABLE sandboxes ADD COLUMN org_id TEXT NOT NULL DEFAULT '" STORE_DEFAULT_ORG "';"
+	"CREATE INDEX sandboxes_org ON sandboxes(org_id, created_ms);"
+	"ALTER TABLE snapshots ADD COLUMN org_id TEXT NOT NULL DEFAULT '" STORE_DEFAULT_ORG "';"
+	"CREATE INDEX snapshots_org ON snapshots(org_id, name, created_ms);"
+	"DROP INDEX snapshots_tag;"
+	"CREATE UNIQUE INDEX snapshots_tag ON snapshots(org_id, name, tag)"
+	"  WHERE tag IS NOT NULL AND deleted_ms IS NULL;"
+	"CREATE TABLE orgs ("
+	"  seq INTEGER PRIMARY KEY,"
+	"  id TEXT NOT NULL UNIQUE,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  created_ms INTEGER NOT NULL);"
+	"INSERT INTO orgs (id, name, created_ms) VALUES ('" STORE_DEFAULT_ORG
+	"', '" STORE_DEFAULT_ORG_NAME "', 0);"
+	"CREATE TABLE api_keys ("
+	"  seq INTEGER PRIMARY KEY,"
+	"  id TEXT NOT NULL UNIQUE,"
+	"  org_id TEXT NOT NULL REFERENCES orgs(id),"
+	"  role TEXT NOT NULL,"
+	"  hash TEXT NOT NULL UNIQUE,"
+	"  name TEXT,"
+	"  created_ms INTEGER NOT NULL,"
+	"  revoked_ms INTEGER);",
 };
 
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION,

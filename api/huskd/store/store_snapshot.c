@@ -20,7 +20,7 @@ static const char *const state_keys[] = {"snapshotId", "createdAt", NULL};
 #define MAX_LINEAGE 10000
 
 struct columns {
-	const char *name, *tag, *sandbox_id, *parent_id, *runtime_id;
+	const char *name, *tag, *sandbox_id, *parent_id, *runtime_id, *org_id;
 	int64_t public, size_bytes, file_count;
 };
 
@@ -35,6 +35,9 @@ static int columns_of(json_t *info, struct columns *c)
 	c->sandbox_id = store_json_str(info, "sandboxId");
 	c->parent_id = store_json_str(info, "parentSnapshotId");
 	c->runtime_id = store_json_str(info, "runtimeId");
+	c->org_id = store_json_str(json_object_get(info, "org"), "id");
+	if (!c->org_id)
+		c->org_id = STORE_DEFAULT_ORG;
 	c->public = json_is_true(pub);
 	c->size_bytes = json_integer_value(size);
 	c->file_count = json_integer_value(files);
@@ -84,34 +87,46 @@ int store_snapshot_get(struct store *s, const char *id, json_t **info, json_t **
 	return ret;
 }
 
-int store_snapshot_find(struct store *s, const char *ref, json_t **info, json_t **priv)
+/*
+ * What an org sees: its own snapshots and every public one, its own first.
+ * ?1 is the org, ?2 and ?3 what is looked for.
+ */
+#define VISIBLE                                                    \
+	" AND deleted_ms IS NULL AND (org_id = ?1 OR public = 1) " \
+	"ORDER BY org_id = ?1 DESC, created_ms DESC, seq DESC LIMIT 1"
+
+int store_snapshot_find(struct store *s, const char *org, const char *ref, json_t **info,
+                        json_t **priv)
 {
+	static const char by_id[] = "SELECT " SNAP_COLUMNS ", private FROM snapshots "
+				    "WHERE id = ?2" VISIBLE;
 	static const char by_name_tag[] = "SELECT " SNAP_COLUMNS ", private FROM snapshots "
-					  "WHERE name = ? AND tag = ? AND deleted_ms IS NULL";
+					  "WHERE name = ?2 AND tag = ?3" VISIBLE;
 	static const char by_name[] = "SELECT " SNAP_COLUMNS ", private FROM snapshots "
-				      "WHERE name = ? AND deleted_ms IS NULL "
-				      "ORDER BY created_ms DESC, seq DESC LIMIT 1";
+				      "WHERE name = ?2" VISIBLE;
 	static const char by_tag[] = "SELECT " SNAP_COLUMNS ", private FROM snapshots "
-				     "WHERE tag = ? AND deleted_ms IS NULL "
-				     "ORDER BY created_ms DESC, seq DESC LIMIT 1";
+				     "WHERE tag = ?2" VISIBLE;
 	const char *colon, *slash;
 	char name[256];
 	int ret;
 
-	/* "@org/name:tag" (a fullName): one tenant, so the org part says nothing. */
+	/* "@org/name:tag" (a fullName): the name and tag say which. */
 	if (ref[0] == '@' && (slash = strchr(ref, '/')))
 		ref = slash + 1;
+	if (!org)
+		org = ""; /* no org's own: public ones only */
 	store_lock(s);
-	ret = snapshot_query(s, sql_by_id, ref, NULL, info, priv);
+	ret = store_read_row3(s, by_id, org, ref, NULL, snapshot_json, 4, info, priv);
 	colon = strrchr(ref, ':');
 	if (ret == -ENOENT && colon && (size_t)(colon - ref) < sizeof(name)) {
 		snprintf(name, sizeof(name), "%.*s", (int)(colon - ref), ref);
-		ret = snapshot_query(s, by_name_tag, name, colon + 1, info, priv);
+		ret = store_read_row3(s, by_name_tag, org, name, colon + 1, snapshot_json, 4, info,
+		                      priv);
 	}
 	if (ret == -ENOENT && !colon)
-		ret = snapshot_query(s, by_name, ref, NULL, info, priv);
+		ret = store_read_row3(s, by_name, org, ref, NULL, snapshot_json, 4, info, priv);
 	if (ret == -ENOENT && !colon)
-		ret = snapshot_query(s, by_tag, ref, NULL, info, priv);
+		ret = store_read_row3(s, by_tag, org, ref, NULL, snapshot_json, 4, info, priv);
 	store_unlock(s);
 	return ret;
 }
@@ -123,8 +138,9 @@ static int take_tag(struct store *s, const char *id, const struct columns *c)
 		return 0;
 	return store_run(s,
 	                 "UPDATE snapshots SET tag = NULL, data = json_remove(data, '$.tag') "
-	                 "WHERE name = ? AND tag = ? AND id != ? AND deleted_ms IS NULL",
-	                 "ttt", c->name, c->tag, id);
+	                 "WHERE name = ? AND tag = ? AND id != ? AND org_id = ? "
+	                 "AND deleted_ms IS NULL",
+	                 "tttt", c->name, c->tag, id, c->org_id);
 }
 
 int store_snapshot_insert(struct store *s, json_t *info, json_t *priv)
@@ -145,13 +161,14 @@ int store_snapshot_insert(struct store *s, json_t *info, json_t *priv)
 	if (ret == 0)
 		ret = take_tag(s, id, &c);
 	if (ret >= 0)
-		ret = store_run(
-			s,
-			"INSERT INTO snapshots (id, name, tag, sandbox_id, parent_id, "
-			"runtime_id, public, size_bytes, file_count, created_ms, data, "
-			"private) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'))",
-			"ttttttiiiijj", id, c.name, c.tag, c.sandbox_id, c.parent_id, c.runtime_id,
-			c.public, c.size_bytes, c.file_count, store_clock(s), data, priv);
+		ret = store_run(s,
+		                "INSERT INTO snapshots (id, name, tag, sandbox_id, parent_id, "
+		                "runtime_id, public, size_bytes, file_count, created_ms, data, "
+		                "private, org_id) "
+		                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, coalesce(?, '{}'), ?)",
+		                "ttttttiiiijjt", id, c.name, c.tag, c.sandbox_id, c.parent_id,
+		                c.runtime_id, c.public, c.size_bytes, c.file_count, store_clock(s),
+		                data, priv, c.org_id);
 	ret = store_end(s, ret);
 	store_unlock(s);
 	json_decref(data);
@@ -228,13 +245,14 @@ int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f, 
 		{"size", "size_bytes"}, {"files", "file_count"},
 		{NULL, NULL},
 	};
-	char where[128];
+	char where[160];
+	const char *params[2];
+	int n = 0;
 	struct store_page p = {
 		.table = "snapshots",
 		.columns = SNAP_COLUMNS,
 		.where = where,
-		.params = &f->sandbox_id,
-		.nparams = f->sandbox_id ? 1 : 0,
+		.params = params,
 		.order = store_sort_column(sorts, f->sort ? f->sort : "created"),
 		.ascending = f->ascending,
 		.limit = f->limit,
@@ -243,8 +261,14 @@ int store_snapshot_list(struct store *s, const struct store_snapshot_filter *f, 
 		.row = snapshot_json,
 	};
 
-	snprintf(where, sizeof(where), " AND deleted_ms IS NULL%s%s",
+	if (f->sandbox_id)
+		params[n++] = f->sandbox_id;
+	if (f->org_id && !f->public_only)
+		params[n++] = f->org_id;
+	p.nparams = n;
+	snprintf(where, sizeof(where), " AND deleted_ms IS NULL%s%s%s",
 	         f->sandbox_id ? " AND sandbox_id = ?" : "",
+	         f->org_id && !f->public_only ? " AND org_id = ?" : "",
 	         f->public_only ? " AND public = 1" : "");
 	return store_list_page(s, &p, out);
 }
@@ -310,6 +334,13 @@ int store_snapshot_lineage(struct store *s, const char *id, int limit, json_t **
 	return ret < 0 ? ret : *out ? 0 : -ENOMEM;
 }
 
+static json_t *unused_json(struct store *s, sqlite3_stmt *st)
+{
+	json_t *priv = store_col_json(s, st, 1);
+
+	return priv ? json_pack("{s:s, s:o}", "id", store_col_text(st, 0), "private", priv) : NULL;
+}
+
 /*
  * A deleted snapshot's files stay while something is built on them: a live
  * sandbox started from it or that it was taken from (whose layer may sit on
@@ -324,35 +355,8 @@ int store_snapshot_unused(struct store *s, json_t **out)
 		"  b.id = s.sandbox_id) AND b.status NOT IN ('terminated', 'failed', 'deleted')) "
 		"AND NOT EXISTS (SELECT 1 FROM snapshots c WHERE c.parent_id = s.id "
 		"  AND json_extract(c.private, '$.purged') IS NULL)";
-	json_t *list = json_array();
-	sqlite3_stmt *st;
-	int ret;
 
-	*out = NULL;
-	if (!list)
-		return -ENOMEM;
-	store_lock(s);
-	ret = store_prepare(s, sql, &st);
-	if (ret == 0) {
-		while ((ret = store_step(s, st)) == 1) {
-			json_t *priv = store_col_json(s, st, 1);
-
-			if (!priv || json_array_append_new(list, json_pack("{ssso}", "id",
-			                                                   store_col_text(st, 0),
-			                                                   "private", priv))) {
-				ret = -EIO;
-				break;
-			}
-		}
-		store_reset(st);
-	}
-	store_unlock(s);
-	if (ret < 0) {
-		json_decref(list);
-		return ret;
-	}
-	*out = list;
-	return 0;
+	return store_rows(s, sql, unused_json, out);
 }
 
 int store_snapshot_purge(struct store *s, const char *id)

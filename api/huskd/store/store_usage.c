@@ -40,7 +40,8 @@ static const char usage_sql[] =
 	"   s.cpu_millis, s.memory_bytes"
 	" FROM ids LEFT JOIN alive USING (sid) LEFT JOIN ex USING (sid)"
 	"   JOIN sandboxes s ON s.id = ids.sid"
-	" WHERE coalesce(alive.ms, 0) > 0 OR coalesce(ex.n, 0) > 0 OR coalesce(ex.ms, 0) > 0"
+	" WHERE (coalesce(alive.ms, 0) > 0 OR coalesce(ex.n, 0) > 0 OR coalesce(ex.ms, 0) > 0)"
+	"   AND (?4 IS NULL OR s.org_id = ?4)"
 	" ORDER BY ids.sid";
 
 struct usage {
@@ -89,7 +90,7 @@ static int usage_row(sqlite3_stmt *st, json_t *list, struct usage *total)
 	return 0;
 }
 
-int store_usage(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
+int store_usage(struct store *s, const char *org, int64_t from_ms, int64_t to_ms, json_t **out)
 {
 	struct usage total = {0};
 	char from[STORE_ISO_LEN], to[STORE_ISO_LEN];
@@ -106,7 +107,7 @@ int store_usage(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
 	store_lock(s);
 	ret = store_prepare(s, usage_sql, &st);
 	if (ret == 0) {
-		ret = store_bind(st, "iii", from_ms, to_ms, store_clock(s));
+		ret = store_bind(st, "iiit", from_ms, to_ms, store_clock(s), org);
 		while (ret == 0 && (ret = store_step(s, st)) == 1)
 			ret = usage_row(st, list, &total);
 		store_reset(st);

@@ -185,15 +185,23 @@ int store_read_row(struct store *s, const char *sql, const char *a, const char *
                    json_t *(*row)(struct store *s, sqlite3_stmt *st), int priv_col, json_t **obj,
                    json_t **priv)
 {
+	return store_read_row3(s, sql, a, b, NULL, row, priv_col, obj, priv);
+}
+
+int store_read_row3(struct store *s, const char *sql, const char *a, const char *b, const char *c,
+                    json_t *(*row)(struct store *s, sqlite3_stmt *st), int priv_col, json_t **obj,
+                    json_t **priv)
+{
+	static const char *const fmts[] = {"", "t", "tt", "ttt"};
 	json_t *o = NULL, *p = NULL;
 	sqlite3_stmt *st;
-	int ret;
+	int ret, n;
 
 	ret = store_prepare(s, sql, &st);
 	if (ret < 0)
 		return ret;
-	ret = sqlite3_bind_parameter_count(st) > 1 ? store_bind(st, "tt", a, b)
-	                                           : store_bind(st, "t", a);
+	n = sqlite3_bind_parameter_count(st);
+	ret = n >= 1 && n <= 3 ? store_bind(st, fmts[n], a, b, c) : -EINVAL;
 	if (ret == 0)
 		ret = store_step(s, st);
 	if (ret == 0)
@@ -420,4 +428,36 @@ int store_sandbox_exists(struct store *s, const char *id)
 		ret = store_step(s, st);
 	store_reset(st);
 	return ret == 1 ? 0 : ret == 0 ? -ENOENT : ret;
+}
+
+int store_rows(struct store *s, const char *sql, json_t *(*row)(struct store *s, sqlite3_stmt *st),
+               json_t **out)
+{
+	json_t *list = json_array();
+	sqlite3_stmt *st;
+	int ret;
+
+	*out = NULL;
+	if (!list)
+		return -ENOMEM;
+	store_lock(s);
+	ret = store_prepare(s, sql, &st);
+	if (ret == 0) {
+		while ((ret = store_step(s, st)) == 1) {
+			json_t *one = row(s, st);
+
+			if (!one || json_array_append_new(list, one)) {
+				ret = -EIO;
+				break;
+			}
+		}
+		store_reset(st);
+	}
+	store_unlock(s);
+	if (ret < 0) {
+		json_decref(list);
+		return ret;
+	}
+	*out = list;
+	return 0;
 }

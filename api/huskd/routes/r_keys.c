@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: MIT
+/* API keys (husk's own, API.md §9): POST /keys, GET /keys, DELETE /keys/{id}, GET /whoami. */
+#include <errno.h>
+#include <string.h>
+
+#include "r_int.h"
+
+static void key_error(struct http_req *r, int rc, const char *why)
+{
+	int status = rc == -EPERM ? 403 : rc == -EINVAL ? 400 : rc == -ENOENT ? 404 : 500;
+	const char *code = rc == -EPERM    ? "FORBIDDEN"
+	                   : rc == -EINVAL ? "BAD_REQUEST"
+	                   : rc == -ENOENT ? "KEY_NOT_FOUND"
+	                                   : "INTERNAL";
+
+	if (status >= 500)
+		log_error(NULL, "%s %s: %s", http_method(r), http_path(r), why);
+	api_error(r, status, code, "%s", why);
+}
+
+ROUTE(r_key_create)
+{
+	struct routes *rt = ctx;
+	json_t *body = body_object(r), *out = NULL;
+	const char *fields[] = {"org", "role", "name"};
+	char why[400] = "out of memory";
+	int rc;
+
+	(void)p;
+	if (!body)
+		return;
+	for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		json_t *v = json_object_get(body, fields[i]);
+
+		if (v && !json_is_string(v)) {
+			api_error(r, 400, "BAD_REQUEST", "%s must be a string", fields[i]);
+			json_decref(body);
+			return;
+		}
+	}
+	if (json_string_length(json_object_get(body, "name")) > 200) {
+		api_error(r, 400, "BAD_REQUEST", "name: at most 200 characters");
+		json_decref(body);
+		return;
+	}
+	rc = tenant_key_create(
+		rt->cfg.tenants, caller(r), json_string_value(json_object_get(body, "org")),
+		json_string_value(json_object_get(body, "role")),
+		json_string_value(json_object_get(body, "name")), &out, why, sizeof(why));
+	json_decref(body);
+	if (rc)
+		key_error(r, rc, why);
+	else
+		api_ok(r, 201, out);
+}
+
+ROUTE(r_key_list)
+{
+	struct routes *rt = ctx;
+	json_t *out = NULL;
+
+	(void)p;
+	if (tenant_key_list(rt->cfg.tenants, caller(r), &out))
+		key_error(r, -ENOMEM, "out of memory");
+	else
+		api_ok(r, 200, out);
+}
+
+ROUTE(r_key_revoke)
+{
+	struct routes *rt = ctx;
+	char why[400] = "";
+	int rc = tenant_key_revoke(rt->cfg.tenants, caller(r), p[0], why, sizeof(why));
+
+	if (rc)
+		key_error(r, rc, why);
+	else
+		api_ok(r, 200, NULL);
+}
+
+ROUTE(r_whoami)
+{
+	const struct who *who = caller(r);
+
+	(void)p;
+	(void)ctx;
+	api_ok(r, 200,
+	       json_pack("{s:s, s:s, s:s, s:s}", "id", who->key_id, "orgId", who->org_id, "orgName",
+	                 who->org_name, "role", tenant_role_name(who->role)));
+}

@@ -1,0 +1,281 @@
+// Orgs and API keys (issue I, item 1) against huskd with fake VMMs: every
+// object of one org is invisible to another (404, as if it did not exist),
+// roles hold, keys are stored hashed, public snapshots cross orgs read-only.
+// HUSK_URL, HUSK_API_KEY (an admin key of the default org, the operator's),
+// HUSK_CLI (the husk CLI), HUSK_STATE (huskd's state folder), HUSK_KEYS (a
+// file carrying keys from phase 1 to phase 2, which runs after a restart).
+// Prints PASS/FAIL lines "tenants/<name>".
+import { execFileSync } from 'node:child_process';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { SandboxClient } from '@agentuity/core';
+
+const base = process.env.HUSK_URL;
+const operator = process.env.HUSK_API_KEY;
+const phase = process.argv[2] ?? '1';
+let failed = 0;
+
+async function check(name, fn) {
+	try {
+		const why = await fn();
+		if (why) {
+			failed++;
+			console.log(`FAIL tenants/${name}: ${why}`);
+		} else console.log(`PASS tenants/${name}`);
+	} catch (e) {
+		failed++;
+		console.log(`FAIL tenants/${name}: ${e?.name}: ${e?.message}`);
+	}
+}
+
+async function req(key, method, path, body) {
+	const headers = key ? { Authorization: `Bearer ${key}` } : {};
+	if (body !== undefined) headers['Content-Type'] = 'application/json';
+	const r = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+	const text = await r.text();
+	let json = null;
+	try {
+		json = JSON.parse(text);
+	} catch {}
+	return { status: r.status, json, text };
+}
+const want = (r, status, code) => (r.status === status && (!code || r.json?.code === code) ? '' : `got ${r.status} ${r.text.slice(0, 240)}, want ${status} ${code ?? ''}`);
+
+// The CLI with a key: [status, stdout, stderr].
+function cli(key, ...args) {
+	try {
+		const out = execFileSync(process.env.HUSK_CLI, args, { env: { ...process.env, HUSK_URL: base, HUSK_API_KEY: key }, stdio: ['ignore', 'pipe', 'pipe'] });
+		return [0, out.toString(), ''];
+	} catch (e) {
+		return [e.status ?? -1, e.stdout?.toString() ?? '', e.stderr?.toString() ?? ''];
+	}
+}
+
+async function waitIdle(key, id) {
+	const r = await req(key, 'GET', `/sandbox/${id}?waitForStatus=idle&waitMs=60000`);
+	if (r.json?.data?.status !== 'idle') throw new Error(`sandbox ${id} did not turn idle: ${r.text.slice(0, 200)}`);
+}
+
+if (phase === '2') {
+	const k = JSON.parse(readFileSync(process.env.HUSK_KEYS, 'utf8'));
+	await check('key_kept_after_restart', async () => want(await req(k.acmeMember, 'GET', `/sandbox/${k.acmeSandbox}`), 200));
+	await check('revoked_kept_after_restart', async () => want(await req(k.revoked, 'GET', '/sandbox'), 401, 'UNAUTHORIZED'));
+	await check('scope_kept_after_restart', async () => want(await req(k.betaMember, 'GET', `/sandbox/${k.acmeSandbox}`), 404, 'SANDBOX_NOT_FOUND'));
+	await check('org_of_record_kept', async () => {
+		const r = await req(k.acmeMember, 'GET', `/sandbox/${k.acmeSandbox}`);
+		return r.json?.data?.org?.name === 'acme' ? '' : `org ${JSON.stringify(r.json?.data?.org)}`;
+	});
+	for (const id of k.cleanup) await req(id.key, 'DELETE', `/sandbox/${id.id}`);
+	process.exit(failed ? 1 : 0);
+}
+
+// ---- keys ----
+let acmeAdmin, acmeMember, acmeReader, betaMember, acmeOrgId;
+await check('key_create_prints_key_last', async () => {
+	const [s, out, err] = cli(operator, 'key', 'create', '--org', 'acme', '--role', 'admin', '--name', 'acme ops');
+	if (s !== 0) return `exit ${s}: ${err}`;
+	const lines = out.trim().split('\n');
+	acmeAdmin = lines[lines.length - 1];
+	if (!/^husk_[a-z2-7]{24}$/.test(acmeAdmin)) return `last line ${JSON.stringify(acmeAdmin)}`;
+	if (!lines[0].includes('admin of org acme')) return `first line ${lines[0]}`;
+});
+await check('key_create_json', async () => {
+	const [s, out, err] = cli(acmeAdmin, 'key', 'create', '--json');
+	if (s !== 0) return `exit ${s}: ${err}`;
+	const j = JSON.parse(out);
+	acmeMember = j.key;
+	acmeOrgId = j.orgId;
+	if (j.role !== 'member' || j.orgName !== 'acme' || !/^org_/.test(j.orgId) || !/^key_/.test(j.id)) return out;
+});
+await check('org_admin_makes_own_org_keys', async () => {
+	const r = await req(acmeAdmin, 'POST', '/keys', { role: 'read-only' });
+	acmeReader = r.json?.data?.key;
+	return want(r, 201);
+});
+await check('org_admin_not_other_orgs', async () => want(await req(acmeAdmin, 'POST', '/keys', { org: 'beta' }), 403, 'FORBIDDEN'));
+await check('member_makes_no_keys', async () => want(await req(acmeMember, 'POST', '/keys', {}), 403, 'FORBIDDEN'));
+await check('bad_role_and_org_refused', async () => {
+	const a = await req(operator, 'POST', '/keys', { org: 'beta', role: 'root' });
+	const b = await req(operator, 'POST', '/keys', { org: 'Not An Org!' });
+	return want(a, 400, 'BAD_REQUEST') || want(b, 400, 'BAD_REQUEST') || (a.json.message.includes('root') ? '' : a.json.message);
+});
+await check('operator_makes_other_orgs', async () => {
+	const r = await req(operator, 'POST', '/keys', { org: 'beta' });
+	betaMember = r.json?.data?.key;
+	return want(r, 201);
+});
+await check('keys_stored_hashed', async () => {
+	// The database and its WAL hold no key text, only hashes.
+	const files = readdirSync(process.env.HUSK_STATE).filter((f) => f.startsWith('huskd.db'));
+	const all = Buffer.concat(files.map((f) => readFileSync(`${process.env.HUSK_STATE}/${f}`)));
+	for (const k of [acmeAdmin, acmeMember, acmeReader, betaMember, operator]) if (all.includes(k)) return `key ${k.slice(0, 9)}... is in the database`;
+	return files.length ? '' : 'no database files';
+});
+await check('whoami', async () => {
+	const r = await req(acmeReader, 'GET', '/whoami');
+	return r.json?.data?.orgName === 'acme' && r.json.data.role === 'read-only' ? '' : r.text;
+});
+await check('key_list_own_org', async () => {
+	const r = await req(acmeAdmin, 'GET', '/keys');
+	const orgs = new Set(r.json?.data?.keys?.map((k) => k.orgName));
+	const leaked = JSON.stringify(r.json).includes('husk_');
+	return r.json?.data?.keys?.length === 3 && orgs.size === 1 && orgs.has('acme') && !leaked ? '' : r.text;
+});
+await check('operator_lists_every_org', async () => {
+	const r = await req(operator, 'GET', '/keys');
+	const orgs = new Set(r.json?.data?.keys?.map((k) => k.orgName));
+	return orgs.has('acme') && orgs.has('beta') && orgs.has('local') ? '' : r.text;
+});
+
+// ---- sandboxes ----
+const acme = new SandboxClient({ url: base, apiKey: acmeMember });
+const beta = new SandboxClient({ url: base, apiKey: betaMember });
+const acmeSb = await acme.create({ runtime: 'base:latest' });
+await waitIdle(acmeMember, acmeSb.id);
+const betaSb = await beta.create({ runtime: 'base:latest' });
+await waitIdle(betaMember, betaSb.id);
+const ex = await acmeSb.execute({ command: ['echo', 'acme'] });
+
+await check('published_client_in_its_org', async () => {
+	const info = await acme.get(acmeSb.id);
+	return info.org?.name === 'acme' && info.org?.id === acmeOrgId ? '' : JSON.stringify(info.org);
+});
+await check('published_client_orgId_option', async () => {
+	const withOrg = new SandboxClient({ url: base, apiKey: acmeMember, orgId: acmeOrgId });
+	const info = await withOrg.get(acmeSb.id);
+	return info.sandboxId === acmeSb.id ? '' : JSON.stringify(info);
+});
+await check('orgId_of_another_org_refused', async () => want(await req(acmeMember, 'GET', `/sandbox?orgId=${encodeURIComponent('beta')}`), 403, 'FORBIDDEN'));
+await check('other_org_sandbox_not_found', async () => {
+	try {
+		await beta.get(acmeSb.id);
+		return 'beta read acme sandbox';
+	} catch (e) {
+		return e?.name === 'NotFoundError' || /not found/i.test(e?.message) ? '' : `${e?.name}: ${e?.message}`;
+	}
+});
+await check('other_org_every_route_404', async () => {
+	const id = acmeSb.id;
+	const routes = [
+		['GET', `/sandbox/${id}`],
+		['GET', `/sandbox/status/${id}`],
+		['POST', `/sandbox/${id}/execute`, { command: ['true'] }],
+		['DELETE', `/sandbox/${id}`],
+		['POST', `/sandbox/${id}/pause`],
+		['POST', `/sandbox/${id}/snapshot`, {}],
+		['GET', `/sandbox/sandboxes/${id}/events`],
+		['GET', `/sandbox/sandboxes/${id}/executions`],
+		['GET', `/sandbox/sandboxes/${id}/jobs`],
+		['GET', `/fs/list/${id}?path=.`],
+		['POST', `/fs/${id}`, { files: [] }],
+		['PATCH', `/sandbox/env/${id}`, { env: { A: '1' } }],
+		['GET', `/sandbox/checkpoints/${id}`],
+		['GET', `/sandbox/execution/${ex.executionId}`],
+		['DELETE', `/sandbox/execution/${ex.executionId}`],
+	];
+	for (const [m, p, b] of routes) {
+		const r = await req(betaMember, m, p, b);
+		if (r.status !== 404) return `${m} ${p}: ${r.status} ${r.text.slice(0, 160)}`;
+	}
+	const still = await req(acmeMember, 'GET', `/sandbox/${id}`);
+	return still.json?.data?.status === 'idle' ? '' : `acme's sandbox after beta's tries: ${still.text.slice(0, 200)}`;
+});
+await check('list_scoped', async () => {
+	const a = (await acme.list()).sandboxes.map((s) => s.sandboxId);
+	const b = (await beta.list()).sandboxes.map((s) => s.sandboxId);
+	const op = (await req(operator, 'GET', '/sandbox')).json?.data?.sandboxes?.map((s) => s.sandboxId) ?? [];
+	return a.includes(acmeSb.id) && !a.includes(betaSb.id) && b.includes(betaSb.id) && !b.includes(acmeSb.id) && !op.includes(acmeSb.id) ? '' : `acme ${a}, beta ${b}, local ${op}`;
+});
+await check('stats_scoped', async () => {
+	const own = await req(acmeMember, 'GET', `/services/stats/${acmeOrgId}?service=sandbox`);
+	const other = await req(betaMember, 'GET', `/services/stats/${acmeOrgId}?service=sandbox`);
+	const byName = await req(acmeMember, 'GET', '/services/stats/acme?service=sandbox');
+	const n = own.json?.data?.services?.sandbox?.totalActive;
+	return want(other, 404) || want(byName, 200) || (n === 1 ? '' : `acme's totalActive ${n}: ${own.text.slice(0, 200)}`);
+});
+await check('cli_stats_of_own_org', async () => {
+	const [s, out, err] = cli(acmeMember, 'stats', '--json');
+	return s === 0 && JSON.parse(out).services.sandbox.totalActive === 1 ? '' : `exit ${s}: ${out} ${err}`;
+});
+
+// ---- roles ----
+await check('read_only_reads', async () => want(await req(acmeReader, 'GET', `/sandbox/${acmeSb.id}`), 200));
+await check('read_only_writes_refused', async () => {
+	const a = await req(acmeReader, 'POST', `/sandbox/${acmeSb.id}/execute`, { command: ['true'] });
+	const b = await req(acmeReader, 'POST', '/sandbox', {});
+	const c = await req(acmeReader, 'DELETE', `/sandbox/${acmeSb.id}`);
+	return want(a, 403, 'FORBIDDEN') || want(b, 403, 'FORBIDDEN') || want(c, 403, 'FORBIDDEN');
+});
+await check('runtimes_changed_by_operator_only', async () => want(await req(acmeAdmin, 'DELETE', '/sandbox/runtimes/alt:latest'), 403, 'FORBIDDEN'));
+
+// ---- snapshots ----
+let pub, priv;
+await check('snapshots_in_their_org', async () => {
+	pub = await acme.createSnapshot(acmeSb.id, { name: 'shared', public: true });
+	priv = await acme.createSnapshot(acmeSb.id, { name: 'app' });
+	const own = await beta.createSnapshot(betaSb.id, { name: 'app' });
+	// The same name and tag in two orgs: each has its own.
+	const a = await req(acmeMember, 'GET', '/sandbox/snapshots/app:latest');
+	const b = await req(betaMember, 'GET', '/sandbox/snapshots/app:latest');
+	return a.json?.data?.snapshotId === priv.snapshotId && b.json?.data?.snapshotId === own.snapshotId ? '' : `acme ${a.text.slice(0, 120)} beta ${b.text.slice(0, 120)}`;
+});
+await check('private_snapshot_hidden', async () => {
+	const g = await req(betaMember, 'GET', `/sandbox/snapshots/${priv.snapshotId}`);
+	const c = await req(betaMember, 'POST', '/sandbox', { snapshot: priv.snapshotId });
+	const l = (await req(betaMember, 'GET', '/sandbox/snapshots')).json?.data?.snapshots?.map((s) => s.snapshotId) ?? [];
+	return want(g, 404, 'SNAPSHOT_NOT_FOUND') || want(c, 400) || (l.includes(priv.snapshotId) || l.includes(pub.snapshotId) ? `beta lists ${l}` : '');
+});
+await check('public_snapshot_read_by_all', async () => {
+	const nokey = await req(null, 'GET', `/sandbox/snapshots/public/${pub.snapshotId}`);
+	const list = await req(null, 'GET', '/sandbox/snapshots/public');
+	const other = await req(betaMember, 'GET', `/sandbox/snapshots/${pub.snapshotId}`);
+	const ids = list.json?.data?.snapshots?.map((s) => s.snapshotId) ?? [];
+	return want(nokey, 200) || want(other, 200) || (ids.includes(pub.snapshotId) && !ids.includes(priv.snapshotId) ? '' : `public list ${ids}`);
+});
+await check('public_snapshot_used_by_other_org', async () => {
+	const sb = await beta.create({ snapshot: pub.snapshotId });
+	await waitIdle(betaMember, sb.id);
+	const info = await beta.get(sb.id);
+	await beta.destroy(sb.id);
+	return info.org?.name === 'beta' ? '' : JSON.stringify(info.org);
+});
+await check('public_snapshot_changed_by_own_org_only', async () => {
+	const t = await req(betaMember, 'PATCH', `/sandbox/snapshots/${pub.snapshotId}`, { tag: 'mine' });
+	const d = await req(betaMember, 'DELETE', `/sandbox/snapshots/${pub.snapshotId}`);
+	const kept = await req(acmeMember, 'GET', `/sandbox/snapshots/${pub.snapshotId}`);
+	return want(t, 403, 'FORBIDDEN') || want(d, 403, 'FORBIDDEN') || want(kept, 200);
+});
+
+await check('lineage_stops_at_a_private_ancestor', async () => {
+	const child = await acme.create({ snapshot: priv.snapshotId });
+	await waitIdle(acmeMember, child.id);
+	const derived = await acme.createSnapshot(child.id, { name: 'derived', public: true });
+	await acme.destroy(child.id);
+	const own = await req(acmeMember, 'GET', `/sandbox/snapshots/lineage?snapshot=${derived.snapshotId}`);
+	const other = await req(betaMember, 'GET', `/sandbox/snapshots/lineage?snapshot=${derived.snapshotId}`);
+	const ids = (r) => r.json?.data?.lineage?.map((x) => x.snapshotId) ?? [];
+	if (ids(own).length < 2 || ids(own)[1] !== priv.snapshotId) return `acme's lineage ${own.text.slice(0, 900)} priv ${priv.snapshotId}`;
+	return ids(other).length === 1 && other.json.data.hiddenAncestors === true && other.json.data.total === 1 ? '' : `beta's lineage ${other.text.slice(0, 300)}`;
+});
+
+// ---- revocation ----
+let revoked;
+await check('revoked_key_refused_at_once', async () => {
+	const r = await req(operator, 'POST', '/keys', { org: 'acme', role: 'member' });
+	revoked = r.json?.data?.key;
+	const before = await req(revoked, 'GET', '/sandbox');
+	const [s, , err] = cli(acmeAdmin, 'key', 'revoke', r.json?.data?.id);
+	const after = await req(revoked, 'GET', '/sandbox');
+	return want(before, 200) || (s !== 0 ? `revoke exit ${s}: ${err}` : '') || want(after, 401, 'UNAUTHORIZED');
+});
+await check('start_key_not_revoked_here', async () => want(await req(operator, 'DELETE', '/keys/start-1'), 403, 'FORBIDDEN'));
+await check('other_org_key_not_revoked', async () => {
+	const list = await req(operator, 'GET', '/keys');
+	const b = list.json?.data?.keys?.find((k) => k.orgName === 'beta');
+	return want(await req(acmeAdmin, 'DELETE', `/keys/${b?.id}`), 404, 'KEY_NOT_FOUND');
+});
+
+writeFileSync(
+	process.env.HUSK_KEYS,
+	JSON.stringify({ acmeMember, betaMember, revoked, acmeSandbox: acmeSb.id, cleanup: [{ key: acmeMember, id: acmeSb.id }, { key: betaMember, id: betaSb.id }] })
+);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,22 @@
+#!/bin/sh
+# Orgs and API keys (issue I): huskd (ASan) on the host with fake VMMs
+# (tests/fakes), driven by tests/api/client/tenants.mjs with the published
+# client, the husk CLI and plain requests; then once more after a restart
+# (keys, revocations and owners are kept). Prints PASS/FAIL lines.
+set -u
+port=18376
+. "$(dirname "$0")/lib.sh"
+
+rc=0
+fake_images "$T/images" || { echo "FAIL tenants/images: husk-img cannot make one"; exit 1; }
+export HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm
+export HUSK_CLI=$top/build/bin/husk-san HUSK_STATE=$T/state HUSK_KEYS=$T/keys.json
+start_huskd 1 || exit 1
+client tenants.mjs 1 || rc=1
+stop_huskd tenants/huskd_clean_exit || rc=1
+if [ -s "$T/keys.json" ]; then
+	start_huskd 2 || exit 1
+	client tenants.mjs 2 || rc=1
+	stop_huskd tenants/huskd_clean_exit_2 || rc=1
+fi
+exit $rc
