@@ -24,7 +24,7 @@ void huskd_usage(FILE *f)
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
 	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
-	        "             [--templates on|off]\n"
+	        "             [--templates on|off] [--stream-url-ttl DURATION]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -55,6 +55,8 @@ void huskd_usage(FILE *f)
 	        "  --templates on|off  a create restores its runtime's template (a guest booted\n"
 	        "                  once per shape, made at the first create) instead of\n"
 	        "                  booting (default on)\n"
+	        "  --stream-url-ttl D  how long an output stream URL works after it is given\n"
+	        "                  out (signed; default 24h; a reader that began reads on)\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -161,6 +163,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"disk-iops", required_argument, NULL, 'q'},
 	                                     {"import-max-bytes", required_argument, NULL, 'X'},
 	                                     {"templates", required_argument, NULL, 'T'},
+	                                     {"stream-url-ttl", required_argument, NULL, 'W'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -168,8 +171,20 @@ int huskd_options(int argc, char **argv, struct options *o)
 	int c;
 
 	o->sbx.templates = true;
+	o->stream_ttl_ms = 24 * 3600 * 1000ull;
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'W':
+			if (parse_duration_ms(optarg, &o->stream_ttl_ms) ||
+			    o->stream_ttl_ms < 1000) {
+				fprintf(stderr,
+				        "huskd: --stream-url-ttl '%s': give a duration of 1s or "
+				        "more, "
+				        "e.g. 24h or 30m\n",
+				        optarg);
+				return 2;
+			}
+			break;
 		case 'T':
 			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
 				fprintf(stderr, "huskd: --templates '%s': give on or off\n",

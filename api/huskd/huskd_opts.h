@@ -4,6 +4,7 @@
 
 /* huskd's command line: what it says in --help and what it reads into struct options. */
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "http.h"
@@ -18,6 +19,7 @@ struct options {
 	const char *public_url, *public_domain;
 	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
 	const char **egress[2];
+	uint64_t stream_ttl_ms; /* --stream-url-ttl */
 };
 
 void huskd_usage(FILE *f);

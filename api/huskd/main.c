@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -88,6 +89,35 @@ static int load_keys(struct huskd *d, const char *state)
 		d->keys[n++] = strdup(k);
 	free(buf);
 	return d->keys ? 0 : -ENOMEM;
+}
+
+/*
+ * The key that signs stream URLs: STATE/stream-key, 32 random bytes made at
+ * first start, so URLs given out before a restart still work after it.
+ */
+static int load_stream_key(const char *state, unsigned char key[32])
+{
+	char path[4200];
+	ssize_t n = 0;
+	int fd;
+
+	snprintf(path, sizeof(path), "%s/stream-key", state);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		n = read(fd, key, 32);
+		close(fd);
+		return n == 32 ? 0 : -EINVAL;
+	}
+	if (errno != ENOENT || getrandom(key, 32, 0) != 32)
+		return -errno;
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	n = write(fd, key, 32);
+	if (fsync(fd) < 0)
+		n = -1;
+	close(fd);
+	return n == 32 ? 0 : -EIO;
 }
 
 /* cpu.max needs a cgroup v2 subtree of our own with the cpu controller; NULL: none. */
@@ -290,6 +320,15 @@ static int start(struct huskd *d, struct options *o)
 		        o->state);
 		return 2;
 	}
+	rc = load_stream_key(o->state, rcfg.stream_key);
+	if (rc) {
+		fprintf(stderr,
+		        "huskd: %s/stream-key: %s (it holds 32 bytes; remove it to make a new "
+		        "one)\n",
+		        o->state, strerror(-rc));
+		return 2;
+	}
+	rcfg.stream_ttl_ms = o->stream_ttl_ms;
 	rc = tenant_open(d->store, d->keys, &d->tenants);
 	if (rc) {
 		fprintf(stderr, "huskd: cannot read the API keys from %s/huskd.db: %s\n", o->state,

@@ -3,7 +3,9 @@ top=$(cd "$(dirname "$0")/../.." && pwd)
 T=$(mktemp -d)
 key=husk-test-key
 pid=
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+# On any exit: huskd, and any VMM it left that runs from this suite's folder
+# (VMMs outlive huskd by design).
+trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; pkill -9 -f "$T/" 2>/dev/null; rm -rf "$T"' EXIT
 
 # listening: how many times huskd's log says it listens (0 before the log exists).
 listening() {

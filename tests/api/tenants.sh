@@ -15,8 +15,17 @@ start_huskd 1 || exit 1
 client tenants.mjs 1 || rc=1
 stop_huskd tenants/huskd_clean_exit || rc=1
 if [ -s "$T/keys.json" ]; then
-	start_huskd 2 || exit 1
+	# Stream URLs expire a second after they are given out (stream_url_expires).
+	HUSKD_ARGS="--stream-url-ttl 1s" start_huskd 2 || exit 1
 	client tenants.mjs 2 || rc=1
 	stop_huskd tenants/huskd_clean_exit_2 || rc=1
+	# Every sandbox was destroyed: none of their fake VMMs may be left.
+	left=$(pgrep -f "$T/state/sandboxes/")
+	if [ -z "$left" ]; then
+		echo "PASS tenants/no_vmm_left"
+	else
+		echo "FAIL tenants/no_vmm_left: $(echo "$left" | tr '\n' ' ')"
+		rc=1
+	fi
 fi
 exit $rc

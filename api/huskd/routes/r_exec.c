@@ -34,9 +34,13 @@ ROUTE(r_execute)
 	req.files = json_object_get(body, "files");
 	req.stream = json_object_get(body, "stream");
 	req.base = base;
-	if (sbx_exec_start(rt->m, p[0], &req, &exec, &resumed, &err))
+	if (sbx_exec_start(rt->m, p[0], &req, &exec, &resumed, &err)) {
 		reply_error(r, &err, S_SANDBOX);
-	else if (resumed)
+		json_decref(body);
+		return;
+	}
+	stream_sign(rt, exec);
+	if (resumed)
 		api_ok_fields(r, 200, json_pack("{so sb}", "data", exec, "autoResumed", 1));
 	else
 		api_ok(r, 200, exec);
@@ -76,11 +80,14 @@ ROUTE(r_executions)
 
 	if (sbx_executions(rt->m, p[0], query_int(r, "limit", 50), &out))
 		api_error(r, 404, "SANDBOX_NOT_FOUND", "sandbox %s not found", p[0]);
-	else
+	else {
+		stream_sign(rt, out);
 		api_ok(r, 200, out);
+	}
 }
 
 ROUTE(r_stream)
 {
-	stream_serve(ctx, r, p[0]);
+	if (stream_check(ctx, r, p[0]) == 0)
+		stream_serve(ctx, r, p[0]);
 }

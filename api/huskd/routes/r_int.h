@@ -70,6 +70,10 @@ void wait_status(struct routes *rt, struct http_req *r, const char *sandbox_id, 
 void wait_execution(struct routes *rt, struct http_req *r, const char *exec_id, uint64_t ms);
 void wait_kick(void *rt, const char *id);
 void wait_drop_all(struct routes *rt);
+/* Signed stream URLs (r_sign.c): signs data's (and data.executions[]'s) stream URLs. */
+void stream_sign(const struct routes *rt, json_t *data);
+/* 0 if r's exp and sig sign stream sid and have not expired; else -1 after a 403. */
+int stream_check(const struct routes *rt, struct http_req *r, const char *sid);
 /* Output streams (r_stream.c). */
 void stream_serve(struct routes *rt, struct http_req *r, const char *stream_id);
 

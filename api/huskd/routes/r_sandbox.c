@@ -49,6 +49,7 @@ static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply
 		info = json_deep_copy(reply->data);
 		if (json_object_get(c->body, "command"))
 			start_command(c, info);
+		stream_sign(c->rt, info);
 		if (proxy_url(c->rt, c->r, info))
 			log_warn(NULL, "a sandbox's url is too long for the Host header given");
 		api_ok(c->r, 201,

@@ -76,6 +76,8 @@ static bool waiter_try(struct waiter *w, bool force)
 		return false;
 	}
 	http_on_close(w->r, NULL, NULL);
+	if (data && !w->set)
+		stream_sign(w->rt, data);
 	if (data)
 		api_ok(w->r, 200, data);
 	else

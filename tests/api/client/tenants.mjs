@@ -60,6 +60,21 @@ if (phase === '2') {
 	await check('key_kept_after_restart', async () => want(await req(k.acmeMember, 'GET', `/sandbox/${k.acmeSandbox}`), 200));
 	await check('revoked_kept_after_restart', async () => want(await req(k.revoked, 'GET', '/sandbox'), 401, 'UNAUTHORIZED'));
 	await check('scope_kept_after_restart', async () => want(await req(k.betaMember, 'GET', `/sandbox/${k.acmeSandbox}`), 404, 'SANDBOX_NOT_FOUND'));
+	await check('stream_url_kept_after_restart', async () => {
+		const r = await fetch(k.streamUrl);
+		return r.status === 200 && (await r.text()) === 'acme\n' ? '' : `${r.status}`;
+	});
+	await check('stream_url_expires', async () => {
+		// huskd runs with --stream-url-ttl 1s now: wait for the clock to pass the URL's expiry.
+		const e = await req(k.acmeMember, 'POST', `/sandbox/${k.acmeSandbox}/execute`, { command: ['echo', 'later'] });
+		const url = e.json?.data?.stdoutStreamUrl ?? '';
+		const exp = Number(/exp=(\d+)/.exec(url)?.[1]);
+		if (!exp || exp > Date.now() / 1000 + 60) return `url ${url}: not a 1 s URL`;
+		while (Date.now() / 1000 <= exp + 1) await new Promise((res) => setTimeout(res, 200));
+		const r = await fetch(url);
+		const body = await r.text();
+		return r.status === 403 && body.includes('expired') ? '' : `${r.status} ${body.slice(0, 200)}`;
+	});
 	await check('org_of_record_kept', async () => {
 		const r = await req(k.acmeMember, 'GET', `/sandbox/${k.acmeSandbox}`);
 		return r.json?.data?.org?.name === 'acme' ? '' : `org ${JSON.stringify(r.json?.data?.org)}`;
@@ -197,6 +212,29 @@ await check('cli_stats_of_own_org', async () => {
 	return s === 0 && JSON.parse(out).services.sandbox.totalActive === 1 ? '' : `exit ${s}: ${out} ${err}`;
 });
 
+// ---- stream URLs ----
+await check('stream_url_signed', async () => {
+	if (!/\/streams\/str_[a-z2-7]+\?exp=\d+&sig=[0-9a-f]{32}$/.test(ex.stdoutStreamUrl ?? '')) return `url ${ex.stdoutStreamUrl}`;
+	const r = await fetch(ex.stdoutStreamUrl);
+	const body = await r.text();
+	return r.status === 200 && body === 'acme\n' ? '' : `${r.status} ${JSON.stringify(body)}`;
+});
+await check('stream_url_tampered_refused', async () => {
+	const url = ex.stdoutStreamUrl;
+	const flipped = url.slice(0, -1) + (url.endsWith('0') ? '1' : '0');
+	const later = url.replace(/exp=(\d+)/, (_, e) => `exp=${Number(e) + 3600}`);
+	for (const u of [flipped, later, url.split('?')[0]]) {
+		const r = await fetch(u);
+		if (r.status !== 403) return `${u}: ${r.status}`;
+	}
+});
+await check('stream_url_fresh_from_execution', async () => {
+	const r = await req(betaMember, 'GET', `/sandbox/execution/${ex.executionId}`);
+	const own = await req(acmeMember, 'GET', `/sandbox/execution/${ex.executionId}`);
+	const url = own.json?.data?.stdoutStreamUrl ?? '';
+	return want(r, 404) || (/sig=[0-9a-f]{32}$/.test(url) && (await fetch(url)).status === 200 ? '' : `url ${url}`);
+});
+
 // ---- roles ----
 await check('read_only_reads', async () => want(await req(acmeReader, 'GET', `/sandbox/${acmeSb.id}`), 200));
 await check('read_only_writes_refused', async () => {
@@ -276,6 +314,6 @@ await check('other_org_key_not_revoked', async () => {
 
 writeFileSync(
 	process.env.HUSK_KEYS,
-	JSON.stringify({ acmeMember, betaMember, revoked, acmeSandbox: acmeSb.id, cleanup: [{ key: acmeMember, id: acmeSb.id }, { key: betaMember, id: betaSb.id }] })
+	JSON.stringify({ acmeMember, betaMember, revoked, acmeSandbox: acmeSb.id, streamUrl: ex.stdoutStreamUrl, cleanup: [{ key: acmeMember, id: acmeSb.id }, { key: betaMember, id: betaSb.id }] })
 );
 process.exit(failed ? 1 : 0);
