@@ -30,6 +30,21 @@ struct http_req;
 /* Below this many queued bytes a stream's drain callback runs (http_on_drain). */
 #define HTTP_DRAIN_LOW (64u * 1024)
 
+struct http_req;
+/* What refuses a request (the admit callback fills it in). */
+struct http_refusal {
+	const char *code;     /* the JSON error's code */
+	char msg[400];        /* its message */
+	unsigned retry_after; /* seconds for a Retry-After header; 0: none */
+};
+/*
+ * Asked once a request's head is in, before any of its body is read: 0 lets
+ * it go on; an HTTP status refuses it - the server answers that status with
+ * out's code and message (a JSON error) and closes the connection, the body
+ * read and dropped, never kept. ctx is the handler's.
+ */
+typedef int (*http_admit_fn)(struct http_req *req, void *ctx, struct http_refusal *out);
+
 struct http_config {
 	const char *tcp_host;        /* e.g. "127.0.0.1" or "::1"; NULL: no TCP */
 	int tcp_port;                /* 0 with tcp_host: pick a free port (see http_server_port) */
@@ -41,6 +56,7 @@ struct http_config {
 	unsigned max_connections;    /* 0: 1024. Beyond it new connections are closed at once */
 	/* Told (at most every 10 s) when connections were refused for the limit; may be NULL. */
 	void (*refused)(unsigned count, unsigned limit);
+	http_admit_fn admit; /* may be NULL: every request is read whole */
 };
 
 /* Called once per complete request, on the loop thread; answers now or later. */
@@ -141,6 +157,12 @@ size_t http_stream_queued(const struct http_req *r);
 void http_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
 /* Ends r's stream; r must not be used afterwards. */
 void http_stream_end(struct http_req *r);
+
+/*
+ * cb(arg) runs once when r is freed, whatever ended it: answered, refused,
+ * abandoned, or taken over. For accounting of requests in flight.
+ */
+void http_on_free(struct http_req *r, void (*cb)(void *arg), void *arg);
 
 /*
  * cb(r, arg) runs once if the client goes away (or the server stops) before

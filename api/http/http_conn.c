@@ -27,6 +27,7 @@ void http_limits_init(struct http_limits *lim, const struct http_config *cfg)
 	 * which can destroy the answer (a 413) before the client reads it.
 	 */
 	lim->linger_ms = lim->idle_timeout_ms < 2000 ? lim->idle_timeout_ms : 2000;
+	lim->admit = cfg->admit;
 }
 
 static void set_timer(struct http_conn *c, enum http_timer_mode m)
@@ -183,7 +184,9 @@ void conn_fail(struct http_conn *c, int status, const char *code, const char *ms
 		http_req_free(c->req);
 		c->req = NULL;
 	}
-	buf = http_error_response(status, code, msg, &len);
+	/* A refusal of the admit callback may say when to come back. */
+	buf = http_error_response(status, code, msg,
+	                          msg == c->refusal.msg ? c->refusal.retry_after : 0, &len);
 	if (buf)
 		conn_write(c, buf, len);
 	conn_close_graceful(c);

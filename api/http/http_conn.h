@@ -49,6 +49,7 @@ struct http_limits {
 	unsigned request_timeout_ms;
 	unsigned idle_timeout_ms;
 	unsigned linger_ms;
+	http_admit_fn admit;
 };
 
 enum http_conn_state {
@@ -81,8 +82,9 @@ struct http_conn {
 	int depth;      /* nesting of entry points (see above) */
 	int err_status; /* set by a parser callback that refuses the request */
 	const char *err_code, *err_msg;
-	bool fresh;    /* no request started yet on this connection */
-	bool msg_done; /* the parser paused at the end of a request */
+	struct http_refusal refusal; /* err_msg when the admit callback refused */
+	bool fresh;                  /* no request started yet on this connection */
+	bool msg_done;               /* the parser paused at the end of a request */
 	bool pumping;
 	bool abort_pending;
 	bool eof;
@@ -137,6 +139,8 @@ struct http_req {
 	void *on_close_arg;
 	void (*on_drain)(struct http_req *r, void *arg);
 	void *on_drain_arg;
+	void (*on_free)(void *arg);
+	void *on_free_arg;
 };
 
 /* The parser callbacks (http_parse.c) building c->req. */
@@ -159,6 +163,7 @@ void http_req_free(struct http_req *r);
 char *http_resp_head(struct http_req *r, int status, const char *ctype, long long clen,
                      size_t extra, size_t *head_len);
 /* A complete response with JSON error body {"success":false,code,message}; for conn_fail. */
-char *http_error_response(int status, const char *code, const char *msg, size_t *len);
+char *http_error_response(int status, const char *code, const char *msg, unsigned retry_after,
+                          size_t *len);
 
 #endif

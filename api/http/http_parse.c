@@ -195,6 +195,14 @@ static int on_headers_complete(http_parser *p)
 	r->head_only = p->method == HTTP_HEAD;
 	/* An Upgrade we do not perform leaves the connection in an unknown protocol. */
 	r->keep_alive = http_should_keep_alive(p) && !p->upgrade;
+	if (c->lim->admit) {
+		int status;
+
+		c->refusal = (struct http_refusal){.code = "FORBIDDEN"};
+		status = c->lim->admit(r, c->ctx, &c->refusal);
+		if (status)
+			return refuse(c, status, c->refusal.code, c->refusal.msg);
+	}
 	if (has_len && cl > c->lim->max_body_bytes)
 		return refuse(c, 413, "PAYLOAD_TOO_LARGE", "request body too large");
 	if (has_len) {

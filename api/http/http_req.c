@@ -10,11 +10,19 @@ void http_req_free(struct http_req *r)
 {
 	if (!r)
 		return;
+	if (r->on_free)
+		r->on_free(r->on_free_arg);
 	free(r->head);
 	free(r->hdr);
 	free(r->body);
 	free(r->resp_hdrs);
 	free(r);
+}
+
+void http_on_free(struct http_req *r, void (*cb)(void *arg), void *arg)
+{
+	r->on_free = cb;
+	r->on_free_arg = arg;
 }
 
 const char *http_method(const struct http_req *r)

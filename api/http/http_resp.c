@@ -75,8 +75,11 @@ char *http_resp_head(struct http_req *r, int status, const char *ctype, long lon
 	return buf;
 }
 
-char *http_error_response(int status, const char *code, const char *msg, size_t *len)
+char *http_error_response(int status, const char *code, const char *msg, unsigned retry_after,
+                          size_t *len)
 {
+	char retry[48] = "";
+
 	json_t *j = json_pack("{s:b, s:s, s:s}", "success", 0, "code", code, "message", msg);
 	char *body = j ? json_dumps(j, JSON_COMPACT) : NULL, *buf = NULL, date[64];
 	size_t blen = body ? strlen(body) : 0, cap = blen + 256;
@@ -88,10 +91,12 @@ char *http_error_response(int status, const char *code, const char *msg, size_t 
 	buf = malloc(cap);
 	if (buf) {
 		http_date(date, sizeof(date));
+		if (retry_after)
+			snprintf(retry, sizeof(retry), "Retry-After: %u\r\n", retry_after);
 		n = snprintf(buf, cap,
 		             "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: application/json\r\n"
-		             "Content-Length: %zu\r\nConnection: close\r\n\r\n%s",
-		             status, status_text(status), date, blen, body);
+		             "%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
+		             status, status_text(status), date, retry, blen, body);
 		*len = (size_t)n;
 	}
 	free(body);

@@ -25,6 +25,7 @@ void huskd_usage(FILE *f)
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
 	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
 	        "             [--templates on|off] [--stream-url-ttl DURATION]\n"
+	        "             [--key-concurrency N] [--key-rate N/DURATION]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -57,6 +58,11 @@ void huskd_usage(FILE *f)
 	        "                  booting (default on)\n"
 	        "  --stream-url-ttl D  how long an output stream URL works after it is given\n"
 	        "                  out (signed; default 24h; a reader that began reads on)\n"
+	        "  --key-concurrency N  requests one API key may have in flight (long-polls\n"
+	        "                  count; default 256, 0: no limit); past it: 429\n"
+	        "  --key-rate N/D  requests one API key may make per duration D, in bursts of\n"
+	        "                  up to N (default 6000/1m, 0: no limit); past it: 429 with\n"
+	        "                  Retry-After\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -70,6 +76,36 @@ void huskd_usage(FILE *f)
 	        "                  (a mirror; default: the runtime's own sources)\n"
 	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
 	        "start).\n");
+}
+
+/* --key-concurrency N, --key-rate N/DURATION into o; 0, or -EINVAL said on stderr. */
+static int key_option(int c, const char *arg, struct options *o)
+{
+	char *end;
+	unsigned long long n = strtoull(arg, &end, 10);
+
+	if (c == 'K' && end != arg && !*end && n <= 1000000) {
+		o->keys.max_inflight = (unsigned)n;
+		return 0;
+	}
+	if (c == 'Z' && end != arg && !strcmp(arg, "0")) {
+		o->keys.count = 0;
+		return 0;
+	}
+	if (c == 'Z' && end != arg && *end == '/' && n > 0 && n <= 1000000000 &&
+	    !parse_duration_ms(end + 1, &o->keys.per_ms) && o->keys.per_ms > 0) {
+		o->keys.count = n;
+		return 0;
+	}
+	if (c == 'K')
+		fprintf(stderr, "huskd: --key-concurrency '%s': give a number, 0 for no limit\n",
+		        arg);
+	else
+		fprintf(stderr,
+		        "huskd: --key-rate '%s': give COUNT/DURATION, e.g. 6000/1m or 10/1s (0: "
+		        "no limit)\n",
+		        arg);
+	return -EINVAL;
 }
 
 /* --egress-rate, --egress-allow, --egress-deny into o; 0, or -EINVAL said on stderr. */
@@ -164,6 +200,8 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"import-max-bytes", required_argument, NULL, 'X'},
 	                                     {"templates", required_argument, NULL, 'T'},
 	                                     {"stream-url-ttl", required_argument, NULL, 'W'},
+	                                     {"key-concurrency", required_argument, NULL, 'K'},
+	                                     {"key-rate", required_argument, NULL, 'Z'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -172,8 +210,14 @@ int huskd_options(int argc, char **argv, struct options *o)
 
 	o->sbx.templates = true;
 	o->stream_ttl_ms = 24 * 3600 * 1000ull;
+	o->keys = (struct tenant_limits){.max_inflight = 256, .count = 6000, .per_ms = 60000};
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
 		switch (c) {
+		case 'K':
+		case 'Z':
+			if (key_option(c, optarg, o))
+				return 2;
+			break;
 		case 'W':
 			if (parse_duration_ms(optarg, &o->stream_ttl_ms) ||
 			    o->stream_ttl_ms < 1000) {

@@ -9,6 +9,7 @@
 
 #include "http.h"
 #include "sbx.h"
+#include "tenant.h"
 
 struct options {
 	struct http_config http;
@@ -19,7 +20,8 @@ struct options {
 	const char *public_url, *public_domain;
 	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
 	const char **egress[2];
-	uint64_t stream_ttl_ms; /* --stream-url-ttl */
+	uint64_t stream_ttl_ms;    /* --stream-url-ttl */
+	struct tenant_limits keys; /* --key-concurrency, --key-rate */
 };
 
 void huskd_usage(FILE *f);

@@ -330,6 +330,8 @@ static int start(struct huskd *d, struct options *o)
 	}
 	rcfg.stream_ttl_ms = o->stream_ttl_ms;
 	rc = tenant_open(d->store, d->keys, &d->tenants);
+	if (!rc)
+		tenant_set_limits(d->tenants, &o->keys);
 	if (rc) {
 		fprintf(stderr, "huskd: cannot read the API keys from %s/huskd.db: %s\n", o->state,
 		        strerror(-rc));
@@ -344,6 +346,7 @@ static int start(struct huskd *d, struct options *o)
 		fprintf(stderr, "huskd: cannot start: %s\n", strerror(-rc));
 		return 2;
 	}
+	o->http.admit = routes_admit;
 	rc = http_server_start(d->loop, &o->http, routes_handle, d->routes, &d->http);
 	if (rc) {
 		fprintf(stderr, "huskd: cannot listen on %s:%d%s%s: %s\n", o->http.tcp_host,

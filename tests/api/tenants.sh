@@ -19,6 +19,10 @@ if [ -s "$T/keys.json" ]; then
 	HUSKD_ARGS="--stream-url-ttl 1s" start_huskd 2 || exit 1
 	client tenants.mjs 2 || rc=1
 	stop_huskd tenants/huskd_clean_exit_2 || rc=1
+	# Per-key limits, small enough to reach (key_concurrency_limited, key_rate_limited...).
+	HUSKD_ARGS="--key-concurrency 1 --key-rate 10/1h" start_huskd 3 || exit 1
+	client tenants.mjs 3 || rc=1
+	stop_huskd tenants/huskd_clean_exit_3 || rc=1
 	# Every sandbox was destroyed: none of their fake VMMs may be left.
 	left=$(pgrep -f "$T/state/sandboxes/")
 	if [ -z "$left" ]; then

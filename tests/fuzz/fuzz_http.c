@@ -99,6 +99,36 @@ static void act(struct fake_conn *f, uint8_t op)
 	}
 }
 
+/*
+ * The admit callback as huskd's reads a request's head before its body: it
+ * refuses (with a Retry-After) requests carrying a header named "x-no", and
+ * counts the ones it lets in until they are freed.
+ */
+static unsigned admitted;
+
+static void admitted_done(void *arg)
+{
+	(void)arg;
+	if (!admitted)
+		__builtin_trap();
+	admitted--;
+}
+
+static int admit(struct http_req *r, void *ctx, struct http_refusal *out)
+{
+	(void)ctx;
+	if (http_header(r, "x-no")) {
+		snprintf(out->msg, sizeof(out->msg), "refused: %.40s %.80s", http_method(r),
+		         http_path(r));
+		out->code = "UNAUTHORIZED";
+		out->retry_after = 7;
+		return 401;
+	}
+	admitted++;
+	http_on_free(r, admitted_done, NULL);
+	return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct http_config cfg = {.max_header_bytes = 512, .max_body_bytes = 1024};
@@ -110,6 +140,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	if (data[0] & 1)
 		cfg = (struct http_config){0};
+	if (data[0] & 16)
+		cfg.admit = admit;
+	admitted = 0;
 	http_limits_init(&lim, &cfg);
 	step = (size_t)data[1] % 64 + 1;
 	held = NULL;
@@ -133,5 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		__builtin_trap();
 	fake_free(&f);
 	finish_held(); /* after the close: a no-op that frees it */
+	if (admitted)  /* every request let in was freed, and said so */
+		__builtin_trap();
 	return 0;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "r_int.h"
+#include "r_target.h"
 #include "router.h"
 
 /*
@@ -85,19 +86,88 @@ static const struct route api_routes[] = {
 	{"GET", "/whoami", r_whoami, 0},
 };
 
-/* The caller's key, or NULL (answered 401). */
-static const struct who *authorized(struct routes *rt, struct http_req *r)
+static const struct who *key_of(struct routes *rt, struct http_req *r)
 {
 	const char *h = http_header(r, "Authorization");
-	const struct who *who =
-		h && !strncmp(h, "Bearer ", 7) ? tenant_auth(rt->cfg.tenants, h + 7) : NULL;
 
-	if (!who)
-		api_error(r, 401, "UNAUTHORIZED",
-		          "a valid API key is required: send 'Authorization: Bearer <key>' (keys "
-		          "are in %s/api-keys or HUSK_API_KEY; husk key create makes more)",
-		          rt->cfg.state);
+	return h && !strncmp(h, "Bearer ", 7) ? tenant_auth(rt->cfg.tenants, h + 7) : NULL;
+}
+
+static void unauthorized(struct routes *rt, char *msg, size_t len)
+{
+	snprintf(msg, len,
+	         "a valid API key is required: send 'Authorization: Bearer <key>' (keys are in "
+	         "%s/api-keys or HUSK_API_KEY; husk key create makes more)",
+	         rt->cfg.state);
+}
+
+/* The caller's key (found already by routes_admit), or NULL (answered 401). */
+static const struct who *authorized(struct routes *rt, struct http_req *r)
+{
+	const struct who *who = http_user(r) ? http_user(r) : key_of(rt, r);
+	char msg[400];
+
+	if (who && who->revoked) /* while its body came in */
+		who = NULL;
+	if (!who) {
+		unauthorized(rt, msg, sizeof(msg));
+		api_error(r, 401, "UNAUTHORIZED", "%s", msg);
+	}
 	return who;
+}
+
+/*
+ * The key is checked as soon as a request's head is in: a request without a
+ * valid one is answered 401 before any of its body is read, so nobody
+ * without a key makes huskd hold a byte of a body. Open routes and sandbox
+ * urls go on (they need no key).
+ */
+int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out)
+{
+	char params[ROUTER_MAX_PARAMS][ROUTER_PARAM_LEN];
+	struct routes *rt = ctx;
+	const struct route *route;
+	struct proxy_target t;
+	const struct who *who;
+	unsigned retry;
+	int rc;
+
+	if (proxy_target(http_header(r, "Host"), http_path(r), http_query(r), rt->cfg.public_domain,
+	                 &t) != 0)
+		return 0;
+	if (router_match(api_routes, sizeof(api_routes) / sizeof(api_routes[0]), http_method(r),
+	                 http_path(r), &route, params) == 0 &&
+	    (route->flags & R_OPEN))
+		return 0;
+	who = key_of(rt, r);
+	if (!who) {
+		unauthorized(rt, out->msg, sizeof(out->msg));
+		out->code = "UNAUTHORIZED";
+		return 401;
+	}
+	rc = tenant_admit(rt->cfg.tenants, (struct who *)who, sbx_now_ms(), &retry);
+	if (rc == -EBUSY) {
+		snprintf(out->msg, sizeof(out->msg),
+		         "this key has %u requests in flight, the most huskd takes from one key "
+		         "(--key-concurrency): retry when one has ended",
+		         tenant_limits(rt->cfg.tenants)->max_inflight);
+		out->code = "TOO_MANY_REQUESTS";
+		out->retry_after = 1;
+		return 429;
+	}
+	if (rc == -EAGAIN) {
+		snprintf(out->msg, sizeof(out->msg),
+		         "this key has made %llu requests in %llu ms, the most huskd takes "
+		         "(--key-rate): retry in %u s",
+		         (unsigned long long)tenant_limits(rt->cfg.tenants)->count,
+		         (unsigned long long)tenant_limits(rt->cfg.tenants)->per_ms, retry);
+		out->code = "TOO_MANY_REQUESTS";
+		out->retry_after = retry;
+		return 429;
+	}
+	http_set_user(r, (void *)who);
+	http_on_free(r, tenant_done, (void *)who);
+	return 0;
 }
 
 /* 404 as if id did not exist (another org's is not there for this caller). */

@@ -27,6 +27,8 @@ struct routes_config {
 
 int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct routes **out)
 	__attribute__((warn_unused_result));
+/* The http_admit_fn (the key, checked before a body is read): ctx is the struct routes. */
+int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out);
 /* The http_handler: ctx is the struct routes. */
 void routes_handle(struct http_req *r, void *ctx);
 /* huskd is stopping: answers the long-polls still held. */

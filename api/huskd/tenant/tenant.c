@@ -17,6 +17,7 @@
 struct tenants {
 	struct store *store;
 	struct who *keys; /* newest first */
+	struct tenant_limits lim;
 };
 
 static const char *const role_names[] = {
@@ -176,6 +177,53 @@ const struct who *tenant_auth(struct tenants *t, const char *key)
 			found = w;
 	}
 	return found;
+}
+
+void tenant_set_limits(struct tenants *t, const struct tenant_limits *lim)
+{
+	t->lim = *lim;
+}
+
+const struct tenant_limits *tenant_limits(const struct tenants *t)
+{
+	return &t->lim;
+}
+
+int tenant_admit(struct tenants *t, struct who *who, int64_t now_ms, unsigned *retry_s)
+{
+	const struct tenant_limits *l = &t->lim;
+
+	*retry_s = 1;
+	if (l->max_inflight && who->inflight >= l->max_inflight)
+		return -EBUSY;
+	if (l->count && l->per_ms) {
+		double rate = (double)l->count / (double)l->per_ms; /* tokens per ms */
+
+		if (!who->stamp_ms)
+			who->tokens = (double)l->count;
+		else if (now_ms > who->stamp_ms)
+			who->tokens += rate * (double)(now_ms - who->stamp_ms);
+		if (who->tokens > (double)l->count)
+			who->tokens = (double)l->count;
+		who->stamp_ms = now_ms;
+		if (who->tokens < 1.0) {
+			double wait_ms = (1.0 - who->tokens) / rate;
+
+			*retry_s = (unsigned)(wait_ms / 1000.0) + 1;
+			return -EAGAIN;
+		}
+		who->tokens -= 1.0;
+	}
+	who->inflight++;
+	return 0;
+}
+
+void tenant_done(void *arg)
+{
+	struct who *who = arg;
+
+	if (who->inflight)
+		who->inflight--;
 }
 
 bool tenant_is_operator(const struct who *who)

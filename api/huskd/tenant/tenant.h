@@ -15,6 +15,7 @@
  */
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "store.h"
 
@@ -29,7 +30,17 @@ struct who {
 	bool revoked;
 	bool boot; /* given at start, not made through the API: cannot be revoked here */
 	unsigned char hash[32];
+	unsigned inflight; /* its requests admitted and not yet freed */
+	double tokens;     /* its rate bucket */
+	int64_t stamp_ms;  /* when tokens was last filled */
 	struct who *next;
+};
+
+/* Per-key limits: requests in flight at once, and count per per_ms (a bucket of count). */
+struct tenant_limits {
+	unsigned max_inflight; /* 0: no limit */
+	uint64_t count;        /* 0: no rate limit */
+	uint64_t per_ms;
 };
 
 struct tenants;
@@ -44,6 +55,18 @@ void tenant_free(struct tenants *t);
 
 /* The key's caller, or NULL: unknown or revoked. Takes the same time for any key. */
 const struct who *tenant_auth(struct tenants *t, const char *key);
+
+void tenant_set_limits(struct tenants *t, const struct tenant_limits *lim);
+/*
+ * A request of who's begins at now_ms: 0 (counted in flight until
+ * tenant_done(who)), -EBUSY (as many in flight as allowed) or -EAGAIN (its
+ * rate used up; *retry_s: when a request is allowed again).
+ */
+int tenant_admit(struct tenants *t, struct who *who, int64_t now_ms, unsigned *retry_s)
+	__attribute__((warn_unused_result));
+/* The request tenant_admit let in has ended (an http_on_free callback). */
+void tenant_done(void *who);
+const struct tenant_limits *tenant_limits(const struct tenants *t);
 
 /* Whether who is the operator: an admin of the default org. */
 bool tenant_is_operator(const struct who *who);

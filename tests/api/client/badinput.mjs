@@ -34,6 +34,32 @@ async function expect(name, p, status, code) {
 await expect('no_key', req('GET', '/sandbox', { auth: false }), 401);
 await expect('wrong_key', req('GET', '/sandbox', { headers: { Authorization: 'Bearer nope' }, auth: false }), 401);
 await expect('basic_auth', req('GET', '/sandbox', { headers: { Authorization: 'Basic Zm9vOmJhcg==' }, auth: false }), 401);
+// The key is checked before any body is read: a request without one that
+// announces a big body gets its 401 at once, with none of the body sent.
+{
+	const { connect } = await import('node:net');
+	const u = new URL(base);
+	const answer = await new Promise((resolve) => {
+		const sock = connect(Number(u.port), u.hostname, () =>
+			sock.write(`POST /sandbox HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000000\r\n\r\n`)
+		);
+		let got = '';
+		sock.on('data', (d) => {
+			got += d;
+			if (got.includes('\r\n\r\n')) {
+				sock.destroy();
+				resolve(got);
+			}
+		});
+		sock.on('error', (e) => resolve(`error ${e.message}`));
+		sock.on('close', () => resolve(got));
+	});
+	if (/^HTTP\/1\.1 401 /.test(answer)) console.log('PASS badinput/no_key_refused_before_body');
+	else {
+		failed++;
+		console.log(`FAIL badinput/no_key_refused_before_body: ${JSON.stringify(answer.slice(0, 200))}`);
+	}
+}
 await expect('malformed_json', req('POST', '/sandbox', { body: '{"runtime": ' }), 400);
 await expect('json_not_object', req('POST', '/sandbox', { body: '[1,2]' }), 400);
 await expect('unknown_runtime', req('POST', '/sandbox', { body: '{"runtime":"cobol:1"}' }), 400);

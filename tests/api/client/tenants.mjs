@@ -55,6 +55,49 @@ async function waitIdle(key, id) {
 	if (r.json?.data?.status !== 'idle') throw new Error(`sandbox ${id} did not turn idle: ${r.text.slice(0, 200)}`);
 }
 
+if (phase === '3') {
+	// huskd runs with --key-concurrency 1 --key-rate 10/1h.
+	const k = JSON.parse(readFileSync(process.env.HUSK_KEYS, 'utf8'));
+	await check('key_concurrency_limited', async () => {
+		const { connect } = await import('node:net');
+		const u = new URL(base);
+		// A request whose body has not come yet is in flight: it holds the key's one place.
+		const held = connect(Number(u.port), u.hostname);
+		await new Promise((res) => held.on('connect', res));
+		held.write(`POST /sandbox/${k.acmeSandbox}/execute HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${k.acmeMember}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n`);
+		// Until huskd has read that head, a second request may still get in: wait for the refusal.
+		let second;
+		for (let i = 0; i < 300; i++) {
+			second = await req(k.acmeMember, 'GET', '/whoami');
+			if (second.status !== 200) break;
+			await new Promise((res) => setTimeout(res, 100));
+		}
+		const retry = second.status;
+		held.destroy();
+		// Once huskd has seen that connection go, the key has its place back.
+		let after;
+		for (let i = 0; i < 300; i++) {
+			after = await req(k.acmeMember, 'GET', '/whoami');
+			if (after.status === 200) break;
+			await new Promise((res) => setTimeout(res, 100));
+		}
+		return retry === 429 && second.json?.code === 'TOO_MANY_REQUESTS' && second.json.message.includes('in flight') && after.status === 200 ? '' : `second ${second.status} ${second.text.slice(0, 200)}, after ${after.status}`;
+	});
+	await check('key_rate_limited_with_retry_after', async () => {
+		const got = [];
+		for (let i = 0; i < 11; i++) {
+			const r = await fetch(`${base}/whoami`, { headers: { Authorization: `Bearer ${k.betaMember}` } });
+			got.push([r.status, r.headers.get('retry-after'), await r.text()]);
+		}
+		const last = got[10];
+		const ra = Number(last[1]);
+		// 10 an hour: a bucket of 10, one more every 6 minutes.
+		return got.slice(0, 10).every((g) => g[0] === 200) && last[0] === 429 && ra > 60 && ra <= 360 && last[2].includes('key-rate') ? '' : JSON.stringify(got.map((g) => g.slice(0, 2)));
+	});
+	await check('other_keys_have_their_own_limits', async () => want(await req(operator, 'GET', '/whoami'), 200));
+	process.exit(failed ? 1 : 0);
+}
+
 if (phase === '2') {
 	const k = JSON.parse(readFileSync(process.env.HUSK_KEYS, 'utf8'));
 	await check('key_kept_after_restart', async () => want(await req(k.acmeMember, 'GET', `/sandbox/${k.acmeSandbox}`), 200));
