@@ -10,6 +10,7 @@
 
 #include "huskd_log.h"
 #include "net_policy.h"
+#include "routes.h"
 #include "store.h"
 
 void huskd_usage(FILE *f)
@@ -63,6 +64,8 @@ void huskd_usage(FILE *f)
 	        "  --key-rate N/D  requests one API key may make per duration D, in bursts of\n"
 	        "                  up to N (default 6000/1m, 0: no limit); past it: 429 with\n"
 	        "                  Retry-After\n"
+	        "  --print-routes  print the API's routes as JSON lines (method, pattern, whose\n"
+	        "                  they are) and exit\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
 	        "  --dns-upstream ADDR  the IPv4 resolver sandboxes' DNS is forwarded to\n"
 	        "                  (default: the first nameserver of /etc/resolv.conf)\n"
@@ -202,6 +205,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"stream-url-ttl", required_argument, NULL, 'W'},
 	                                     {"key-concurrency", required_argument, NULL, 'K'},
 	                                     {"key-rate", required_argument, NULL, 'Z'},
+	                                     {"print-routes", no_argument, NULL, 'J'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -391,6 +395,9 @@ int huskd_options(int argc, char **argv, struct options *o)
 			break;
 		case 'h':
 			huskd_usage(stdout);
+			return 1;
+		case 'J':
+			routes_print(stdout);
 			return 1;
 		default:
 			huskd_usage(stderr);

@@ -11,6 +11,7 @@ rc=0
 fake_images "$T/images" || { echo "FAIL tenants/images: husk-img cannot make one"; exit 1; }
 export HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm
 export HUSK_CLI=$top/build/bin/husk-san HUSK_STATE=$T/state HUSK_KEYS=$T/keys.json
+export HUSKD_BIN=$top/build/bin/huskd-san
 start_huskd 1 || exit 1
 client tenants.mjs 1 || rc=1
 stop_huskd tenants/huskd_clean_exit || rc=1

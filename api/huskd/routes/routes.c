@@ -269,6 +269,29 @@ int body_set_org(struct http_req *r, json_t *body)
 	return 0;
 }
 
+void routes_print(FILE *f)
+{
+	static const struct {
+		unsigned flag;
+		const char *name;
+	} scopes[] = {
+		{R_OPEN, "open"},   {R_SANDBOX, "sandbox"},   {R_EXEC, "execution"},
+		{R_BUILD, "build"}, {R_OPERATOR, "operator"}, {R_ADMIN, "admin"},
+	};
+
+	for (size_t i = 0; i < sizeof(api_routes) / sizeof(api_routes[0]); i++) {
+		const char *scope = "caller";
+
+		for (size_t k = 0; k < sizeof(scopes) / sizeof(scopes[0]); k++)
+			if (api_routes[i].flags & scopes[k].flag) {
+				scope = scopes[k].name;
+				break;
+			}
+		fprintf(f, "{\"method\": \"%s\", \"pattern\": \"%s\", \"scope\": \"%s\"}\n",
+		        api_routes[i].method, api_routes[i].pattern, scope);
+	}
+}
+
 int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct routes **out)
 {
 	struct routes *rt = calloc(1, sizeof(*rt));

@@ -7,6 +7,8 @@
  * requests, JSON bodies, HTTP statuses and error codes. It calls the
  * sandbox manager's public functions (sandbox/sbx.h) and nothing below.
  */
+#include <stdio.h>
+
 #include "http.h"
 #include "sbx.h"
 #include "tenant.h"
@@ -29,6 +31,14 @@ int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct route
 	__attribute__((warn_unused_result));
 /* The http_admit_fn (the key, checked before a body is read): ctx is the struct routes. */
 int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out);
+/*
+ * Prints every route as a JSON line {"method", "pattern", "scope"}: scope is
+ * "open" (no key), "sandbox", "execution" or "build" (the first parameter is
+ * one of the caller's org), "admin", "operator", or "caller" (the route scopes
+ * what it answers by the caller's org itself). For the tests that try every
+ * route with another org's ids.
+ */
+void routes_print(FILE *f);
 /* The http_handler: ctx is the struct routes. */
 void routes_handle(struct http_req *r, void *ctx);
 /* huskd is stopping: answers the long-polls still held. */
