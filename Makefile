@@ -264,7 +264,7 @@ $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_S
 SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
 	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c)) $(STORE_SRCS)
 $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto)
 
 # The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)

@@ -395,6 +395,7 @@ static const struct subcmd commands[] = {
 	{"job", job_main, "background jobs: create, list, get, destroy"},
 	{"stats", sandbox_stats, "usage statistics"},
 	{"key", key_main, "API keys and orgs: create, list, revoke, whoami"},
+	{"audit", audit_main, "the org's audit trail: list, verify"},
 	{NULL, NULL, NULL},
 };
 

@@ -179,6 +179,8 @@ int sandbox_delete_confirmed(struct cli *c, const char *target, const char *what
 int delete_one(struct cli *c, int argc, char **argv, const char *pre, const char *noun);
 /* husk key ... (cli_key.c). */
 int key_main(struct cli *c, int argc, char **argv);
+/* husk audit ... (cli_audit.c). */
+int audit_main(struct cli *c, int argc, char **argv);
 /* husk runtime import / delete (cli_runtime.c). */
 int runtime_import(struct cli *c, int argc, char **argv);
 int runtime_delete(struct cli *c, int argc, char **argv);

@@ -159,10 +159,13 @@ void http_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg)
 void http_stream_end(struct http_req *r);
 
 /*
- * cb(arg) runs once when r is freed, whatever ended it: answered, refused,
- * abandoned, or taken over. For accounting of requests in flight.
+ * cb(r, arg) runs once when r is being freed, whatever ended it: answered,
+ * refused, abandoned, or taken over (r's accessors still work in it). For
+ * accounting of requests in flight and an audit trail.
  */
-void http_on_free(struct http_req *r, void (*cb)(void *arg), void *arg);
+void http_on_free(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
+/* The status r was answered with (a stream's when it began); 0 if none yet. */
+int http_status(const struct http_req *r);
 
 /*
  * cb(r, arg) runs once if the client goes away (or the server stops) before

@@ -139,8 +139,9 @@ struct http_req {
 	void *on_close_arg;
 	void (*on_drain)(struct http_req *r, void *arg);
 	void *on_drain_arg;
-	void (*on_free)(void *arg);
+	void (*on_free)(struct http_req *r, void *arg);
 	void *on_free_arg;
+	int status; /* the answer's, once one began; 0 before */
 };
 
 /* The parser callbacks (http_parse.c) building c->req. */

@@ -11,7 +11,7 @@ void http_req_free(struct http_req *r)
 	if (!r)
 		return;
 	if (r->on_free)
-		r->on_free(r->on_free_arg);
+		r->on_free(r, r->on_free_arg);
 	free(r->head);
 	free(r->hdr);
 	free(r->body);
@@ -19,7 +19,12 @@ void http_req_free(struct http_req *r)
 	free(r);
 }
 
-void http_on_free(struct http_req *r, void (*cb)(void *arg), void *arg)
+int http_status(const struct http_req *r)
+{
+	return r->status;
+}
+
+void http_on_free(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg)
 {
 	r->on_free = cb;
 	r->on_free_arg = arg;

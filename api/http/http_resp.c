@@ -134,6 +134,8 @@ void http_respond(struct http_req *r, int status, const char *content_type, cons
 	size_t hl, blen;
 	char *buf;
 
+	if (r->resp == RESP_NONE)
+		r->status = status;
 	if (!c) { /* the client is gone: the answer only frees r */
 		http_req_free(r);
 		return;
@@ -179,6 +181,7 @@ void http_stream_begin(struct http_req *r, int status, const char *content_type)
 	if (r->resp != RESP_NONE)
 		return;
 	r->resp = RESP_STREAM;
+	r->status = status;
 	if (!c)
 		return;
 	conn_enter(c);

@@ -44,15 +44,15 @@ UNIT_TEST(store_v1_database_migrates_into_the_default_org)
 
 	CHECK(s && tstore_sandbox(s, "old", id) == 0);
 	store_close(s);
-	/* Back to schema 1 as an older huskd left it: no orgs, no keys, no org columns. */
-	CHECK(tstore_sql(path, "DROP TABLE api_keys; DROP TABLE orgs;"
+	/* Back to schema 1 as an older huskd left it: no orgs, keys, audit or org columns. */
+	CHECK(tstore_sql(path, "DROP TABLE audit; DROP TABLE api_keys; DROP TABLE orgs;"
 	                       "DROP INDEX sandboxes_org; DROP INDEX snapshots_org;"
 	                       "DROP INDEX snapshots_tag;"
 	                       "ALTER TABLE sandboxes DROP COLUMN org_id;"
 	                       "ALTER TABLE snapshots DROP COLUMN org_id;"
 	                       "CREATE UNIQUE INDEX snapshots_tag ON snapshots(name, tag)"
 	                       "  WHERE tag IS NOT NULL AND deleted_ms IS NULL;"
-	                       "DELETE FROM schema_version WHERE version = 2;") == 0);
+	                       "DELETE FROM schema_version WHERE version >= 2;") == 0);
 	s = tstore_reopen(path);
 	CHECK(s);
 	CHECK(store_sandbox_list(s, &(struct store_sandbox_filter){.org_id = STORE_DEFAULT_ORG},
@@ -164,5 +164,50 @@ UNIT_TEST(tenant_keys_roles_and_revocation)
 	json_decref(made);
 	json_decref(list);
 	tenant_free(t);
+	store_close(s);
+}
+
+UNIT_TEST(store_audit_chain_verifies_and_finds_tampering)
+{
+	const char *path = tstore_path("audit.db");
+	struct store *s = tstore_reopen(path);
+	struct store_audit a = {.org_id = "org_a",
+	                        .key_id = "key_1",
+	                        .action = "POST /sandbox/:id/execute",
+	                        .target = "/sandbox/sbx_1/execute",
+	                        .sandbox_id = "sbx_1",
+	                        .status = 200};
+	struct store_audit b = {.org_id = "org_b",
+	                        .key_id = "key_2",
+	                        .action = "POST /sandbox",
+	                        .target = "/sandbox",
+	                        .status = 201};
+	int64_t count, broken;
+	json_t *list = NULL;
+
+	CHECK(s);
+	for (int i = 0; i < 3; i++)
+		CHECK(store_audit_append(s, &a) == 0 && store_audit_append(s, &b) == 0);
+	CHECK(store_audit_verify(s, "org_a", &count, &broken) == 0 && count == 3 && broken == 0);
+	CHECK(store_audit_list(s, "org_a", NULL, 0, 0, &list) == 0);
+	CHECK(json_array_size(json_object_get(list, "records")) == 3);
+	/* Each links to the org's record before it, not to the other org's. */
+	CHECK(!strcmp(tstore_str(json_array_get(json_object_get(list, "records"), 0), "prev"), ""));
+	CHECK(!strcmp(tstore_str(json_array_get(json_object_get(list, "records"), 1), "prev"),
+	              tstore_str(json_array_get(json_object_get(list, "records"), 0), "hash")));
+	json_decref(list);
+	CHECK(store_audit_list(s, "org_a", "sbx_1", 2, 1, &list) == 0);
+	CHECK(json_array_size(json_object_get(list, "records")) == 1);
+	json_decref(list);
+	store_close(s);
+	/* SQL cannot change a record; one changed behind SQLite's back breaks the chain there. */
+	CHECK(tstore_sql(path, "UPDATE audit SET status = 500 WHERE seq = 3") != 0);
+	CHECK(tstore_sql(path, "DELETE FROM audit WHERE seq = 3") != 0);
+	CHECK(tstore_sql(path, "DROP TRIGGER audit_no_update;"
+	                       "UPDATE audit SET status = 500 WHERE seq = 3") == 0);
+	s = tstore_reopen(path);
+	CHECK(s);
+	CHECK(store_audit_verify(s, "org_a", &count, &broken) == 0 && broken == 3);
+	CHECK(store_audit_verify(s, "org_b", &count, &broken) == 0 && count == 3 && broken == 0);
 	store_close(s);
 }

@@ -34,6 +34,12 @@ enum subject {
 	S_RUNTIME
 };
 
+/* Calls (r_call.c): a request from its admission to its end (the audit record). */
+int call_begin(struct routes *rt, struct http_req *r, struct who *who, bool counted);
+/* What the call was about when its path does not say (a create: the new sandbox). */
+void call_about(struct http_req *r, const char *sandbox_id);
+void routes_audit(struct routes *rt, struct http_req *r, const struct who *who,
+                  const char *sandbox);
 /* The caller whose key the request carries; NULL only on routes that need no key. */
 const struct who *caller(const struct http_req *r);
 /* The caller's org id, or NULL (no key). */
@@ -82,6 +88,8 @@ ROUTE(r_key_create);
 ROUTE(r_key_list);
 ROUTE(r_key_revoke);
 ROUTE(r_whoami);
+ROUTE(r_audit_list);
+ROUTE(r_audit_verify);
 ROUTE(r_net_set);
 ROUTE(r_list);
 ROUTE(r_get);

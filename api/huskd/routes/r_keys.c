@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-/* API keys (husk's own, API.md §9): POST /keys, GET /keys, DELETE /keys/{id}, GET /whoami. */
+/* Keys and the audit trail (husk's own, API.md §2.6): /keys, /whoami, /audit. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "r_int.h"
@@ -87,4 +88,39 @@ ROUTE(r_whoami)
 	api_ok(r, 200,
 	       json_pack("{s:s, s:s, s:s, s:s}", "id", who->key_id, "orgId", who->org_id, "orgName",
 	                 who->org_name, "role", tenant_role_name(who->role)));
+}
+
+/* GET /audit?sandboxId=&after=&limit=: the caller's org's records, oldest first. */
+ROUTE(r_audit_list)
+{
+	struct routes *rt = ctx;
+	char sandbox[STORE_ID_LEN] = "", after[24] = "";
+	json_t *out = NULL;
+	int limit = query_int(r, "limit", 1000);
+
+	(void)p;
+	if (limit <= 0 || limit > 10000)
+		limit = 10000;
+	if (tenant_audit_list(
+		    rt->cfg.tenants, caller(r),
+		    http_query_get(r, "sandboxId", sandbox, sizeof(sandbox)) > 0 ? sandbox : NULL,
+		    http_query_get(r, "after", after, sizeof(after)) > 0 ? strtoll(after, NULL, 10)
+									 : 0,
+		    limit, &out))
+		key_error(r, -EIO, "cannot read the audit trail");
+	else
+		api_ok(r, 200, out);
+}
+
+/* GET /audit/verify: the caller's org's chain, checked by huskd. */
+ROUTE(r_audit_verify)
+{
+	struct routes *rt = ctx;
+	json_t *out = NULL;
+
+	(void)p;
+	if (tenant_audit_verify(rt->cfg.tenants, caller(r), &out))
+		key_error(r, -EIO, "cannot read the audit trail");
+	else
+		api_ok(r, 200, out);
 }

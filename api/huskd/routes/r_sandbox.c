@@ -38,6 +38,17 @@ static void start_command(struct create *c, json_t *info)
 	json_decref(exec);
 }
 
+/* A sandbox's audit records (husk's GET /audit, with a key of its org). */
+static void audit_url(struct routes *rt, struct http_req *r, json_t *info)
+{
+	const char *id = json_string_value(json_object_get(info, "sandboxId"));
+	char base[512];
+
+	if (id && base_url(rt, r, base, sizeof(base)) == 0)
+		json_object_set_new(info, "auditStreamUrl",
+		                    json_sprintf("%s/audit?sandboxId=%s", base, id));
+}
+
 static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
 {
 	struct create *c = ctx;
@@ -47,19 +58,22 @@ static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply
 		reply_error(c->r, err, S_SANDBOX);
 	} else {
 		info = json_deep_copy(reply->data);
+		call_about(c->r, json_string_value(json_object_get(info, "sandboxId")));
+		audit_url(c->rt, c->r, info);
 		if (json_object_get(c->body, "command"))
 			start_command(c, info);
 		stream_sign(c->rt, info);
 		if (proxy_url(c->rt, c->r, info))
 			log_warn(NULL, "a sandbox's url is too long for the Host header given");
 		api_ok(c->r, 201,
-		       json_pack("{sOsOsO*sO*sO*sO*}", "sandboxId",
+		       json_pack("{sOsOsO*sO*sO*sO*sO*}", "sandboxId",
 		                 json_object_get(info, "sandboxId"), "status",
 		                 json_object_get(info, "status"), "executionId",
 		                 json_object_get(info, "executionId"), "stdoutStreamUrl",
 		                 json_object_get(info, "stdoutStreamUrl"), "stderrStreamUrl",
 		                 json_object_get(info, "stderrStreamUrl"), "url",
-		                 json_object_get(info, "url")));
+		                 json_object_get(info, "url"), "auditStreamUrl",
+		                 json_object_get(info, "auditStreamUrl")));
 		json_decref(info);
 	}
 	json_decref(c->body);
@@ -105,6 +119,7 @@ ROUTE(r_get)
 		return;
 	}
 	(void)proxy_url(rt, r, info); /* a Host too long for a url: none given */
+	audit_url(rt, r, info);
 	api_ok(r, 200, info);
 }
 

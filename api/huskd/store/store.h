@@ -52,7 +52,7 @@
 struct store;
 
 /* The schema version this code writes; store_open migrates older ones up to it. */
-#define STORE_SCHEMA_VERSION 2
+#define STORE_SCHEMA_VERSION 3
 
 /* ---- Opening ------------------------------------------------------------ */
 
@@ -443,6 +443,44 @@ int store_key_insert(struct store *s, const char *id, const char *org_id, const 
 int store_keys_active(struct store *s, json_t **out) __attribute__((warn_unused_result));
 /* Marks a key revoked (it stops working at once); -ENOENT if unknown or revoked. */
 int store_key_revoke(struct store *s, const char *id) __attribute__((warn_unused_result));
+
+/* ---- Audit trail ------------------------------------------------------------ */
+
+struct store_audit {
+	const char *org_id, *key_id;
+	const char *action;     /* "POST /sandbox/:id/execute" */
+	const char *target;     /* the path it was asked for */
+	const char *sandbox_id; /* the sandbox it is about, or NULL */
+	int status;             /* the HTTP status it was answered with */
+};
+#define STORE_PFX_AUDIT "aud_"
+/*
+ * Appends a record to its org's chain: {"seq", "orgId", "keyId", "action",
+ * "target", "sandboxId", "status", "createdAt", "prev", "hash"} with hash the
+ * hex SHA-256 of store_audit_text() and prev the org's last record's hash
+ * ("" for its first).
+ */
+int store_audit_append(struct store *s, const struct store_audit *a)
+	__attribute__((warn_unused_result));
+/*
+ * An org's records oldest first, from after_seq on (0: the start), at most
+ * limit (<= 0: all), only those about sandbox_id if not NULL: {"records": [...]}.
+ */
+int store_audit_list(struct store *s, const char *org, const char *sandbox_id, int64_t after_seq,
+                     int limit, json_t **out) __attribute__((warn_unused_result));
+/*
+ * Walks org's whole chain: *count records, *broken the seq of the first whose
+ * hash or link does not hold (0: none).
+ */
+int store_audit_verify(struct store *s, const char *org, int64_t *count, int64_t *broken)
+	__attribute__((warn_unused_result));
+/*
+ * The text a record's hash is taken of (also for verifiers outside huskd):
+ * "seq|org|key|action|target|sandbox|status|createdMs|prev", sandbox "" for
+ * none. Writes at most len bytes; returns the length it needs.
+ */
+int store_audit_text(char *buf, size_t len, int64_t seq, const struct store_audit *a,
+                     int64_t created_ms, const char *prev);
 
 /* ---- Usage ---------------------------------------------------------------- */
 

@@ -149,6 +149,30 @@ static const char *const migrations[] = {
 	"  name TEXT,"
 	"  created_ms INTEGER NOT NULL,"
 	"  revoked_ms INTEGER);",
+
+	/*
+         * 2 → 3: the audit trail. Each org's records form a chain: hash is the
+         * SHA-256 of the record's fields and prev, the hash of the org's record
+         * before it. The triggers keep SQL from changing or removing one; the
+         * chain finds a record changed behind SQLite's back.
+         */
+	"CREATE TABLE audit ("
+	"  seq INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  org_id TEXT NOT NULL,"
+	"  key_id TEXT NOT NULL,"
+	"  action TEXT NOT NULL,"
+	"  target TEXT NOT NULL,"
+	"  sandbox_id TEXT,"
+	"  status INTEGER NOT NULL,"
+	"  created_ms INTEGER NOT NULL,"
+	"  prev TEXT NOT NULL,"
+	"  hash TEXT NOT NULL);"
+	"CREATE INDEX audit_org ON audit(org_id, seq);"
+	"CREATE INDEX audit_sandbox ON audit(sandbox_id, seq);"
+	"CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit "
+	"  BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;"
+	"CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit "
+	"  BEGIN SELECT RAISE(ABORT, 'the audit trail is append-only'); END;",
 };
 
 _Static_assert(ARRAY_SIZE(migrations) == STORE_SCHEMA_VERSION,

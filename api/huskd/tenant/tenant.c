@@ -218,10 +218,8 @@ int tenant_admit(struct tenants *t, struct who *who, int64_t now_ms, unsigned *r
 	return 0;
 }
 
-void tenant_done(void *arg)
+void tenant_done(struct who *who)
 {
-	struct who *who = arg;
-
 	if (who->inflight)
 		who->inflight--;
 }
@@ -347,4 +345,36 @@ int tenant_key_revoke(struct tenants *t, const struct who *who, const char *id, 
 	}
 	w->revoked = true;
 	return 0;
+}
+
+int tenant_audit(struct tenants *t, const struct who *who, const char *action, const char *target,
+                 const char *sandbox, int status)
+{
+	struct store_audit a = {.org_id = who->org_id,
+	                        .key_id = who->key_id,
+	                        .action = action,
+	                        .target = target,
+	                        .sandbox_id = sandbox,
+	                        .status = status};
+
+	return store_audit_append(t->store, &a);
+}
+
+int tenant_audit_list(struct tenants *t, const struct who *who, const char *sandbox, int64_t after,
+                      int limit, json_t **out)
+{
+	return store_audit_list(t->store, who->org_id, sandbox, after, limit, out);
+}
+
+int tenant_audit_verify(struct tenants *t, const struct who *who, json_t **out)
+{
+	int64_t count, broken;
+	int rc = store_audit_verify(t->store, who->org_id, &count, &broken);
+
+	*out = NULL;
+	if (rc < 0)
+		return rc;
+	*out = json_pack("{s:b, s:I, s:o}", "ok", !broken, "records", (json_int_t)count, "brokenAt",
+	                 broken ? json_integer(broken) : json_null());
+	return *out ? 0 : -ENOMEM;
 }

@@ -64,8 +64,8 @@ void tenant_set_limits(struct tenants *t, const struct tenant_limits *lim);
  */
 int tenant_admit(struct tenants *t, struct who *who, int64_t now_ms, unsigned *retry_s)
 	__attribute__((warn_unused_result));
-/* The request tenant_admit let in has ended (an http_on_free callback). */
-void tenant_done(void *who);
+/* The request tenant_admit let in has ended. */
+void tenant_done(struct who *who);
 const struct tenant_limits *tenant_limits(const struct tenants *t);
 
 /* Whether who is the operator: an admin of the default org. */
@@ -88,6 +88,19 @@ int tenant_key_list(struct tenants *t, const struct who *who, json_t **out)
 /* Revokes a key of who's org (any org for the operator): -ENOENT, -EPERM (a start key). */
 int tenant_key_revoke(struct tenants *t, const struct who *who, const char *id, char *why,
                       size_t whylen) __attribute__((warn_unused_result));
+
+/*
+ * The audit trail of who's org (store_audit_*): a record of a call that asked
+ * to change something; the org's records ({"records": [...]}, oldest first,
+ * after seq after, at most limit, about sandbox if not NULL); and the chain
+ * checked ({"ok", "records", "brokenAt": seq or null}).
+ */
+int tenant_audit(struct tenants *t, const struct who *who, const char *action, const char *target,
+                 const char *sandbox, int status) __attribute__((warn_unused_result));
+int tenant_audit_list(struct tenants *t, const struct who *who, const char *sandbox, int64_t after,
+                      int limit, json_t **out) __attribute__((warn_unused_result));
+int tenant_audit_verify(struct tenants *t, const struct who *who, json_t **out)
+	__attribute__((warn_unused_result));
 
 /* Whether a text is a usable org name: 1 to 63 of [a-z0-9-], not starting with '-'. */
 bool tenant_org_name_ok(const char *name);

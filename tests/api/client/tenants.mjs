@@ -218,6 +218,7 @@ const callerScoped = new Set([
 	'POST /sandbox', 'GET /sandbox', 'GET /sandbox/runtimes', 'GET /sandbox/stats', 'GET /services/stats/:org',
 	'GET /sandbox/snapshots', 'GET /sandbox/snapshots/lineage', 'POST /sandbox/snapshots/build',
 	'GET /sandbox/snapshots/:snap', 'PATCH /sandbox/snapshots/:snap', 'DELETE /sandbox/snapshots/:snap', 'GET /whoami',
+	'GET /audit', 'GET /audit/verify',
 ]);
 await check('other_org_every_route_404', async () => {
 	const routes = execFileSync(process.env.HUSKD_BIN, ['--print-routes']).toString().trim().split('\n').map((l) => JSON.parse(l));
@@ -340,6 +341,38 @@ await check('lineage_stops_at_a_private_ancestor', async () => {
 	const ids = (r) => r.json?.data?.lineage?.map((x) => x.snapshotId) ?? [];
 	if (ids(own).length < 2 || ids(own)[1] !== priv.snapshotId) return `acme's lineage ${own.text.slice(0, 900)} priv ${priv.snapshotId}`;
 	return ids(other).length === 1 && other.json.data.hiddenAncestors === true && other.json.data.total === 1 ? '' : `beta's lineage ${other.text.slice(0, 300)}`;
+});
+
+// ---- audit ----
+await check('audit_records_of_the_session', async () => {
+	const own = (await req(acmeMember, 'GET', '/audit')).json?.data?.records ?? [];
+	const theirs = (await req(betaMember, 'GET', '/audit')).json?.data?.records ?? [];
+	const me = (await req(acmeMember, 'GET', '/whoami')).json?.data?.id;
+	const reader = (await req(acmeReader, 'GET', '/whoami')).json?.data?.id;
+	const has = (action, pred) => own.some((r) => r.action === action && pred(r));
+	const missing = [
+		['POST /sandbox', (r) => r.sandboxId === acmeSb.id && r.keyId === me && r.status === 201],
+		['POST /sandbox/:id/execute', (r) => r.sandboxId === acmeSb.id && r.status === 200],
+		['POST /sandbox/:id/snapshot', (r) => r.sandboxId === acmeSb.id],
+		['POST /sandbox/:id/execute', (r) => r.keyId === reader && r.status === 403],
+	].filter(([a, p]) => !has(a, p));
+	if (missing.length) return `missing ${missing.map((m) => m[0])}: ${JSON.stringify(own).slice(0, 400)}`;
+	// beta's tries on acme's ids are in beta's trail (as 404s), none in acme's.
+	const betaOrg = (await req(betaMember, 'GET', '/whoami')).json?.data?.orgId;
+	if (own.some((r) => r.orgId !== acmeOrgId) || theirs.some((r) => r.orgId !== betaOrg || (r.sandboxId === acmeSb.id && r.status !== 404)))
+		return `records of another org: ${JSON.stringify(theirs.filter((r) => r.sandboxId === acmeSb.id)).slice(0, 300)}`;
+	return own.some((r) => r.action.startsWith('GET')) ? 'reads recorded' : '';
+});
+await check('audit_url_of_a_sandbox', async () => {
+	const url = (await req(acmeMember, 'GET', `/sandbox/${acmeSb.id}`)).json?.data?.auditStreamUrl ?? '';
+	const r = await fetch(url, { headers: { Authorization: `Bearer ${acmeMember}` } });
+	const recs = (await r.json())?.data?.records ?? [];
+	return recs.length >= 2 && recs.every((x) => x.sandboxId === acmeSb.id) ? '' : `${url}: ${recs.length}`;
+});
+await check('audit_verify', async () => {
+	const [s, out, err] = cli(acmeMember, 'audit', 'verify');
+	const server = (await req(acmeMember, 'GET', '/audit/verify')).json?.data;
+	return s === 0 && / records, the chain holds/.test(out) && server?.ok === true && server.records > 3 ? '' : `exit ${s}: ${out} ${err} ${JSON.stringify(server)}`;
 });
 
 // ---- revocation ----
