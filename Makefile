@@ -32,8 +32,8 @@ EVLOOP_SRCS := vmm/evloop.c
 IMG_SRCS := $(sort $(wildcard images/img/*.c))
 HTTP_CORE_SRCS := api/http/http_conn.c api/http/http_parse.c api/http/http_req.c api/http/http_resp.c
 HTTP_SRCS := api/http/http.c $(HTTP_CORE_SRCS) api/http/router.c api/http/json_resp.c \
-	api/http/http_tunnel.c
-HTTP_LIBS := -luv -lhttp_parser -ljansson
+	api/http/http_tunnel.c api/http/http_tls.c
+HTTP_LIBS := -luv -lhttp_parser -ljansson -lssl -lcrypto
 AGENTLIB_SRCS := $(sort $(wildcard api/agent/*.c))
 VMMCTL_SRCS := $(sort $(wildcard api/vmmctl/*.c))
 HTTPC_SRCS := api/cli/cli_http.c
@@ -357,7 +357,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
 	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
 	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate \
-	$(BUILD)/fuzz/fuzz_oci
+	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -384,6 +384,8 @@ $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
 $(BUILD)/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c api/huskd/routes/r_target.c
 $(BUILD)/fuzz/fuzz_oci: tests/fuzz/fuzz_oci.c images/oci/oci_json.c images/oci/oci_layer.c
 $(BUILD)/fuzz/fuzz_oci: FUZZ_LIBS := -larchive
+$(BUILD)/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c api/http/http_tls.c
+$(BUILD)/fuzz/fuzz_tls: FUZZ_LIBS := -lssl -lcrypto
 $(FUZZ_TARGETS):
 	@mkdir -p $(dir $@)
 	@$(if $(Q),echo "  FUZZ    $@")

@@ -10,7 +10,7 @@ busybox-static qemu-system-x86 qemu-utils
 libjansson-dev libuv1-dev libhttp-parser-dev libsqlite3-dev libyaml-dev liblz4-dev libslirp-dev
 libnl-route-3-dev libnftables-dev libcap-ng-dev libseccomp-dev acpica-tools
 mmdebstrap debian-archive-keyring e2fsprogs jq iproute2 dnsmasq-base
-libarchive-dev skopeo umoci
+libarchive-dev skopeo umoci openssl
 "
 
 # Node.js and npm run the published client in the API tests and fetch bun

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "http_conn.h"
+#include "http_tls.h"
 #include "http_tunnel.h"
 
 struct srv_conn {
@@ -26,6 +27,7 @@ struct srv_conn {
 	uv_shutdown_t shut;
 	bool shut_started;
 	int open_handles;
+	struct http_tls *tls; /* NULL: plain HTTP */
 	struct srv_conn *prev, *next;
 };
 
@@ -45,6 +47,7 @@ struct http_server {
 	char *unix_path;
 	struct srv_conn *conns;
 	unsigned nconns;
+	SSL_CTX *tls;     /* NULL: plain HTTP */
 	int open_handles; /* listeners and connections not closed yet */
 	/* Every read lands here and is copied or parsed at once: one buffer serves all. */
 	char rbuf[64 * 1024];
@@ -53,31 +56,37 @@ struct http_server {
 struct wreq {
 	uv_write_t req;
 	char *buf;
-	size_t len;
+	size_t report; /* bytes of the core's to report sent (TLS: its plaintext; 0: none) */
 };
+
+static void server_free(struct http_server *s)
+{
+	SSL_CTX_free(s->tls);
+	free(s->unix_path);
+	free(s);
+}
 
 static void server_handle_closed(struct http_server *s)
 {
-	if (--s->open_handles == 0 && s->stopping) {
-		free(s->unix_path);
-		free(s);
-	}
+	if (--s->open_handles == 0 && s->stopping)
+		server_free(s);
 }
 
 static void on_write(uv_write_t *w, int status)
 {
 	struct wreq *wr = (struct wreq *)w;
 	struct srv_conn *sc = w->handle->data;
-	size_t len = wr->len;
+	size_t report = wr->report;
 
 	free(wr->buf);
 	free(wr);
-	http_conn_sent(&sc->core, len, status);
+	if (report)
+		http_conn_sent(&sc->core, report, status);
 }
 
-static int t_write(struct http_conn *c, char *buf, size_t len)
+/* buf (malloc'd, ownership passes) to the socket; report: see struct wreq. */
+static int raw_write(struct srv_conn *sc, char *buf, size_t len, size_t report)
 {
-	struct srv_conn *sc = (struct srv_conn *)c;
 	struct wreq *wr = malloc(sizeof(*wr));
 	uv_buf_t b = {.base = buf, .len = len};
 	int err;
@@ -87,12 +96,43 @@ static int t_write(struct http_conn *c, char *buf, size_t len)
 		return -ENOMEM;
 	}
 	wr->buf = buf;
-	wr->len = len;
+	wr->report = report;
 	err = uv_write(&wr->req, &sc->h.stream, &b, 1, on_write);
 	if (err) {
 		free(buf);
 		free(wr);
 	}
+	return err;
+}
+
+static int tls_send(void *arg, char *buf, size_t len, size_t plain_len)
+{
+	return raw_write(arg, buf, len, plain_len);
+}
+
+static void tls_plain(void *arg, const void *data, size_t len)
+{
+	struct srv_conn *sc = arg;
+
+	http_conn_feed(&sc->core, data, len);
+}
+
+static struct http_tls_io tls_io(struct srv_conn *sc)
+{
+	return (struct http_tls_io){.arg = sc, .plain = tls_plain, .send = tls_send};
+}
+
+static int t_write(struct http_conn *c, char *buf, size_t len)
+{
+	struct srv_conn *sc = (struct srv_conn *)c;
+	struct http_tls_io io;
+	int err;
+
+	if (!sc->tls)
+		return raw_write(sc, buf, len, len);
+	io = tls_io(sc);
+	err = http_tls_write(sc->tls, buf, len, &io);
+	free(buf);
 	return err;
 }
 
@@ -109,7 +149,15 @@ static void on_read(uv_stream_t *s, ssize_t n, const uv_buf_t *buf)
 {
 	struct srv_conn *sc = s->data;
 
-	if (n > 0) {
+	if (n > 0 && sc->tls) {
+		struct http_tls_io io = tls_io(sc);
+		int err = http_tls_input(sc->tls, buf->base, (size_t)n, &io);
+
+		if (err) { /* a TLS error, or the peer's close_notify */
+			uv_read_stop(s);
+			http_conn_eof(&sc->core, err == -ECONNRESET ? 0 : err);
+		}
+	} else if (n > 0) {
 		http_conn_feed(&sc->core, buf->base, (size_t)n);
 	} else if (n < 0) {
 		uv_read_stop(s);
@@ -157,6 +205,11 @@ static void t_shutdown(struct http_conn *c)
 	if (sc->shut_started)
 		return;
 	sc->shut_started = true;
+	if (sc->tls) {
+		struct http_tls_io io = tls_io(sc);
+
+		http_tls_shutdown(sc->tls, &io); /* close_notify goes before the FIN */
+	}
 	if (uv_shutdown(&sc->shut, &sc->h.stream, on_shutdown) < 0)
 		conn_request_abort(c);
 }
@@ -169,6 +222,7 @@ static void on_conn_closed(uv_handle_t *h)
 	if (--sc->open_handles)
 		return;
 	http_conn_release(&sc->core);
+	http_tls_free(sc->tls);
 	if (sc->prev)
 		sc->prev->next = sc->next;
 	else
@@ -195,6 +249,9 @@ static int t_dup_fd(struct http_conn *c)
 	uv_os_fd_t fd;
 	int d;
 
+	/* The socket carries TLS the taker would not speak. */
+	if (sc->tls)
+		return -EOPNOTSUPP;
 	if (uv_fileno(&sc->h.handle, &fd) < 0)
 		return -EBADF;
 	d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
@@ -266,6 +323,10 @@ static void on_connection(uv_stream_t *listener, int status)
 				s->refused_ms = uv_now(s->loop);
 			}
 		}
+		return;
+	}
+	if (s->tls && !(sc->tls = http_tls_new(s->tls))) {
+		uv_close(&sc->h.handle, free_handle_data);
 		return;
 	}
 	uv_timer_init(s->loop, &sc->timer);
@@ -400,6 +461,15 @@ int http_server_start(uv_loop_t *loop, const struct http_config *cfg, http_handl
 		http_parser_set_max_header_size((uint32_t)(s->lim.max_header_bytes + 4096));
 	/* A client gone mid-write must give EPIPE, not kill the daemon. */
 	signal(SIGPIPE, SIG_IGN);
+	if (cfg->tls_cert) {
+		char why[256];
+
+		err = http_tls_ctx_new(cfg->tls_cert, cfg->tls_key, &s->tls, why, sizeof(why));
+		if (err) {
+			free(s);
+			return err;
+		}
+	}
 
 	if (cfg->tcp_host) {
 		err = listen_tcp(s, cfg->tcp_host, cfg->tcp_port);
@@ -418,10 +488,8 @@ err_close:
 	/* Handles close asynchronously; the last one frees s. */
 	s->stopping = true;
 	close_listeners(s);
-	if (!s->open_handles) {
-		free(s->unix_path);
-		free(s);
-	}
+	if (!s->open_handles)
+		server_free(s);
 	return err;
 }
 

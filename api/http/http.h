@@ -57,7 +57,13 @@ struct http_config {
 	/* Told (at most every 10 s) when connections were refused for the limit; may be NULL. */
 	void (*refused)(unsigned count, unsigned limit);
 	http_admit_fn admit; /* may be NULL: every request is read whole */
+	/* PEM files: HTTPS on every listener (http_tls_check says why one is refused). */
+	const char *tls_cert, *tls_key;
 };
+
+/* 0 if tls_cert and tls_key make a TLS server; else -EINVAL with a sentence in err. */
+int http_tls_check(const char *cert, const char *key, char *err, size_t len)
+	__attribute__((warn_unused_result));
 
 /* Called once per complete request, on the loop thread; answers now or later. */
 typedef void (*http_handler)(struct http_req *req, void *ctx);

@@ -27,6 +27,7 @@ void huskd_usage(FILE *f)
 	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
 	        "             [--templates on|off] [--stream-url-ttl DURATION]\n"
 	        "             [--key-concurrency N] [--key-rate N/DURATION]\n"
+	        "             [--tls-cert FILE --tls-key FILE] [--plain-http]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -64,6 +65,10 @@ void huskd_usage(FILE *f)
 	        "  --key-rate N/D  requests one API key may make per duration D, in bursts of\n"
 	        "                  up to N (default 6000/1m, 0: no limit); past it: 429 with\n"
 	        "                  Retry-After\n"
+	        "  --tls-cert FILE, --tls-key FILE  serve HTTPS with this certificate chain and\n"
+	        "                  key (PEM)\n"
+	        "  --plain-http    allow --listen on a non-loopback address without TLS (only\n"
+	        "                  where something else encrypts that network)\n"
 	        "  --print-routes  print the API's routes as JSON lines (method, pattern, whose\n"
 	        "                  they are) and exit\n"
 	        "  --log-level L   error, warn, info (default) or debug\n"
@@ -79,6 +84,38 @@ void huskd_usage(FILE *f)
 	        "                  (a mirror; default: the runtime's own sources)\n"
 	        "API keys: HUSK_API_KEY=key[,key...], else STATE/api-keys (made on first "
 	        "start).\n");
+}
+
+static bool loopback(const char *host)
+{
+	return !strncmp(host, "127.", 4) || !strcmp(host, "::1") || !strcmp(host, "localhost");
+}
+
+/* TLS given whole and loadable; plain HTTP off loopback only when asked for. 0 or 2. */
+static int tls_options(struct options *o)
+{
+	char why[300];
+
+	if (!o->http.tls_cert != !o->http.tls_key) {
+		fprintf(stderr, "huskd: give both --tls-cert and --tls-key (PEM files)\n");
+		return 2;
+	}
+	if (o->http.tls_cert &&
+	    http_tls_check(o->http.tls_cert, o->http.tls_key, why, sizeof(why))) {
+		fprintf(stderr, "huskd: TLS: %s\n", why);
+		return 2;
+	}
+	if (!o->http.tls_cert && !o->plain_http && o->http.tcp_host &&
+	    !loopback(o->http.tcp_host)) {
+		fprintf(stderr,
+		        "huskd: --listen %s is not a loopback address, and API keys would cross "
+		        "the "
+		        "network in the clear: give --tls-cert and --tls-key, or --plain-http if "
+		        "something else encrypts that network\n",
+		        o->http.tcp_host);
+		return 2;
+	}
+	return 0;
 }
 
 /* --key-concurrency N, --key-rate N/DURATION into o; 0, or -EINVAL said on stderr. */
@@ -206,6 +243,9 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"key-concurrency", required_argument, NULL, 'K'},
 	                                     {"key-rate", required_argument, NULL, 'Z'},
 	                                     {"print-routes", no_argument, NULL, 'J'},
+	                                     {"tls-cert", required_argument, NULL, 'C'},
+	                                     {"tls-key", required_argument, NULL, 'k'},
+	                                     {"plain-http", no_argument, NULL, 'H'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -399,10 +439,19 @@ int huskd_options(int argc, char **argv, struct options *o)
 		case 'J':
 			routes_print(stdout);
 			return 1;
+		case 'C':
+			o->http.tls_cert = optarg;
+			break;
+		case 'k':
+			o->http.tls_key = optarg;
+			break;
+		case 'H':
+			o->plain_http = true;
+			break;
 		default:
 			huskd_usage(stderr);
 			return 2;
 		}
 	}
-	return 0;
+	return tls_options(o);
 }

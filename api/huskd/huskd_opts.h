@@ -16,6 +16,7 @@ struct options {
 	struct sbx_config sbx;
 	const char *images;
 	bool durable;
+	bool plain_http; /* --plain-http */
 	char *state, *vmm, *kernel, *initrd, *jail, *importer;
 	const char *public_url, *public_domain;
 	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */

@@ -329,6 +329,7 @@ static int start(struct huskd *d, struct options *o)
 		return 2;
 	}
 	rcfg.stream_ttl_ms = o->stream_ttl_ms;
+	rcfg.tls = o->http.tls_cert != NULL;
 	rc = tenant_open(d->store, d->keys, &d->tenants);
 	if (!rc)
 		tenant_set_limits(d->tenants, &o->keys);
@@ -409,9 +410,10 @@ int main(int argc, char **argv)
 	uv_signal_start(&d.sigint, on_signal, SIGINT);
 	uv_signal_start(&d.sigterm, on_signal, SIGTERM);
 	sbx_mgr_adopt(d.mgr);
-	log_info(NULL, "listening on http://%s:%d%s%s, state in %s, mode: %s", o.http.tcp_host,
-	         http_server_port(d.http), o.http.unix_path ? " and " : "",
-	         o.http.unix_path ? o.http.unix_path : "", o.state, mode_text());
+	log_info(NULL, "listening on %s://%s:%d%s%s, state in %s, mode: %s",
+	         o.http.tls_cert ? "https" : "http", o.http.tcp_host, http_server_port(d.http),
+	         o.http.unix_path ? " and " : "", o.http.unix_path ? o.http.unix_path : "", o.state,
+	         mode_text());
 	/* Returns once a signal closed everything and the work in flight has drained. */
 	uv_run(d.loop, UV_RUN_DEFAULT);
 	cleanup(&d, &o);

@@ -140,6 +140,14 @@ static void port_ready(void *ctx, const struct sbx_err *err, const char *sock, u
 	if (body_len) /* r, and its body, go with the takeover */
 		memcpy(up + head_len, body, body_len);
 	rc = http_takeover(r, &fd, &rest, &rest_len);
+	if (rc == -EOPNOTSUPP) {
+		free(up);
+		api_error(r, 501, "NOT_IMPLEMENTED",
+		          "sandbox urls are not served over huskd's own TLS yet: to open them, run "
+		          "huskd without --tls-cert behind a TLS proxy");
+		free(px);
+		return;
+	}
 	if (rc) {
 		free(up);
 		api_error(r, 503, "UNAVAILABLE", "cannot pass the request on: %s", strerror(-rc));

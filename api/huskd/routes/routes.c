@@ -495,5 +495,7 @@ int base_url(struct routes *rt, struct http_req *r, char *out, size_t outlen)
 		               : -ENAMETOOLONG;
 	if (!host || !*host || strpbrk(host, "/ \\"))
 		host = "127.0.0.1";
-	return snprintf(out, outlen, "http://%s", host) < (int)outlen ? 0 : -ENAMETOOLONG;
+	return snprintf(out, outlen, "%s://%s", rt->cfg.tls ? "https" : "http", host) < (int)outlen
+	               ? 0
+	               : -ENAMETOOLONG;
 }

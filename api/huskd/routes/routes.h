@@ -20,6 +20,7 @@ struct routes_config {
 	struct tenants *tenants;      /* who each key is (borrowed) */
 	unsigned char stream_key[32]; /* signs output stream URLs */
 	uint64_t stream_ttl_ms;       /* how long a signed stream URL works */
+	bool tls;                     /* served over HTTPS: the URLs it gives say so */
 	const char *state;            /* the state folder, named in the 401 message */
 	const char *public_url;       /* base of stream URLs; NULL: from each request's Host */
 	/* Sandbox urls by host name, sbx-<id>-<port>.<public_domain>; NULL: by path on huskd's
