@@ -17,7 +17,8 @@ static const char usage_line[] =
 	"usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore FILE)\n"
 	"                [--mem SIZE] [--vcpus N] [--disk PATH,serial=ID]... [--vsock PATH]\n"
 	"                [--control PATH] [--console PATH]   (fake-vmm; FAKE_VMM=nodial,\n"
-	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec,no-diff)\n";
+	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec,no-diff,\n"
+	"                mute-reads)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -37,7 +38,8 @@ int parse_fail_modes(const char *s, unsigned *out)
 	             {"hang-control", FAIL_HANG_CONTROL},
 	             {"snapshot-fails", FAIL_SNAPSHOT},
 	             {"exit-on-exec", FAIL_EXIT_ON_EXEC},
-	             {"no-diff", FAIL_NO_DIFF}};
+	             {"no-diff", FAIL_NO_DIFF},
+	             {"mute-reads", FAIL_MUTE_READS}};
 
 	*out = 0;
 	while (s && *s) {

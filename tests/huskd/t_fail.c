@@ -187,6 +187,42 @@ static void start_failures(void)
 	T.m->cfg.ready_ms = ready;
 }
 
+/*
+ * A guest whose agent takes a request and never answers: the call is given up
+ * after the manager's deadline with an error saying so, and the sandbox goes
+ * on serving other requests.
+ */
+static void agent_never_answers(void)
+{
+	uint64_t was = T.m->cfg.call_idle_ms;
+	struct t_done d = {0};
+	char id[STORE_ID_LEN];
+	const char *p = up("{}", "mute-reads");
+	json_t *rec;
+
+	if (!p) {
+		t_check("agent_call_deadline", false, "no sandbox");
+		return;
+	}
+	snprintf(id, sizeof(id), "%s", p);
+	t_wait_state(id, SBX_IDLE);
+	T.m->cfg.call_idle_ms = 300;
+	sbx_fs_read(T.m, id, "a.txt", t_done_cb, &d);
+	t_check("agent_call_deadline",
+	        t_wait_done(&d) && !d.ok && d.fault == SBX_UNREACHABLE &&
+	                strstr(d.msg, "has said nothing"),
+	        "fault %d: %s", d.fault, d.msg);
+	T.m->cfg.call_idle_ms = was;
+	t_done_reset(&d);
+	rec = t_exec(id, "[\"true\"]");
+	t_check("usable_after_call_deadline",
+	        rec && !strcmp(json_string_value(json_object_get(rec, "status")), "completed") &&
+	                t_state(id) == SBX_IDLE,
+	        "state %s", sbx_state_name(t_state(id)));
+	json_decref(rec);
+	t_destroy(id);
+}
+
 static void agent_and_control_failures(void)
 {
 	char id[STORE_ID_LEN], st[32], err[512];
@@ -225,6 +261,7 @@ static void agent_and_control_failures(void)
 		json_decref(rec);
 		t_destroy(id);
 	}
+	agent_never_answers();
 }
 
 /* Requests under way when their sandbox is destroyed: each answered, with the end as the reason. */

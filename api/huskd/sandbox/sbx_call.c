@@ -22,12 +22,28 @@ struct call {
 	bool has_in;
 	const struct sbx_call_ops *ops;
 	void *arg;
+	struct agent_call *ac;
+	uv_timer_t deadline; /* armed while the agent owes an answer (ops->no_deadline: never) */
+	bool timing;
+	bool given_up;   /* the caller was told: what the agent still sends is dropped */
+	bool input_done; /* all of in is queued: the agent owes the answer from then on */
+	void (*release)(void *release_arg); /* in's own */
+	void *release_arg;
 };
+
+static void call_free(uv_handle_t *h)
+{
+	free(h->data);
+}
 
 static void call_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct call *c = arg;
 
+	if (c->given_up)
+		return;
+	if (c->timing) /* the deadline is for silence: each frame restarts it */
+		uv_timer_again(&c->deadline);
 	if (c->ops->data)
 		c->ops->data(c->arg, type, p, len);
 }
@@ -36,10 +52,34 @@ static void call_end(struct call *c, int rc, json_t *reply, const struct sbx_err
 {
 	struct sandbox *sb = c->sb;
 
-	c->ops->done(c->arg, rc, reply, err);
+	if (!c->given_up)
+		c->ops->done(c->arg, rc, reply, err);
 	json_decref(c->req);
-	free(c);
+	if (c->timing) {
+		uv_timer_stop(&c->deadline);
+		uv_close((uv_handle_t *)&c->deadline, call_free);
+	} else {
+		free(c);
+	}
 	sbx_drop(sb);
+}
+
+/* The agent said nothing for too long: the caller hears so now, the agent gets a CANCEL. */
+static void call_timed_out(uv_timer_t *t)
+{
+	struct call *c = t->data;
+	struct sbx_err err;
+
+	sbx_fail(&err, SBX_UNREACHABLE, -ETIMEDOUT,
+	         "sandbox %s: its agent has said nothing for %llu s about this request, so it is "
+	         "given up; try again (a busy or stuck guest answers slowly)",
+	         c->sb->id, (unsigned long long)(c->sb->m->cfg.call_idle_ms / 1000));
+	log_warn(c->sb->id, "%s", err.msg);
+	uv_timer_stop(t);
+	c->given_up = true;
+	c->ops->done(c->arg, -ETIMEDOUT, NULL, &err);
+	/* done() comes from the agent, or from the session's end: the call is freed then. */
+	agent_call_cancel(c->ac);
 }
 
 static void call_done(void *arg, int rc, json_t *reply)
@@ -65,6 +105,31 @@ static void call_done(void *arg, int rc, json_t *reply)
 
 static const struct agent_call_ops call_ops = {.data = call_data, .done = call_done};
 
+/* The agent owes an answer from now on (ops->no_deadline: no bound here). */
+static void deadline_start(struct call *c)
+{
+	uint64_t ms = c->sb->m->cfg.call_idle_ms;
+
+	if (c->ops->no_deadline || c->timing || c->given_up ||
+	    uv_timer_init(c->sb->m->loop, &c->deadline))
+		return;
+	c->deadline.data = c;
+	c->timing = true;
+	uv_timer_start(&c->deadline, call_timed_out, ms, ms);
+}
+
+/* A big input takes its time going out: the deadline runs once all of it is queued. */
+static void call_input_sent(void *arg)
+{
+	struct call *c = arg;
+
+	if (c->release)
+		c->release(c->release_arg);
+	c->input_done = true;
+	if (c->ac)
+		deadline_start(c);
+}
+
 static struct agent_call *call_send(struct call *c)
 {
 	struct sandbox *sb = c->sb;
@@ -85,6 +150,9 @@ static struct agent_call *call_send(struct call *c)
 		call_end(c, rc, NULL, &err);
 		return NULL;
 	}
+	c->ac = ac;
+	if (!c->has_in || c->input_done)
+		deadline_start(c);
 	return ac;
 }
 
@@ -115,6 +183,10 @@ static struct call *call_new(struct sandbox *sb, json_t *req, const struct agent
 	if (in) {
 		c->in = *in;
 		c->has_in = true;
+		c->release = in->release;
+		c->release_arg = in->release_arg;
+		c->in.release = call_input_sent;
+		c->in.release_arg = c;
 	}
 	sbx_hold(sb);
 	return c;
@@ -303,7 +375,8 @@ static void run_done(void *arg, int rc, json_t *reply, const struct sbx_err *err
 	free(r);
 }
 
-static const struct sbx_call_ops run_ops = {.data = run_data, .done = run_done};
+static const struct sbx_call_ops run_ops = {
+	.data = run_data, .done = run_done, .no_deadline = true};
 
 static void run_start(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
                       bool now, sbx_run_fn done, void *arg)

@@ -181,7 +181,8 @@ void sbx_exec_lost(struct sandbox *sb)
 		         "the sandbox's agent connection broke; the command ended with it");
 }
 
-static const struct sbx_call_ops exec_ops = {.data = exec_data, .done = exec_done};
+static const struct sbx_call_ops exec_ops = {
+	.data = exec_data, .done = exec_done, .no_deadline = true};
 
 static void run(struct sandbox *sb, struct execution *e)
 {

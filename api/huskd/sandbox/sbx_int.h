@@ -405,6 +405,12 @@ struct sbx_call_ops {
 	void (*data)(void *arg, uint8_t type, const void *p, size_t len);
 	/* rc 0 RESULT, 1 ERROR (reply {code, message}), <0 with err filled. */
 	void (*done)(void *arg, int rc, json_t *reply, const struct sbx_err *err);
+	/*
+	 * Commands have bounds of their own (their timeout): without this, a
+	 * call the agent says nothing on for cfg.call_idle_ms is given up -
+	 * done() gets -ETIMEDOUT and the agent a CANCEL.
+	 */
+	bool no_deadline;
 };
 /*
  * Sends req (reference kept by the caller) with in (may be NULL) to the

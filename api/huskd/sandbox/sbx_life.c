@@ -238,6 +238,8 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	m->cfg.importer = cfg->importer ? strdup(cfg->importer) : NULL;
 	if (!m->cfg.ready_ms)
 		m->cfg.ready_ms = 180000;
+	if (!m->cfg.call_idle_ms)
+		m->cfg.call_idle_ms = 120000;
 	if (!m->cfg.state || !m->cfg.vmm || !m->cfg.kernel || !m->cfg.initrd ||
 	    asprintf(&m->streams, "%s/streams", cfg->state) < 0) {
 		m->streams = NULL;
