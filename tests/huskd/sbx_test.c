@@ -135,6 +135,12 @@ void t_done_cb(void *ctx, const struct sbx_err *err, const struct sbx_reply *rep
 	}
 	json_decref(d->data);
 	d->data = reply && reply->data ? json_deep_copy(reply->data) : NULL;
+	if (reply && reply->has_fd) {
+		ssize_t n = pread(reply->fd, d->bytes, sizeof(d->bytes) - 1, 0);
+
+		d->bytes[n > 0 ? n : 0] = '\0';
+		d->len = reply->len;
+	}
 }
 
 static bool is_done(void *arg)

@@ -75,6 +75,8 @@ struct t_done {
 	enum sbx_fault fault;
 	char msg[512];
 	json_t *data;
+	char bytes[256]; /* the start of an answer that is a file (a read), NUL-ended */
+	size_t len;      /* that file's whole length */
 };
 void t_done_cb(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
 /* Waits for d->done; false if it never came. */

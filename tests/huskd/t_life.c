@@ -51,7 +51,9 @@ static void create_and_setup(void)
 	        "status %s", json_string_value(json_object_get(rec, "status")));
 	json_decref(rec);
 	sbx_fs_read(T.m, id, "a.txt", t_done_cb, &d);
-	t_check("setup_writes_files", t_wait_done(&d) && d.ok, "%s", d.msg);
+	t_check("setup_writes_files",
+	        t_wait_done(&d) && d.ok && d.len == 5 && !strcmp(d.bytes, "hello"),
+	        "%s; %zu bytes '%s'", d.msg, d.len, d.bytes);
 	t_done_reset(&d);
 	sbx_fs_read(T.m, id, "nope.txt", t_done_cb, &d);
 	t_check("fs_missing_file_not_found", t_wait_done(&d) && !d.ok && d.fault == SBX_NOT_FOUND,

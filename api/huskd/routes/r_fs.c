@@ -26,6 +26,8 @@ static void read_done(void *ctx, const struct sbx_err *err, const struct sbx_rep
 {
 	if (err)
 		reply_error(ctx, err, S_FILE);
+	else if (reply->has_fd)
+		stream_file(ctx, reply->fd, "application/octet-stream");
 	else
 		http_respond(ctx, 200, "application/octet-stream", reply->bytes, reply->len);
 }
@@ -112,7 +114,7 @@ static void download_done(void *ctx, const struct sbx_err *err, const struct sbx
 	if (err)
 		reply_error(ctx, err, S_ARCHIVE);
 	else
-		http_respond(ctx, 200, "application/gzip", reply->bytes, reply->len);
+		stream_file(ctx, reply->fd, "application/gzip");
 }
 
 ROUTE(r_fs_download)

@@ -80,6 +80,11 @@ void wait_drop_all(struct routes *rt);
 void stream_sign(const struct routes *rt, json_t *data);
 /* 0 if r's exp and sig sign stream sid and have not expired; else -1 after a 403. */
 int stream_check(const struct routes *rt, struct http_req *r, const char *sid);
+/*
+ * Answers r with fd's content from its start, paced by the client (fd
+ * borrowed: a copy is kept until the end); 503 if none can be made.
+ */
+void stream_file(struct http_req *r, int fd, const char *content_type);
 /* Output streams (r_stream.c). */
 void stream_serve(struct routes *rt, struct http_req *r, const char *stream_id);
 

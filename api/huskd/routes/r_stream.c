@@ -75,6 +75,24 @@ static void reader_feed(void *arg)
 	http_on_drain(rd->r, reader_drained, rd);
 }
 
+void stream_file(struct http_req *r, int fd, const char *content_type)
+{
+	struct reader *rd = calloc(1, sizeof(*rd));
+	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+
+	if (!rd || copy < 0) {
+		free(rd);
+		if (copy >= 0)
+			close(copy);
+		http_respond(r, 503, "text/plain", "out of memory\n", 14);
+		return;
+	}
+	*rd = (struct reader){.r = r, .fd = copy};
+	http_stream_begin(r, 200, content_type);
+	http_on_close(r, reader_gone, rd);
+	reader_feed(rd);
+}
+
 void stream_serve(struct routes *rt, struct http_req *r, const char *sid)
 {
 	struct outbuf *live = NULL;

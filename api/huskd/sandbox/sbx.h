@@ -54,6 +54,9 @@ struct sbx_reply {
 	json_t *data;
 	const void *bytes;
 	size_t len;
+	/* Or the answer is a file's whole content: fd (borrowed: dup it to keep it), len bytes. */
+	bool has_fd;
+	int fd;
 };
 /* err is NULL on success. */
 typedef void (*sbx_done_fn)(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proto.h"
 #include "sbx_int.h"
@@ -351,8 +352,16 @@ static void run_data(void *arg, uint8_t type, const void *p, size_t len)
 		r->out.err[r->out.err_len] = '\0';
 		return;
 	}
-	if (type == FRAME_STDOUT)
+	if (type != FRAME_STDOUT || r->out.buf.over)
+		return;
+	if (r->out.fd < 0) {
 		sbx_buf_add(&r->out.buf, p, len, r->cap);
+	} else if (len > r->cap - r->out.buf.len ||
+	           pwrite(r->out.fd, p, len, (off_t)r->out.buf.len) != (ssize_t)len) {
+		r->out.buf.over = true; /* past the cap (or the disk is full): nothing more kept */
+	} else {
+		r->out.buf.len += len;
+	}
 }
 
 static void run_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)
@@ -379,7 +388,7 @@ static const struct sbx_call_ops run_ops = {
 	.data = run_data, .done = run_done, .no_deadline = true};
 
 static void run_start(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
-                      bool now, sbx_run_fn done, void *arg)
+                      int fd, bool now, sbx_run_fn done, void *arg)
 {
 	struct run *r = calloc(1, sizeof(*r));
 	struct sbx_err err;
@@ -391,6 +400,7 @@ static void run_start(struct sandbox *sb, json_t *argv, const struct agent_input
 		return;
 	}
 	*r = (struct run){.sb = sb, .cap = cap, .done = done, .arg = arg};
+	r->out.fd = fd;
 	r->req = json_pack("{sssoss}", "op", "exec", "argv", argv, "cwd", "/");
 	if (r->req && in)
 		json_object_set_new(r->req, "stdin", json_true());
@@ -404,10 +414,16 @@ static void run_start(struct sandbox *sb, json_t *argv, const struct agent_input
 void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
              sbx_run_fn done, void *arg)
 {
-	run_start(sb, argv, in, cap, false, done, arg);
+	run_start(sb, argv, in, cap, -1, false, done, arg);
+}
+
+void sbx_run_to(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap, int fd,
+                sbx_run_fn done, void *arg)
+{
+	run_start(sb, argv, in, cap, fd, false, done, arg);
 }
 
 void sbx_run_now(struct sandbox *sb, json_t *argv, sbx_run_fn done, void *arg)
 {
-	run_start(sb, argv, NULL, 0, true, done, arg);
+	run_start(sb, argv, NULL, 0, -1, true, done, arg);
 }

@@ -431,6 +431,7 @@ void sbx_agent_error(json_t *reply, struct sbx_err *err, const char *what);
 /* What sbx_run captured: stdout (up to its cap), the start of stderr, the exit code. */
 struct sbx_run_out {
 	struct sbx_buf buf; /* stdout; buf.over: it went past the cap */
+	int fd;             /* sbx_run_to: stdout went here instead of buf (buf.len: its bytes) */
 	int exit_code;
 	char err[1024]; /* stderr's first line */
 	size_t err_len;
@@ -444,6 +445,9 @@ typedef void (*sbx_run_fn)(struct sandbox *sb, const struct sbx_err *err,
  */
 void sbx_run(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap,
              sbx_run_fn done, void *arg);
+/* sbx_run with stdout written to fd (up to cap bytes; none of it held in memory). */
+void sbx_run_to(struct sandbox *sb, json_t *argv, const struct agent_input *in, size_t cap, int fd,
+                sbx_run_fn done, void *arg);
 /* The same at once on the current session (its setup), no stdin, no stdout kept. */
 void sbx_run_now(struct sandbox *sb, json_t *argv, sbx_run_fn done, void *arg);
 typedef void (*sbx_files_fn)(struct sandbox *sb, const struct sbx_err *err, void *arg);

@@ -6,9 +6,11 @@
  * unpacked by the guest's own tar and gzip, so huskd needs no archive code.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "proto.h"
 #include "sbx_int.h"
@@ -25,7 +27,14 @@ struct op {
 	void *ctx;
 	char path[4096];
 	int kind;
-	struct sbx_buf buf; /* file.read's bytes, bounded by READ_MAX */
+	struct sbx_buf buf; /* a list's or env's bytes */
+	/*
+	 * file.read's bytes go to an unlinked file as they come, not to memory:
+	 * at most READ_MAX of them, and the answer is sent from the file.
+	 */
+	int fd;
+	uint64_t got;
+	bool over, write_failed;
 };
 
 enum { OP_PLAIN, OP_FOUND, OP_READ, OP_LIST, OP_ENV };
@@ -52,7 +61,16 @@ static struct op *op_new(struct sandbox *sb, int kind, const char *path, sbx_don
 		done(ctx, &err, NULL);
 		return NULL;
 	}
-	*op = (struct op){.sb = sb, .done = done, .ctx = ctx, .kind = kind};
+	*op = (struct op){.sb = sb, .done = done, .ctx = ctx, .kind = kind, .fd = -1};
+	if (kind == OP_READ &&
+	    (op->fd = open(sb->m->streams, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -errno,
+		         "cannot make room for the file under %s: %s", sb->m->streams,
+		         strerror(errno));
+		free(op);
+		done(ctx, &err, NULL);
+		return NULL;
+	}
 	if (path)
 		workspace_path(sbx_workspace(sb), path, op->path, sizeof(op->path));
 	return op;
@@ -87,8 +105,21 @@ static void op_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct op *op = arg;
 
-	if (type == FRAME_DATA)
+	if (type != FRAME_DATA)
+		return;
+	if (op->kind != OP_READ) {
 		sbx_buf_add(&op->buf, p, len, READ_MAX);
+		return;
+	}
+	if (op->over || op->write_failed)
+		return; /* past the limit: nothing more is kept */
+	if (len > READ_MAX - op->got) {
+		op->over = true;
+		return;
+	}
+	if (pwrite(op->fd, p, len, (off_t)op->got) != (ssize_t)len)
+		op->write_failed = true;
+	op->got += len;
 }
 
 static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
@@ -106,15 +137,21 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 		op->done(op->ctx, &e, NULL);
 	} else if (rc) {
 		op->done(op->ctx, err, NULL);
-	} else if (op->buf.over) {
+	} else if (op->buf.over || op->over) {
 		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG,
 		         "the file has over %u MiB; read big files with the archive download",
 		         READ_MAX >> 20);
 		op->done(op->ctx, &e, NULL);
+	} else if (op->write_failed) {
+		sbx_fail(&e, SBX_UNAVAILABLE, -EIO,
+		         "cannot keep the file on the host while it is sent (is %s full?)",
+		         op->sb->m->streams);
+		op->done(op->ctx, &e, NULL);
 	} else {
 		if (op->kind == OP_READ) {
-			reply.bytes = op->buf.data ? op->buf.data : "";
-			reply.len = op->buf.len;
+			reply.has_fd = true;
+			reply.fd = op->fd;
+			reply.len = (size_t)op->got;
 		} else if (op->kind == OP_LIST) {
 			reply.data = list_entries(out);
 		} else if (op->kind == OP_FOUND) {
@@ -133,6 +170,8 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	}
 	json_decref(reply.data);
 	free(op->buf.data);
+	if (op->fd >= 0)
+		close(op->fd);
 	free(op);
 }
 
@@ -250,6 +289,7 @@ struct archive {
 	sbx_done_fn done;
 	void *ctx;
 	bool download;
+	int fd; /* a download's archive, kept in an unlinked file as it comes */
 };
 
 /* tar's own words, as an error (a missing folder: not found). */
@@ -276,11 +316,14 @@ static void archived(struct sandbox *sb, const struct sbx_err *err, const struct
 		a->done(a->ctx, &e, NULL);
 	} else {
 		if (a->download) {
-			reply.bytes = out->buf.data ? out->buf.data : "";
+			reply.has_fd = true;
+			reply.fd = a->fd;
 			reply.len = out->buf.len;
 		}
 		a->done(a->ctx, NULL, &reply);
 	}
+	if (a->fd >= 0)
+		close(a->fd);
 	free(a);
 }
 
@@ -300,8 +343,22 @@ static void archive(struct sbx_mgr *m, const char *id, json_t *argv, const void 
 		}
 		return;
 	}
-	*a = (struct archive){.done = done, .ctx = ctx, .download = !in};
-	sbx_run(sb, argv, in ? &input : NULL, in ? 0 : ARCHIVE_MAX, archived, a);
+	*a = (struct archive){.done = done, .ctx = ctx, .download = !in, .fd = -1};
+	if (in) {
+		sbx_run(sb, argv, &input, 0, archived, a);
+		return;
+	}
+	a->fd = open(m->streams, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (a->fd < 0) {
+		json_decref(argv);
+		sbx_fail(&err, SBX_UNAVAILABLE, -errno,
+		         "cannot make room for the archive under %s: %s", m->streams,
+		         strerror(errno));
+		free(a);
+		done(ctx, &err, NULL);
+		return;
+	}
+	sbx_run_to(sb, argv, NULL, ARCHIVE_MAX, a->fd, archived, a);
 }
 
 void sbx_fs_download(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done,

@@ -260,6 +260,18 @@ await check('cli_stats_of_own_org', async () => {
 	return s === 0 && JSON.parse(out).services.sandbox.totalActive === 1 ? '' : `exit ${s}: ${out} ${err}`;
 });
 
+await check('file_read_back_from_the_file', async () => {
+	// A read's bytes are kept in a file on the host and sent from it (not held in memory).
+	const data = Buffer.alloc(300 * 1024);
+	for (let i = 0; i < data.length; i++) data[i] = (i * 7919) & 255;
+	await acmeSb.writeFiles([{ path: 'big.bin', content: data }]);
+	const back = await acmeSb.readFile('big.bin');
+	const chunks = [];
+	for await (const c of back) chunks.push(Buffer.from(c));
+	const got = Buffer.concat(chunks);
+	return got.equals(data) ? '' : `${got.length} bytes back, differ`;
+});
+
 // ---- stream URLs ----
 await check('stream_url_signed', async () => {
 	if (!/\/streams\/str_[a-z2-7]+\?exp=\d+&sig=[0-9a-f]{32}$/.test(ex.stdoutStreamUrl ?? '')) return `url ${ex.stdoutStreamUrl}`;
