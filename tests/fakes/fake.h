@@ -31,8 +31,9 @@ enum {
 	FAIL_HANG_CONTROL = 1 << 2,
 	FAIL_SNAPSHOT = 1 << 3,
 	FAIL_EXIT_ON_EXEC = 1 << 4,
-	FAIL_NO_DIFF = 1 << 5,    /* an older husk-vmm: no snapshot-diff */
-	FAIL_MUTE_READS = 1 << 6, /* file.read taken, never answered (a stuck guest) */
+	FAIL_NO_DIFF = 1 << 5,       /* an older husk-vmm: no snapshot-diff */
+	FAIL_MUTE_READS = 1 << 6,    /* file.read taken, never answered (a stuck guest) */
+	FAIL_ENDLESS_READS = 1 << 7, /* file.read sends zeros until cancelled */
 };
 
 /* A file's bytes, shared by the file and the reads streaming them. */

@@ -18,7 +18,7 @@ static const char usage_line[] =
 	"                [--mem SIZE] [--vcpus N] [--disk PATH,serial=ID]... [--vsock PATH]\n"
 	"                [--control PATH] [--console PATH]   (fake-vmm; FAKE_VMM=nodial,\n"
 	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec,no-diff,\n"
-	"                mute-reads)\n";
+	"                mute-reads,endless-reads)\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -39,7 +39,8 @@ int parse_fail_modes(const char *s, unsigned *out)
 	             {"snapshot-fails", FAIL_SNAPSHOT},
 	             {"exit-on-exec", FAIL_EXIT_ON_EXEC},
 	             {"no-diff", FAIL_NO_DIFF},
-	             {"mute-reads", FAIL_MUTE_READS}};
+	             {"mute-reads", FAIL_MUTE_READS},
+	             {"endless-reads", FAIL_ENDLESS_READS}};
 
 	*out = 0;
 	while (s && *s) {

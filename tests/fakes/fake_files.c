@@ -24,6 +24,7 @@ struct read_req {
 	struct req r;
 	struct blob *b;
 	size_t pos, end;
+	bool endless; /* FAKE_VMM=endless-reads: zeros until a CANCEL */
 };
 
 static void reply_errno(struct conn *c, uint32_t id, int e, const char *what, const char *path)
@@ -192,6 +193,12 @@ static void read_tick(struct req *r)
 {
 	struct read_req *rd = (struct read_req *)r;
 
+	static const char zeros[FAKE_CHUNK];
+
+	while (rd->endless && conn_queued(r->c) < FAKE_OUTQ_HIGH && !conn_dead(r->c))
+		conn_send(r->c, FRAME_DATA, 0, r->id, zeros, sizeof(zeros));
+	if (rd->endless)
+		return;
 	while (rd->pos < rd->end && conn_queued(r->c) < FAKE_OUTQ_HIGH && !conn_dead(r->c)) {
 		size_t n = rd->end - rd->pos < FAKE_CHUNK ? rd->end - rd->pos : FAKE_CHUNK;
 
@@ -248,6 +255,7 @@ static void file_read(struct conn *c, uint32_t id, const char *path, json_t *req
 		n = (size_t)json_integer_value(len);
 	rd->b = e->blob;
 	rd->b->refs++;
+	rd->endless = conn_fake(c)->fail & FAIL_ENDLESS_READS;
 	rd->pos = from;
 	rd->end = from + n;
 	req_register(c, &rd->r, id, &read_ops);

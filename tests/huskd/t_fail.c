@@ -223,6 +223,64 @@ static void agent_never_answers(void)
 	t_destroy(id);
 }
 
+/* This process's resident memory, from /proc (kB). */
+static long rss_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/status", "re");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
+/*
+ * A guest that streams without end into a read: cut at the limit with an
+ * error saying so, the agent told to stop, and none of it held in memory
+ * (the manager's RSS grows by far less than the 64 MiB it took in).
+ */
+static void endless_read(void)
+{
+	uint64_t was = T.m->cfg.read_max;
+	struct t_done d = {0};
+	char id[STORE_ID_LEN];
+	const char *p =
+		up("{\"files\":[{\"path\":\"a.txt\",\"content\":\"aGk=\"}]}", "endless-reads");
+	long before, after;
+	json_t *rec;
+
+	if (!p) {
+		t_check("endless_read_cut_at_the_limit", false, "no sandbox");
+		return;
+	}
+	snprintf(id, sizeof(id), "%s", p);
+	t_wait_state(id, SBX_IDLE);
+	T.m->cfg.read_max = 64ull << 20;
+	before = rss_kb();
+	sbx_fs_read(T.m, id, "a.txt", t_done_cb, &d);
+	t_check("endless_read_cut_at_the_limit",
+	        t_wait_done(&d) && !d.ok && d.fault == SBX_TOO_LARGE &&
+	                strstr(d.msg, "over 64 MiB"),
+	        "fault %d: %s", d.fault, d.msg);
+	after = rss_kb();
+	t_check("endless_read_not_in_memory", before > 0 && after - before < 16 * 1024,
+	        "(measured) RSS %ld kB before, %ld kB after 64 MiB came in", before, after);
+	printf("  (measured) manager RSS %ld kB before the read, %ld kB after 64 MiB\n", before,
+	       after);
+	T.m->cfg.read_max = was;
+	t_done_reset(&d);
+	rec = t_exec(id, "[\"true\"]");
+	t_check("usable_after_endless_read",
+	        rec && !strcmp(json_string_value(json_object_get(rec, "status")), "completed"),
+	        "state %s", sbx_state_name(t_state(id)));
+	json_decref(rec);
+	t_destroy(id);
+}
+
 static void agent_and_control_failures(void)
 {
 	char id[STORE_ID_LEN], st[32], err[512];
@@ -262,6 +320,7 @@ static void agent_and_control_failures(void)
 		t_destroy(id);
 	}
 	agent_never_answers();
+	endless_read();
 }
 
 /* Requests under way when their sandbox is destroyed: each answered, with the end as the reason. */

@@ -74,6 +74,7 @@ struct sbx_config {
 	uint64_t ready_ms;     /* a guest's agent must dial in this soon after a start (0: 180 s) */
 	uint64_t call_idle_ms; /* an agent request (files, env, jobs) silent this long is given up
 	                          (0: 120 s) */
+	uint64_t read_max;     /* a file read's bytes kept to answer with (0: 512 MiB) */
 	uint64_t memory_mib; /* guest memory the host may hand out in all (0: from /proc/meminfo) */
 	unsigned max_sandboxes;   /* running at once (0: from the machine's memory) */
 	unsigned max_vcpus;       /* vCPUs of running sandboxes in all (0: 8 per host CPU) */

@@ -27,6 +27,7 @@ struct call {
 	uv_timer_t deadline; /* armed while the agent owes an answer (ops->no_deadline: never) */
 	bool timing;
 	bool given_up;   /* the caller was told: what the agent still sends is dropped */
+	bool cancelled;  /* the caller's data() wanted no more: the agent was told */
 	bool input_done; /* all of in is queued: the agent owes the answer from then on */
 	void (*release)(void *release_arg); /* in's own */
 	void *release_arg;
@@ -45,8 +46,10 @@ static void call_data(void *arg, uint8_t type, const void *p, size_t len)
 		return;
 	if (c->timing) /* the deadline is for silence: each frame restarts it */
 		uv_timer_again(&c->deadline);
-	if (c->ops->data)
-		c->ops->data(c->arg, type, p, len);
+	if (c->ops->data && c->ops->data(c->arg, type, p, len) && !c->cancelled && c->ac) {
+		c->cancelled = true;
+		agent_call_cancel(c->ac);
+	}
 }
 
 static void call_end(struct call *c, int rc, json_t *reply, const struct sbx_err *err)
@@ -339,7 +342,7 @@ struct run {
 	void *arg;
 };
 
-static void run_data(void *arg, uint8_t type, const void *p, size_t len)
+static bool run_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct run *r = arg;
 
@@ -350,18 +353,22 @@ static void run_data(void *arg, uint8_t type, const void *p, size_t len)
 		memcpy(r->out.err + r->out.err_len, p, len);
 		r->out.err_len += len;
 		r->out.err[r->out.err_len] = '\0';
-		return;
+		return false;
 	}
 	if (type != FRAME_STDOUT || r->out.buf.over)
-		return;
+		return r->out.fd >= 0 && r->out.buf.over;
 	if (r->out.fd < 0) {
 		sbx_buf_add(&r->out.buf, p, len, r->cap);
-	} else if (len > r->cap - r->out.buf.len ||
-	           pwrite(r->out.fd, p, len, (off_t)r->out.buf.len) != (ssize_t)len) {
-		r->out.buf.over = true; /* past the cap (or the disk is full): nothing more kept */
-	} else {
-		r->out.buf.len += len;
+		return false;
 	}
+	if (len > r->cap - r->out.buf.len ||
+	    pwrite(r->out.fd, p, len, (off_t)r->out.buf.len) != (ssize_t)len) {
+		/* Past the cap (or the disk is full): nothing more is kept, or wanted. */
+		r->out.buf.over = true;
+		return true;
+	}
+	r->out.buf.len += len;
+	return false;
 }
 
 static void run_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)

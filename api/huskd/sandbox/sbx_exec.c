@@ -135,13 +135,15 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 		exec_free(e);
 }
 
-static void exec_data(void *arg, uint8_t type, const void *p, size_t len)
+static bool exec_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct execution *e = arg;
 	struct outbuf *ob = e->out[type == FRAME_STDERR];
 
+	/* Past the output limit outbuf keeps no more; the command runs on. */
 	if (e->phase == EXEC_RUNNING && ob && (type == FRAME_STDOUT || type == FRAME_STDERR))
 		outbuf_append(ob, p, len);
+	return false;
 }
 
 static void exec_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)

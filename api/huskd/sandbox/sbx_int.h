@@ -402,7 +402,8 @@ int sbx_work(struct sandbox *sb, int (*work)(struct sandbox *sb, void *arg),
 
 /* ---- sbx_call.c: agent requests ---- */
 struct sbx_call_ops {
-	void (*data)(void *arg, uint8_t type, const void *p, size_t len);
+	/* A frame's payload; true asks the agent to stop (a CANCEL: nothing more is wanted). */
+	bool (*data)(void *arg, uint8_t type, const void *p, size_t len);
 	/* rc 0 RESULT, 1 ERROR (reply {code, message}), <0 with err filled. */
 	void (*done)(void *arg, int rc, json_t *reply, const struct sbx_err *err);
 	/*

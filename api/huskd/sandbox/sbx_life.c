@@ -240,6 +240,8 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 		m->cfg.ready_ms = 180000;
 	if (!m->cfg.call_idle_ms)
 		m->cfg.call_idle_ms = 120000;
+	if (!m->cfg.read_max)
+		m->cfg.read_max = 512ull << 20;
 	if (!m->cfg.state || !m->cfg.vmm || !m->cfg.kernel || !m->cfg.initrd ||
 	    asprintf(&m->streams, "%s/streams", cfg->state) < 0) {
 		m->streams = NULL;

@@ -16,7 +16,7 @@
 #include "sbx_int.h"
 #include "sbx_text.h"
 
-/* A file read whole into memory to answer with: bigger ones need the archive download. */
+/* A list's or env's answer, held in memory. */
 #define READ_MAX (512u << 20)
 /* Archives pass through memory: bigger ones belong to a snapshot, not an HTTP body. */
 #define ARCHIVE_MAX (512u << 20)
@@ -101,25 +101,28 @@ static json_t *list_entries(json_t *out)
 	return json_pack("{so}", "files", files);
 }
 
-static void op_data(void *arg, uint8_t type, const void *p, size_t len)
+static bool op_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct op *op = arg;
+	uint64_t max = op->sb->m->cfg.read_max;
 
 	if (type != FRAME_DATA)
-		return;
+		return false;
 	if (op->kind != OP_READ) {
 		sbx_buf_add(&op->buf, p, len, READ_MAX);
-		return;
+		return false;
 	}
+	/* Past the limit nothing more is kept, and the agent is told to stop sending. */
 	if (op->over || op->write_failed)
-		return; /* past the limit: nothing more is kept */
-	if (len > READ_MAX - op->got) {
+		return true;
+	if (len > max - op->got) {
 		op->over = true;
-		return;
+		return true;
 	}
 	if (pwrite(op->fd, p, len, (off_t)op->got) != (ssize_t)len)
 		op->write_failed = true;
 	op->got += len;
+	return op->write_failed;
 }
 
 static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
@@ -129,7 +132,12 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	struct sbx_err e;
 	const char *code = json_string_value(json_object_get(out, "code"));
 
-	if (rc > 0 && op->kind == OP_FOUND && code && !strcmp(code, "not_found")) {
+	if (op->over) { /* whatever the agent said to the cancel */
+		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG,
+		         "the file has over %llu MiB; read big files with the archive download",
+		         (unsigned long long)(op->sb->m->cfg.read_max >> 20));
+		op->done(op->ctx, &e, NULL);
+	} else if (rc > 0 && op->kind == OP_FOUND && code && !strcmp(code, "not_found")) {
 		reply.data = json_pack("{sb}", "found", 0);
 		op->done(op->ctx, NULL, &reply);
 	} else if (rc > 0) {
@@ -137,10 +145,8 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 		op->done(op->ctx, &e, NULL);
 	} else if (rc) {
 		op->done(op->ctx, err, NULL);
-	} else if (op->buf.over || op->over) {
-		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG,
-		         "the file has over %u MiB; read big files with the archive download",
-		         READ_MAX >> 20);
+	} else if (op->buf.over) {
+		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG, "the answer has over %u MiB", READ_MAX >> 20);
 		op->done(op->ctx, &e, NULL);
 	} else if (op->write_failed) {
 		sbx_fail(&e, SBX_UNAVAILABLE, -EIO,
@@ -303,16 +309,16 @@ static void archived(struct sandbox *sb, const struct sbx_err *err, const struct
 	(void)sb;
 	if (err) {
 		a->done(a->ctx, err, NULL);
+	} else if (a->download && out->buf.over) { /* tar was stopped there */
+		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG, "the archive has over %u MiB",
+		         ARCHIVE_MAX >> 20);
+		a->done(a->ctx, &e, NULL);
 	} else if (out->exit_code) {
 		sbx_fail(&e,
 		         strstr(out->err, "No such file") || strstr(out->err, "Cannot")
 		                 ? SBX_NOT_FOUND
 		                 : SBX_STEP_FAILED,
 		         -EIO, "%s", out->err[0] ? out->err : "tar failed in the sandbox");
-		a->done(a->ctx, &e, NULL);
-	} else if (a->download && out->buf.over) {
-		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG, "the archive has over %u MiB",
-		         ARCHIVE_MAX >> 20);
 		a->done(a->ctx, &e, NULL);
 	} else {
 		if (a->download) {
