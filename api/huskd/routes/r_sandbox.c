@@ -149,6 +149,7 @@ ROUTE(r_list)
 {
 	struct routes *rt = ctx;
 	char name[256] = "", status[32] = "", live[8] = "", sort[32] = "", dir[8] = "", del[8] = "";
+	char mode[16] = "", project[256] = "", snapshot[256] = "";
 	struct sbx_list_query q = {.org = caller_org(r)};
 	struct sbx_err err;
 	json_t *out = NULL, *v;
@@ -159,6 +160,17 @@ ROUTE(r_list)
 		q.name = name;
 	if (http_query_get(r, "status", status, sizeof(status)) > 0)
 		q.status = status;
+	if (http_query_get(r, "mode", mode, sizeof(mode)) > 0) {
+		if (strcmp(mode, "oneshot") && strcmp(mode, "interactive")) {
+			api_error(r, 400, "BAD_REQUEST", "mode must be oneshot or interactive");
+			return;
+		}
+		q.mode = mode;
+	}
+	if (http_query_get(r, "projectId", project, sizeof(project)) > 0)
+		q.project_id = project;
+	if (http_query_get(r, "snapshotId", snapshot, sizeof(snapshot)) > 0)
+		q.snapshot_id = snapshot;
 	if (http_query_get(r, "live", live, sizeof(live)) > 0)
 		q.live = !strcmp(live, "true") ? 1 : -1;
 	if (http_query_get(r, "sort", sort, sizeof(sort)) > 0)
@@ -220,8 +232,13 @@ ROUTE(r_events)
 	char dir[8] = "";
 	json_t *out = NULL;
 
+	int limit = query_int(r, "limit", 50);
+
+	/* As the reference: 50 unless asked, at most 100. */
+	if (limit <= 0 || limit > 100)
+		limit = limit <= 0 ? 50 : 100;
 	http_query_get(r, "direction", dir, sizeof(dir));
-	if (sbx_events(rt->m, p[0], query_int(r, "limit", 100), !strcmp(dir, "desc"), &out))
+	if (sbx_events(rt->m, p[0], limit, !strcmp(dir, "desc"), &out))
 		api_error(r, 404, "SANDBOX_NOT_FOUND", "sandbox %s not found", p[0]);
 	else
 		api_ok(r, 200, out);

@@ -301,8 +301,9 @@ const char *sbx_info_org(json_t *info);
 struct sbx_list_query {
 	const char *org; /* the caller's org: only its sandboxes */
 	const char *name, *status, *sort;
-	int live;    /* 0 any, 1 only live, -1 only ended */
-	int deleted; /* 0 hide, 1 include, 2 only */
+	const char *mode, *project_id, *snapshot_id; /* filters; NULL: any */
+	int live;                                    /* 0 any, 1 only live, -1 only ended */
+	int deleted;                                 /* 0 hide, 1 include, 2 only */
 	bool ascending;
 	int limit, offset;
 };

@@ -56,6 +56,9 @@ static uint64_t egress_of(struct sandbox *sb, const uint64_t *counts)
 int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, struct sbx_err *err)
 {
 	struct store_sandbox_filter f = {.name = q->name,
+	                                 .mode = q->mode,
+	                                 .project_id = q->project_id,
+	                                 .snapshot_id = q->snapshot_id,
 	                                 .org_id = q->org,
 	                                 .status = q->status,
 	                                 .sort = q->sort,

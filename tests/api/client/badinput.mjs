@@ -145,6 +145,27 @@ await expect('runtimes_bad_direction', req('GET', '/sandbox/runtimes?sort=name&d
 	}
 }
 
+// List filters as the reference names them (mode, projectId, snapshotId), and the
+// events limit (default 50, at most 100).
+{
+	const one = await req('POST', '/sandbox', { body: '{"projectId":"proj_a","command":{"exec":["sleep","1000"],"mode":"interactive"}}' });
+	const two = await req('POST', '/sandbox', { body: '{"projectId":"proj_b"}' });
+	const ids = async (q) => (await req('GET', `/sandbox?${q}`)).json?.data?.sandboxes?.map((x) => x.sandboxId) ?? [];
+	const a = one.json?.data?.sandboxId, b = two.json?.data?.sandboxId;
+	const pa = await ids('projectId=proj_a'), pb = await ids('projectId=proj_b');
+	const none = await ids('snapshotId=snp_nosuchthing'), inter = await ids('mode=interactive'), once = await ids('mode=oneshot');
+	const bad = await req('GET', '/sandbox?mode=sometimes');
+	const ev = await req('GET', `/sandbox/sandboxes/${a}/events?limit=1000`);
+	const ok = pa.length === 1 && pa[0] === a && pb.length === 1 && pb[0] === b && none.length === 0 &&
+		inter.includes(a) && inter.includes(b) && !once.includes(a) && bad.status === 400 && ev.status === 200;
+	if (ok) console.log('PASS badinput/list_filters_and_events_limit');
+	else {
+		failed++;
+		console.log(`FAIL badinput/list_filters_and_events_limit: a ${pa}, b ${pb}, snapshot ${none}, interactive ${inter}, oneshot ${once}, bad mode ${bad.status}, events ${ev.status}`);
+	}
+	for (const id of [a, b]) if (id) await req('DELETE', `/sandbox/${id}`);
+}
+
 // Its fake VMM would outlive huskd.
 if (made.status === 201) await req('DELETE', `/sandbox/${sbx}`);
 
