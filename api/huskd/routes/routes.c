@@ -363,7 +363,8 @@ void reply_error(struct http_req *r, const struct sbx_err *err, enum subject wha
 		status = 404, code = "SANDBOX_NOT_FOUND";
 		break;
 	case SBX_ENDED:
-		status = 409, code = "SANDBOX_TERMINATED";
+		/* Not 409: the client reads every 409 on execute as "busy". */
+		status = 410, code = "SANDBOX_TERMINATED";
 		break;
 	case SBX_BUSY:
 		status = 409, code = "SANDBOX_BUSY";

@@ -166,6 +166,28 @@ await expect('runtimes_bad_direction', req('GET', '/sandbox/runtimes?sort=name&d
 	for (const id of [a, b]) if (id) await req('DELETE', `/sandbox/${id}`);
 }
 
+// A command for a sandbox that has ended is refused as ended (410), not as busy: the
+// published client reads every 409 on execute as SandboxBusyError.
+{
+	const { SandboxClient } = await import('@agentuity/core');
+	const client = new SandboxClient({ url: base, apiKey: key });
+	const sb = await client.create({ runtime: 'base:latest' });
+	await req('GET', `/sandbox/${sb.id}?waitForStatus=idle&waitMs=60000`);
+	await client.destroy(sb.id);
+	let got = 'no error';
+	try {
+		await sb.execute({ command: ['true'] });
+	} catch (e) {
+		got = `${e?._tag ?? e?.name}: ${e?.status ?? ''} ${e?.message ?? ''}`;
+	}
+	const raw = await req('POST', `/sandbox/${sb.id}/execute`, { body: '{"command":["true"]}' });
+	if (!/Busy/.test(got) && raw.status === 410 && raw.json?.code === 'SANDBOX_TERMINATED') console.log('PASS badinput/ended_sandbox_is_not_busy');
+	else {
+		failed++;
+		console.log(`FAIL badinput/ended_sandbox_is_not_busy: client ${got}; raw ${raw.status} ${raw.text.slice(0, 160)}`);
+	}
+}
+
 // Its fake VMM would outlive huskd.
 if (made.status === 201) await req('DELETE', `/sandbox/${sbx}`);
 
