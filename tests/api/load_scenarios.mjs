@@ -194,13 +194,14 @@ export const destroyMid = async (ctx, j) => {
 	if (info.status !== 'deleted') fail(name, `${sb.id}: status ${info.status} after destroy, want deleted`);
 	else ok(name);
 	const again = await api('POST', `/sandbox/${sb.id}/execute`, { command: ['true'] });
-	if (again.status !== 409) fail(name, `${sb.id}: execute on a deleted sandbox: ${again.status} ${again.text.slice(0, 200)}, want 409`);
+	if (again.status !== 410 || again.json?.code !== 'SANDBOX_TERMINATED') fail(name, `${sb.id}: execute on a deleted sandbox: ${again.status} ${again.text.slice(0, 200)}, want 410 SANDBOX_TERMINATED`);
 };
 
 /*
  * A request that needs the sandbox sent together with its destroy: a
  * pause, a checkpoint, a file write, an env change. Each is answered (no
- * hang, no 5xx): done, or 409 because the sandbox has ended.
+ * hang, no 5xx): done, 410 because the sandbox has ended, or 409 because it is
+ * in no state for it.
  */
 export const destroyRace = async (ctx, j) => {
 	const { client, api, track, ok, fail } = ctx;
@@ -220,7 +221,7 @@ export const destroyRace = async (ctx, j) => {
 	);
 	const [r, d] = answers;
 	if (d.status !== 200) fail(name, `${sb.id}: destroy answered ${d.status} ${d.text.slice(0, 200)}`);
-	else if (![200, 201, 409].includes(r.status) || (r.status === 409 && r.json?.code !== 'SANDBOX_TERMINATED' && r.json?.code !== 'INVALID_STATE'))
+	else if (![200, 201, 409, 410].includes(r.status) || (r.status === 410 && r.json?.code !== 'SANDBOX_TERMINATED') || (r.status === 409 && r.json?.code !== 'INVALID_STATE' && r.json?.code !== 'SANDBOX_TERMINATED'))
 		fail(name, `${sb.id}: ${mine[0]} ${mine[1]} beside its destroy answered ${r.status} ${r.text.slice(0, 300)}`);
 	else ok(name);
 };
