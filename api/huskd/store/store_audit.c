@@ -38,26 +38,6 @@ static int audit_hash(int64_t seq, const struct store_audit *a, int64_t created_
 	return 0;
 }
 
-/* One text column into out (len bytes); "" for NULL. */
-static int one_text(struct store *s, const char *sql, const char *arg, char *out, size_t len)
-{
-	sqlite3_stmt *st;
-	int ret = store_prepare(s, sql, &st);
-
-	out[0] = '\0';
-	if (ret < 0)
-		return ret;
-	ret = arg ? store_bind(st, "t", arg) : 0;
-	if (ret == 0)
-		ret = store_step(s, st);
-	if (ret == 1) {
-		snprintf(out, len, "%s", store_col_text(st, 0) ? store_col_text(st, 0) : "");
-		ret = 0;
-	}
-	store_reset(st);
-	return ret;
-}
-
 int store_audit_append(struct store *s, const struct store_audit *a)
 {
 	char prev[80], next[32], hash[65];
@@ -70,14 +50,17 @@ int store_audit_append(struct store *s, const struct store_audit *a)
 	ret = store_begin(s);
 	if (ret < 0)
 		goto out;
-	ret = one_text(s, "SELECT hash FROM audit WHERE org_id = ? ORDER BY seq DESC LIMIT 1",
-	               a->org_id, prev, sizeof(prev));
+	ret = store_read_text(s,
+	                      "SELECT hash FROM audit WHERE org_id = ? ORDER BY seq DESC LIMIT 1",
+	                      a->org_id, prev, sizeof(prev));
+	if (ret == -ENOENT) /* the org's first record */
+		ret = 0;
 	/* AUTOINCREMENT: the next seq is one past the highest ever given (none is deleted). */
 	if (ret == 0)
-		ret = one_text(s,
-		               "SELECT coalesce((SELECT seq FROM sqlite_sequence "
-		               "WHERE name = 'audit'), 0) + 1",
-		               NULL, next, sizeof(next));
+		ret = store_read_text(s,
+		                      "SELECT coalesce((SELECT seq FROM sqlite_sequence "
+		                      "WHERE name = 'audit'), 0) + 1",
+		                      NULL, next, sizeof(next));
 	now = store_clock(s);
 	seq = strtoll(next, NULL, 10);
 	if (ret == 0)

@@ -88,6 +88,13 @@ const char *store_col_text(sqlite3_stmt *st, int col);
 int store_read_row(struct store *s, const char *sql, const char *a, const char *b,
                    json_t *(*row)(struct store *s, sqlite3_stmt *st), int priv_col, json_t **obj,
                    json_t **priv) __attribute__((warn_unused_result));
+/*
+ * The first column of sql's first row as text into out (len bytes; "" for
+ * NULL); sql has one parameter, arg, or none (arg NULL). -ENOENT without a row.
+ * The caller holds the lock.
+ */
+int store_read_text(struct store *s, const char *sql, const char *arg, char *out, size_t len)
+	__attribute__((warn_unused_result));
 /* store_read_row with up to three parameters. */
 int store_read_row3(struct store *s, const char *sql, const char *a, const char *b, const char *c,
                     json_t *(*row)(struct store *s, sqlite3_stmt *st), int priv_col, json_t **obj,

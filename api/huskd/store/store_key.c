@@ -10,28 +10,12 @@
 
 #include "store_int.h"
 
-static int org_id_of(struct store *s, const char *name, char id[STORE_ID_LEN])
-{
-	sqlite3_stmt *st;
-	int ret = store_prepare(s, "SELECT id FROM orgs WHERE name = ?", &st);
-
-	if (ret < 0)
-		return ret;
-	ret = store_bind(st, "t", name);
-	if (ret == 0)
-		ret = store_step(s, st);
-	if (ret == 1)
-		snprintf(id, STORE_ID_LEN, "%s", store_col_text(st, 0));
-	store_reset(st);
-	return ret == 1 ? 0 : ret == 0 ? -ENOENT : ret;
-}
-
 int store_org_find(struct store *s, const char *name, bool create, char id[STORE_ID_LEN])
 {
 	int ret;
 
 	store_lock(s);
-	ret = org_id_of(s, name, id);
+	ret = store_read_text(s, "SELECT id FROM orgs WHERE name = ?", name, id, STORE_ID_LEN);
 	if (ret == -ENOENT && create) {
 		ret = store_new_id(STORE_PFX_ORG, id);
 		if (ret == 0)

@@ -461,3 +461,20 @@ int store_rows(struct store *s, const char *sql, json_t *(*row)(struct store *s,
 	*out = list;
 	return 0;
 }
+
+int store_read_text(struct store *s, const char *sql, const char *arg, char *out, size_t len)
+{
+	sqlite3_stmt *st;
+	int ret = store_prepare(s, sql, &st);
+
+	out[0] = '\0';
+	if (ret < 0)
+		return ret;
+	ret = arg ? store_bind(st, "t", arg) : 0;
+	if (ret == 0)
+		ret = store_step(s, st);
+	if (ret == 1)
+		snprintf(out, len, "%s", store_col_text(st, 0) ? store_col_text(st, 0) : "");
+	store_reset(st);
+	return ret == 1 ? 0 : ret == 0 ? -ENOENT : ret;
+}
