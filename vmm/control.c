@@ -2,6 +2,7 @@
 #include "control.h"
 
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,14 +118,26 @@ static void run_command(struct client *cl, const char *cmd)
 		/* After a snapshot: the saved guest lives on in the file, not here. */
 		reply(cl, "OK %s\n", "quitting");
 		vm_stop(c->vm, VM_EXIT_OK, "stopped by the control socket");
+	} else if (strcmp(cmd, "key none") == 0) {
+		c->vm->has_key = false;
+		OPENSSL_cleanse(&c->vm->key, sizeof(c->vm->key));
+		reply(cl, "OK %s\n", "snapshots are not sealed");
+	} else if (strncmp(cmd, "key ", 4) == 0) {
+		/* The snapshots this VM writes from now on are sealed with it. */
+		ret = snap_key_parse(cmd + 4, strlen(cmd + 4), &c->vm->key);
+		c->vm->has_key = ret == 0;
+		if (ret)
+			reply(cl, "ERR %s\n", "key takes 64 hex digits (or none)");
+		else
+			reply(cl, "OK %s\n", "snapshots are sealed");
 	} else if (strncmp(cmd, "snapshot ", 9) == 0) {
 		snapshot(cl, cmd + 9, false);
 	} else if (strncmp(cmd, "snapshot-diff ", 14) == 0) {
 		snapshot(cl, cmd + 14, true);
 	} else {
 		reply(cl,
-		      "ERR unknown command '%.64s' (status, pause, resume, snapshot FILE, "
-		      "snapshot-diff FILE, quit)\n",
+		      "ERR unknown command '%.64s' (status, pause, resume, key HEX|none, "
+		      "snapshot FILE, snapshot-diff FILE, quit)\n",
 		      cmd);
 	}
 }

@@ -5,6 +5,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <malloc.h>
+#include <openssl/crypto.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +69,7 @@ struct options {
 	struct net_spec net_spec;
 	unsigned expose_port; /* 0: none */
 	const char *expose_path;
+	int key_fd; /* -1: none */
 };
 
 static void usage(FILE *f)
@@ -122,6 +124,9 @@ static void usage(FILE *f)
 	        "                     guest touches it, the rest in the background (userfaultfd;\n"
 	        "                     eager where that is not allowed), or all of it before the\n"
 	        "                     guest runs (default: %s)\n"
+	        "  --key-fd N         read a key (64 hex digits) from descriptor N to its end:\n"
+	        "                     it opens a sealed --restore and seals the snapshots this\n"
+	        "                     VM writes (the control socket's key command changes it)\n"
 	        "  --seccomp MODE     each thread's syscall allowlist: kill (default: a call\n"
 	        "                     outside it ends the VMM), log (the kernel logs it; to\n"
 	        "                     find what a new code path needs) or off\n"
@@ -205,6 +210,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"extract-memory", required_argument, NULL, 'Z'},
 		{"eager", no_argument, NULL, 'E'},
 		{"seccomp", required_argument, NULL, 'S'},
+		{"key-fd", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -218,7 +224,8 @@ static int parse_args(int argc, char **argv, struct options *o)
 	                      .cid = 3,
 	                      .mem = 256ULL << 20,
 	                      .vcpus = 1,
-	                      .lazy = RESTORE_LAZY};
+	                      .lazy = RESTORE_LAZY,
+	                      .key_fd = -1};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -303,6 +310,14 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'E':
 			o->lazy = false;
 			break;
+		case 'K':
+			n = strtol(optarg, &end, 10);
+			if (*end || n < 3 || n > 1023)
+				return usage_error(
+					"--key-fd '%s' must be a descriptor from 3 to 1023",
+					optarg);
+			o->key_fd = (int)n;
+			break;
 		case 'S':
 			if (!strcmp(optarg, "kill"))
 				confine_mode = SECCOMP_KILL;
@@ -371,6 +386,7 @@ int main(int argc, char **argv)
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
 	struct guest_mem mem;
+	struct snap_key key = {{0}};
 	int kvm_fd = -1, console_fd = -1, status, ret;
 
 	/*
@@ -392,6 +408,14 @@ int main(int argc, char **argv)
 		return VM_EXIT_OK;
 	}
 	status = VM_EXIT_USAGE;
+	/* Before any thread confines itself: OpenSSL reads files on first use. */
+	if (snap_seal_init())
+		log_warn("OpenSSL has no AES-256-GCM: sealed snapshots cannot be read or written");
+	if (o.key_fd >= 0 && (ret = snap_key_read_fd(o.key_fd, &key))) {
+		log_err("--key-fd %d: no key of 64 hex digits there (%s)", o.key_fd,
+		        strerror(-ret));
+		goto out;
+	}
 	if (!o.restore && boot_open(&boot, o.kernel, o.initrd, o.mem))
 		goto out;
 	kvm_fd = kvm_open(kvm_path ? kvm_path : "/dev/kvm");
@@ -421,6 +445,9 @@ int main(int argc, char **argv)
 	ret = vm_create(&vm, kvm_fd, &mem, o.vcpus);
 	if ((!o.restore && boot_load_images_wait(&boot)) || ret)
 		goto out;
+	vm.has_key = o.key_fd >= 0;
+	vm.key = key;
+	OPENSSL_cleanse(&key, sizeof(key));
 	log_debug("VM created and images loaded");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
 	if (serial)
@@ -505,6 +532,7 @@ out:
 		virtio_blk_destroy(disks[i]);
 	virtio_rng_destroy(rng);
 	vm_destroy(&vm);
+	OPENSSL_cleanse(&vm.key, sizeof(vm.key));
 	serial_destroy(serial);
 	power_destroy(power);
 	free(cmdline);

@@ -83,8 +83,10 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
 	}
 	if (ret)
 		return fail(err, errlen, ret, "cannot write %s", path);
+	ret = vm->has_key ? snap_writer_seal(w, &vm->key) : 0;
 	/* Over the memory file it was restored from: only what differs from it is written. */
-	ret = diff ? snap_writer_set_base(w, vm->mem_base.snap_len, vm->mem_base.snap_sum) : 0;
+	if (!ret && diff)
+		ret = snap_writer_set_base(w, vm->mem_base.snap_len, vm->mem_base.snap_sum);
 	if (ret) {
 		snap_writer_abort(w);
 		return fail(err, errlen, ret, "cannot write %s", path);
@@ -211,7 +213,7 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 	char why[320];
 	int ret;
 
-	ret = snap_reader_open(path, &r, err, errlen);
+	ret = snap_reader_open_key(path, vm->has_key ? &vm->key : NULL, &r, err, errlen);
 	if (ret)
 		return ret;
 	ret = check_shape(vm, r, err, errlen);

@@ -12,6 +12,7 @@
 #include "evloop.h"
 #include "guest_mem.h"
 #include "memfile.h"
+#include "snap/snapfile.h"
 
 /* Exit statuses of husk-vmm, documented in --help. */
 enum vm_exit_status {
@@ -65,6 +66,9 @@ struct vm {
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
 	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
 	struct memfile_base mem_base; /* that file, once mapped: pauses write diffs over it */
+	/* Sealed snapshots (--key-fd, the control socket's key): opens a restore, seals a save. */
+	bool has_key;
+	struct snap_key key;
 	int exit_status;
 	char exit_reason[256];
 };

@@ -10,7 +10,10 @@
  *   2: the input describes sections, which are compressed with valid
  *      checksums into a file with a valid table, and then has single table
  *      fields bent (offsets, lengths, ids, names), so that the checks behind
- *      the checksums are what stands between the input and a crash.
+ *      the checksums are what stands between the input and a crash;
+ *   3: the input overwrites part of a valid sealed snapshot (snapseal.c).
+ * Every file is opened with the sealed seed's key, so that a sealed flag
+ * anywhere takes the reader through the tag and salt checks.
  * Every result must be 0 or a negative errno; nothing may crash or allocate
  * more than the file could justify.
  */
@@ -36,38 +39,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static struct guest_mem mem;
 static int fd = -1;
 static char path[64];
-static uint8_t *seed, *file;
-static size_t seed_len;
+static uint8_t *seed, *sealed, *file;
+static size_t seed_len, sealed_len;
+static const struct snap_key key = {{7, 1, 7, 1}};
 
-/* The valid snapshot that mode 1 damages: blobs and a few pages of RAM. */
-static void make_seed(void)
+/* The valid snapshot that mode 1 (3: sealed) damages: blobs and a few pages of RAM. */
+static uint8_t *make_seed(const struct snap_key *k, size_t *len)
 {
 	char tmp[64];
 	struct snap_writer *w;
+	uint8_t *out;
 
 	snprintf(tmp, sizeof(tmp), "/tmp/fuzz_snapfile.%d", (int)getpid());
 	for (int i = 0; i < 40; i++)
 		*(uint8_t *)gpa_ptr(&mem, (uint64_t)i * 100003 % MEM_SIZE, 1) =
 			(uint8_t)(i * 37 + 1);
-	if (snap_writer_open(tmp, &w) || snap_writer_add(w, SNAP_VM, 0, NULL, "vm-state", 8) ||
+	if (snap_writer_open(tmp, &w) || (k && snap_writer_seal(w, k)) ||
+	    snap_writer_add(w, SNAP_VM, 0, NULL, "vm-state", 8) ||
 	    snap_writer_add(w, SNAP_VCPU, 0, NULL, "vcpu-0", 6) ||
 	    snap_writer_add(w, SNAP_DEVICE, 0, "serial", "uart", 4) ||
 	    snap_writer_add_memory(w, &mem, 1) || snap_writer_commit(w))
 		abort();
 	int sfd = open(tmp, O_RDONLY);
-	seed_len = (size_t)lseek(sfd, 0, SEEK_END);
-	seed = malloc(seed_len);
-	if (sfd < 0 || !seed || pread(sfd, seed, seed_len, 0) != (ssize_t)seed_len)
+	*len = (size_t)lseek(sfd, 0, SEEK_END);
+	out = malloc(*len);
+	if (sfd < 0 || !out || pread(sfd, out, *len, 0) != (ssize_t)*len)
 		abort();
 	close(sfd);
 	unlink(tmp);
+	return out;
 }
 
 static void setup(void)
 {
 	if (guest_mem_init(&mem, MEM_SIZE))
 		abort();
-	make_seed();
+	seed = make_seed(NULL, &seed_len);
+	sealed = make_seed(&key, &sealed_len);
 	/* A memfd reopened through /proc: no disk, and a real path for the reader. */
 	fd = memfd_create("fuzz_snapfile", MFD_CLOEXEC);
 	file = malloc(MAX_FILE);
@@ -225,7 +233,7 @@ static void exercise(int threads)
 	struct snap_mem_info mi;
 	struct snap_reader *r;
 	char err[256];
-	int ret = snap_reader_open(path, &r, err, sizeof(err));
+	int ret = snap_reader_open_key(path, &key, &r, err, sizeof(err));
 
 	must_be_errno(ret);
 	if (ret)
@@ -266,19 +274,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		setup();
 	if (size < 1)
 		return 0;
-	switch (data[0] % 3) {
+	switch (data[0] % 4) {
 	case 0:
 		set_file(data + 1, size - 1);
 		break;
 	case 1:
+	case 3: {
 		/* Two bytes choose where the rest lands in the valid file. */
-		at = size >= 3 ? ((size_t)data[1] << 8 | data[2]) % seed_len : 0;
+		const uint8_t *base = data[0] % 4 == 1 ? seed : sealed;
+		size_t len = data[0] % 4 == 1 ? seed_len : sealed_len;
+
+		at = size >= 3 ? ((size_t)data[1] << 8 | data[2]) % len : 0;
 		n = size > 3 ? size - 3 : 0;
 		n = n < MAX_FILE - at ? n : MAX_FILE - at;
-		memcpy(file, seed, seed_len);
+		memcpy(file, base, len);
 		memcpy(file + at, data + 3, n);
-		set_file(file, at + n > seed_len ? at + n : seed_len);
+		set_file(file, at + n > len ? at + n : len);
 		break;
+	}
 	default:
 		set_file(file, build(data + 1, size - 1));
 	}

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "guest_mem.h"
+#include "snap/snapfile.h"
 
 #define MiB (1ULL << 20)
 #define GiB (1ULL << 30)
@@ -37,5 +38,12 @@ int tsnap_spit(const char *path, const void *buf, size_t len);
 
 /* A snapshot with a few blobs and, when mem is given, its RAM; 0 or -errno. */
 int tsnap_write(const char *path, const struct guest_mem *mem, int threads);
+
+/*
+ * Opens path (with key, which may be NULL) and reads every section and, when
+ * into is given, all RAM into it: 0 only when all of it succeeds.
+ */
+int tsnap_read_all(const char *path, const struct snap_key *key, const struct guest_mem *into,
+                   char *err, size_t errlen);
 
 #endif

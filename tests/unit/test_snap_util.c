@@ -153,3 +153,28 @@ int tsnap_write(const char *path, const struct guest_mem *mem, int threads)
 		ret = -EIO;
 	return ret ? (snap_writer_abort(w), ret) : snap_writer_commit(w);
 }
+
+int tsnap_read_all(const char *path, const struct snap_key *key, const struct guest_mem *into,
+                   char *err, size_t errlen)
+{
+	struct snap_section_info info;
+	struct snap_reader *r;
+	int ret = snap_reader_open_key(path, key, &r, err, errlen);
+
+	if (ret)
+		return ret;
+	for (unsigned i = 0; !ret && i < snap_reader_nr_sections(r); i++) {
+		void *data;
+		size_t len;
+
+		if (snap_reader_section(r, i, &info) || info.type == SNAP_MEMORY)
+			continue;
+		ret = snap_reader_get(r, info.type, info.id, info.name, &data, &len, err, errlen);
+		if (!ret)
+			free(data);
+	}
+	if (!ret && into)
+		ret = snap_reader_load_memory(r, into, 2, err, errlen);
+	snap_reader_close(r);
+	return ret;
+}

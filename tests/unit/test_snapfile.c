@@ -234,31 +234,6 @@ UNIT_TEST(snap_memory_chunks_on_demand)
 	free(buf);
 }
 
-/* Opens path and reads every section and RAM: 0 only when all of it succeeds. */
-static int read_all(const char *path, const struct guest_mem *into, char *err, size_t errlen)
-{
-	struct snap_section_info info;
-	struct snap_reader *r;
-	int ret = snap_reader_open(path, &r, err, errlen);
-
-	if (ret)
-		return ret;
-	for (unsigned i = 0; !ret && i < snap_reader_nr_sections(r); i++) {
-		void *data;
-		size_t len;
-
-		if (snap_reader_section(r, i, &info) || info.type == SNAP_MEMORY)
-			continue;
-		ret = snap_reader_get(r, info.type, info.id, info.name, &data, &len, err, errlen);
-		if (!ret)
-			free(data);
-	}
-	if (!ret && into)
-		ret = snap_reader_load_memory(r, into, 2, err, errlen);
-	snap_reader_close(r);
-	return ret;
-}
-
 UNIT_TEST(snap_truncated_files_refused)
 {
 	struct snap_section_info info;
@@ -316,7 +291,7 @@ static int flip_is_caught(const uint8_t *file, size_t len, size_t at, uint8_t ma
 	copy[at] ^= mask;
 	ret = tsnap_spit(tsnap_path("flip"), copy, len)
 	              ? 0
-	              : read_all(tsnap_path("flip"), &back, err, sizeof(err));
+	              : tsnap_read_all(tsnap_path("flip"), NULL, &back, err, sizeof(err));
 	ok = ret ? (ret == -EINVAL || ret == -EIO) && strstr(err, "snapshot ") == err
 	         : tsnap_mem_equal(orig, &back);
 	guest_mem_free(&back);
@@ -339,7 +314,7 @@ UNIT_TEST(snap_flipped_bytes_refused)
 	CHECK(tsnap_write(tsnap_path("good"), &m, 1) == 0);
 	file = tsnap_slurp(tsnap_path("good"), &len);
 	CHECK(file != NULL);
-	CHECK(read_all(tsnap_path("good"), &m, err, sizeof(err)) == 0);
+	CHECK(tsnap_read_all(tsnap_path("good"), NULL, &m, err, sizeof(err)) == 0);
 	/* Every byte of the header: each one is checked, none may pass. */
 	for (size_t i = 0; i < 64; i++) {
 		file[i] ^= 0x10;
@@ -557,7 +532,7 @@ UNIT_TEST(snap_uncommitted_writer_keeps_old_file)
 	CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
 	after = tsnap_slurp(tsnap_path("keep"), &n2);
 	CHECK(after && n1 == n2 && !memcmp(before, after, n1));
-	CHECK(read_all(tsnap_path("keep"), NULL, err, sizeof(err)) == 0);
+	CHECK(tsnap_read_all(tsnap_path("keep"), NULL, NULL, err, sizeof(err)) == 0);
 	/* Its leftover is not taken over by the next writer. */
 	CHECK(snap_writer_open(tsnap_path("keep"), &w) == -EEXIST);
 	CHECK(unlink(tsnap_path("keep.tmp")) == 0);
@@ -565,7 +540,7 @@ UNIT_TEST(snap_uncommitted_writer_keeps_old_file)
 	CHECK(snap_writer_open(tsnap_path("keep"), &w) == 0);
 	CHECK(snap_writer_add(w, SNAP_VM, 0, NULL, "new", 3) == 0);
 	CHECK(snap_writer_commit(w) == 0);
-	CHECK(read_all(tsnap_path("keep"), NULL, err, sizeof(err)) == 0);
+	CHECK(tsnap_read_all(tsnap_path("keep"), NULL, NULL, err, sizeof(err)) == 0);
 	free(after);
 	after = tsnap_slurp(tsnap_path("keep"), &n2);
 	CHECK(after && (n1 != n2 || memcmp(before, after, n1)));

@@ -13,8 +13,14 @@
 #define SNAP_MAGIC "HUSKSNAP"
 #define SNAP_VERSION 1
 /* Header flags (FORMAT.md): what a reader must know to restore the file. */
-#define SNAP_FLAG_DIFF 1U /* pages not stored come from the base snapshot's memory */
-#define SNAP_FLAGS_KNOWN SNAP_FLAG_DIFF
+#define SNAP_FLAG_DIFF 1U   /* pages not stored come from the base snapshot's memory */
+#define SNAP_FLAG_SEALED 2U /* every frame encrypted (snapseal.c); the salt in the header */
+#define SNAP_FLAGS_KNOWN (SNAP_FLAG_DIFF | SNAP_FLAG_SEALED)
+/* A sealed file's salt (the header's last 8 bytes) and each frame's GCM tag. */
+#define SNAP_SALT_LEN 8
+#define SNAP_TAG_LEN 16
+/* The table's place in a nonce: after every section's (at most 2^20). */
+#define SNAP_TABLE_INDEX 0xffffffffU
 /* The BASE section's content: base file length u64, table checksum u32, reserved u32. */
 #define SNAP_BASE_LEN 16
 #define SNAP_HDR_SIZE 64
@@ -63,7 +69,11 @@ struct snap_writer {
 	int fd;
 	int err; /* first error; commit returns it */
 	int has_memory;
-	uint32_t flags; /* header flags: SNAP_FLAG_DIFF once a base is set */
+	uint32_t flags;      /* header flags: SNAP_FLAG_DIFF once a base is set */
+	struct snap_key key; /* with SNAP_FLAG_SEALED */
+	uint8_t salt[SNAP_SALT_LEN];
+	uint8_t *seal_buf; /* a frame and its tag, sealed */
+	size_t seal_cap;
 	char *path;
 	char *tmp;
 	uint64_t off; /* where the next section goes */
@@ -93,7 +103,9 @@ struct snap_reader {
 	uint64_t mem_max_stored; /* of any chunk: the size of a read buffer */
 	uint64_t file_len;       /* from the header: with table_sum, what the file is */
 	uint32_t table_sum;
-	uint32_t flags;    /* header flags */
+	uint32_t flags;      /* header flags */
+	struct snap_key key; /* with SNAP_FLAG_SEALED */
+	uint8_t salt[SNAP_SALT_LEN];
 	uint64_t base_len; /* with SNAP_FLAG_DIFF: the base snapshot's identity */
 	uint32_t base_sum;
 };
@@ -157,6 +169,24 @@ int snap_section_read(struct snap_reader *r, uint32_t i, LZ4F_dctx *dctx, void *
 /* Writes a finished frame as the next section. 0 or -errno (also kept in w->err). */
 int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
                     const void *frame, size_t stored, size_t raw, uint32_t csum);
+
+/* Bytes of a stored frame that are its tag: SNAP_TAG_LEN in a sealed file, else 0. */
+static inline uint64_t snap_tag_len(uint32_t flags)
+{
+	return flags & SNAP_FLAG_SEALED ? SNAP_TAG_LEN : 0;
+}
+
+/* A new random salt for a sealed file. 0 or -errno. */
+int snap_salt_new(uint8_t salt[SNAP_SALT_LEN]);
+/*
+ * Encrypts len bytes of buf in place as frame `index` of the file with
+ * this salt, and gives its tag; snap_unseal() decrypts and checks the tag
+ * (-EBADMSG: a wrong key or an altered byte). 0 or -errno.
+ */
+int snap_seal(const struct snap_key *key, const uint8_t salt[SNAP_SALT_LEN], uint32_t index,
+              uint8_t *buf, size_t len, uint8_t tag[SNAP_TAG_LEN]);
+int snap_unseal(const struct snap_key *key, const uint8_t salt[SNAP_SALT_LEN], uint32_t index,
+                uint8_t *buf, size_t len, const uint8_t tag[SNAP_TAG_LEN]);
 
 /* Reads (write 0) or writes all len bytes at off: 0, -errno, or -EIO at the end of the file. */
 int snap_pio_all(int fd, void *buf, size_t len, uint64_t off, int write);

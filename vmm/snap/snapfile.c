@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static int header_check(struct snap_reader *r, const uint8_t *h, uint64_t size, 
 {
 	uint32_t version = snap_get32(h + H_VERSION), count = snap_get32(h + H_TABLE_COUNT);
 	uint64_t file_len = snap_get64(h + H_FILE_LEN), toff = snap_get64(h + H_TABLE_OFF);
-	uint64_t tlen = snap_get64(h + H_TABLE_LEN), raw;
+	uint64_t tlen = snap_get64(h + H_TABLE_LEN), raw, tag;
 	const char *p = r->path;
 
 	if (memcmp(h, SNAP_MAGIC, 8)) {
@@ -38,8 +39,10 @@ static int header_check(struct snap_reader *r, const uint8_t *h, uint64_t size, 
 		          version, SNAP_VERSION);
 		return -EINVAL;
 	}
+	/* A sealed file's salt is where the reserved bytes are. */
 	if (version == 0 || snap_get32(h + H_HDR_SIZE) != SNAP_HDR_SIZE ||
-	    snap_get32(h + H_ENTRY_SIZE) != SNAP_ENTRY_SIZE || snap_get64(h + H_RESERVED)) {
+	    snap_get32(h + H_ENTRY_SIZE) != SNAP_ENTRY_SIZE ||
+	    (snap_get64(h + H_RESERVED) && !(snap_get32(h + H_FLAGS) & SNAP_FLAG_SEALED))) {
 		snap_fail(err, errlen, p,
 		          "has a malformed header (version, sizes or reserved bytes)");
 		return -EINVAL;
@@ -68,7 +71,9 @@ static int header_check(struct snap_reader *r, const uint8_t *h, uint64_t size, 
 		return -EINVAL;
 	}
 	raw = SNAP_HDR_SIZE + (uint64_t)count * SNAP_ENTRY_SIZE;
-	if (tlen < SNAP_FRAME_MIN || raw / SNAP_MAX_RATIO > tlen || tlen > snap_frame_limit(raw)) {
+	tag = snap_tag_len(snap_get32(h + H_FLAGS));
+	if (tlen < SNAP_FRAME_MIN + tag || raw / SNAP_MAX_RATIO > tlen - tag ||
+	    tlen - tag > snap_frame_limit(raw)) {
 		snap_fail(err, errlen, p, "section table of %llu bytes cannot hold %u sections",
 		          (unsigned long long)tlen, count);
 		return -EINVAL;
@@ -112,6 +117,7 @@ static int entry_check(struct snap_reader *r, uint32_t i, uint64_t data_end, cha
                        size_t errlen)
 {
 	const struct snap_entry *e = &r->ents[i];
+	uint64_t tag = snap_tag_len(r->flags);
 	char what[80];
 
 	snap_describe(r, i, what, sizeof(what));
@@ -120,8 +126,8 @@ static int entry_check(struct snap_reader *r, uint32_t i, uint64_t data_end, cha
 		          what);
 		return -EINVAL;
 	}
-	if (e->stored < SNAP_FRAME_MIN || e->raw / SNAP_MAX_RATIO > e->stored ||
-	    e->stored > snap_frame_limit(e->raw)) {
+	if (e->stored < SNAP_FRAME_MIN + tag || e->raw / SNAP_MAX_RATIO > e->stored - tag ||
+	    e->stored - tag > snap_frame_limit(e->raw)) {
 		snap_fail(err, errlen, r->path, "%s: %llu stored bytes cannot hold %llu bytes",
 		          what, (unsigned long long)e->stored, (unsigned long long)e->raw);
 		return -EINVAL;
@@ -207,6 +213,16 @@ static int table_load(struct snap_reader *r, const uint8_t *hdr, char *err, size
 		snap_fail(err, errlen, r->path, "section table cannot be read: %s", strerror(-ret));
 		goto out;
 	}
+	if (r->flags & SNAP_FLAG_SEALED) {
+		tlen -= SNAP_TAG_LEN; /* at least a frame and a tag: header_check() */
+		if (snap_unseal(&r->key, r->salt, SNAP_TABLE_INDEX, src, tlen, src + tlen)) {
+			snap_fail(err, errlen, r->path,
+			          "is sealed with another key (or was altered): it does not open "
+			          "with the key given");
+			ret = -EACCES;
+			goto out;
+		}
+	}
 	ret = snap_frame_decompress(dctx, src, tlen, table, raw, snap_get32(hdr + H_TABLE_CSUM),
 	                            why, sizeof(why));
 	if (ret) {
@@ -240,6 +256,17 @@ out:
 }
 
 int snap_reader_open(const char *path, struct snap_reader **rp, char *err, size_t errlen)
+{
+	return snap_reader_open_key(path, NULL, rp, err, errlen);
+}
+
+int snap_reader_sealed(const struct snap_reader *r)
+{
+	return !!(r->flags & SNAP_FLAG_SEALED);
+}
+
+int snap_reader_open_key(const char *path, const struct snap_key *key, struct snap_reader **rp,
+                         char *err, size_t errlen)
 {
 	struct snap_reader *r = calloc(1, sizeof(*r));
 	uint8_t hdr[SNAP_HDR_SIZE];
@@ -278,6 +305,21 @@ int snap_reader_open(const char *path, struct snap_reader **rp, char *err, size_
 	r->file_len = snap_get64(hdr + H_FILE_LEN);
 	r->table_sum = snap_get32(hdr + H_TABLE_CSUM);
 	r->flags = snap_get32(hdr + H_FLAGS);
+	if (r->flags & SNAP_FLAG_SEALED) {
+		ret = -EACCES;
+		if (!key) {
+			snap_fail(err, errlen, path,
+			          "is sealed (encrypted at rest): it opens only with its key, "
+			          "which huskd keeps for the org that owns it");
+			goto err;
+		}
+		if (snap_seal_init()) {
+			snap_fail(err, errlen, path, "is sealed, and OpenSSL has no AES-256-GCM");
+			goto err;
+		}
+		r->key = *key;
+		memcpy(r->salt, hdr + H_RESERVED, SNAP_SALT_LEN);
+	}
 	ret = table_load(r, hdr, err, errlen);
 	if (!ret)
 		ret = snap_mem_check(r, err, errlen);
@@ -301,6 +343,7 @@ void snap_reader_close(struct snap_reader *r)
 	free(r->path);
 	free(r->ents);
 	free(r->mem_secs);
+	OPENSSL_cleanse(&r->key, sizeof(r->key));
 	free(r);
 }
 

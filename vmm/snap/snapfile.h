@@ -36,6 +36,27 @@ struct snap_writer;
 struct snap_reader;
 
 /*
+ * A sealed snapshot's key (FORMAT.md, "Sealed snapshots"): 32 bytes for
+ * AES-256-GCM. huskd makes one per snapshot file and keeps it wrapped by the
+ * key of the org that owns it; the VMM holds it only in memory.
+ */
+#define SNAP_KEY_LEN 32
+struct snap_key {
+	uint8_t k[SNAP_KEY_LEN];
+};
+
+/*
+ * Readies the cipher; call before the process confines itself (OpenSSL
+ * reads files on first use). Later calls do nothing. 0 or -ENOTSUP.
+ */
+int snap_seal_init(void) __attribute__((warn_unused_result));
+/* A key from 64 hex digits (a line end may follow): 0 or -EINVAL. */
+int snap_key_parse(const char *hex, size_t len, struct snap_key *key)
+	__attribute__((warn_unused_result));
+/* A key as 64 hex digits read from fd to its end; fd is closed. 0 or -errno. */
+int snap_key_read_fd(int fd, struct snap_key *key) __attribute__((warn_unused_result));
+
+/*
  * Starts a snapshot that will replace `path` at snap_writer_commit(): the
  * data goes to "path.tmp" (created O_EXCL, mode 0600), so a crash before
  * the commit leaves any previous file at `path` untouched. A "path.tmp" left
@@ -43,6 +64,13 @@ struct snap_reader;
  * other writer runs, may unlink it. Returns 0 and *w, or -errno.
  */
 int snap_writer_open(const char *path, struct snap_writer **w) __attribute__((warn_unused_result));
+
+/*
+ * Seals the snapshot with key: every section and the table are encrypted
+ * and authenticated. Call before anything is added (-EINVAL after), once.
+ */
+int snap_writer_seal(struct snap_writer *w, const struct snap_key *key)
+	__attribute__((warn_unused_result));
 
 /*
  * Adds a state blob (len bytes, at most SNAP_BLOB_MAX; len 0 is fine) as a
@@ -106,6 +134,17 @@ void snap_writer_abort(struct snap_writer *w);
  */
 int snap_reader_open(const char *path, struct snap_reader **r, char *err, size_t errlen)
 	__attribute__((warn_unused_result));
+
+/*
+ * As snap_reader_open(), for a file that may be sealed: key opens it (NULL:
+ * none given). A sealed file without a key, or with a key that does not
+ * open its table, is -EACCES with a message saying which.
+ */
+int snap_reader_open_key(const char *path, const struct snap_key *key, struct snap_reader **r,
+                         char *err, size_t errlen) __attribute__((warn_unused_result));
+
+/* 1 when the file is sealed (encrypted), 0 when it is not. */
+int snap_reader_sealed(const struct snap_reader *r);
 
 void snap_reader_close(struct snap_reader *r);
 

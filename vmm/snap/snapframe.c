@@ -203,6 +203,7 @@ int snap_section_read(struct snap_reader *r, uint32_t i, LZ4F_dctx *dctx, void *
 	LZ4F_dctx *own = NULL;
 	void *own_src = NULL;
 	char why[160], what[80];
+	size_t stored;
 	int ret;
 
 	if (!dctx) {
@@ -220,7 +221,16 @@ int snap_section_read(struct snap_reader *r, uint32_t i, LZ4F_dctx *dctx, void *
 		snap_fail(err, errlen, r->path, "%s cannot be read: %s", what, strerror(-ret));
 		goto out;
 	}
-	ret = snap_frame_decompress(dctx, src, e->stored, dst, e->raw, e->csum, why, sizeof(why));
+	stored = e->stored - snap_tag_len(r->flags); /* entry_check(): at least a tag */
+	if ((r->flags & SNAP_FLAG_SEALED) &&
+	    snap_unseal(&r->key, r->salt, i, src, stored, (uint8_t *)src + stored)) {
+		snap_describe(r, i, what, sizeof(what));
+		snap_fail(err, errlen, r->path, "%s is corrupt: it does not decrypt (altered?)",
+		          what);
+		ret = -EIO;
+		goto out;
+	}
+	ret = snap_frame_decompress(dctx, src, stored, dst, e->raw, e->csum, why, sizeof(why));
 	if (ret) {
 		snap_describe(r, i, what, sizeof(what));
 		snap_fail(err, errlen, r->path, "%s is corrupt: %s", what, why);

@@ -5,6 +5,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,51 @@ static int writer_error(struct snap_writer *w, int ret)
 	return ret;
 }
 
+int snap_writer_seal(struct snap_writer *w, const struct snap_key *key)
+{
+	int ret;
+
+	if (w->err)
+		return w->err;
+	if (w->nr || (w->flags & SNAP_FLAG_SEALED))
+		return writer_error(w, -EINVAL);
+	ret = snap_seal_init();
+	if (!ret)
+		ret = snap_salt_new(w->salt);
+	if (ret)
+		return writer_error(w, ret);
+	w->key = *key;
+	w->flags |= SNAP_FLAG_SEALED;
+	return 0;
+}
+
+/*
+ * The bytes that go to the file for a frame: the frame itself, or in a
+ * sealed file a sealed copy with its tag after it (*stored grows by it).
+ */
+static int frame_out(struct snap_writer *w, uint32_t index, const void **frame, size_t *stored)
+{
+	int ret;
+
+	if (!(w->flags & SNAP_FLAG_SEALED))
+		return 0;
+	if (w->seal_cap < *stored + SNAP_TAG_LEN) {
+		void *p = realloc(w->seal_buf, *stored + SNAP_TAG_LEN);
+
+		if (!p)
+			return -ENOMEM;
+		w->seal_buf = p;
+		w->seal_cap = *stored + SNAP_TAG_LEN;
+	}
+	memcpy(w->seal_buf, *frame, *stored);
+	ret = snap_seal(&w->key, w->salt, index, w->seal_buf, *stored, w->seal_buf + *stored);
+	if (ret)
+		return ret;
+	*frame = w->seal_buf;
+	*stored += SNAP_TAG_LEN;
+	return 0;
+}
+
 int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
                     const void *frame, size_t stored, size_t raw, uint32_t csum)
 {
@@ -64,7 +110,9 @@ int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const cha
 		w->ents = p;
 		w->cap = cap;
 	}
-	ret = snap_pwrite_all(w->fd, frame, stored, w->off);
+	ret = frame_out(w, w->nr, &frame, &stored);
+	if (!ret)
+		ret = snap_pwrite_all(w->fd, frame, stored, w->off);
 	if (ret)
 		return writer_error(w, ret);
 	e = &w->ents[w->nr++];
@@ -120,6 +168,8 @@ static void header_fill(uint8_t *h, const struct snap_writer *w)
 	snap_put32(h + H_ENTRY_SIZE, SNAP_ENTRY_SIZE);
 	snap_put64(h + H_TABLE_OFF, w->off);
 	snap_put32(h + H_TABLE_COUNT, w->nr);
+	if (w->flags & SNAP_FLAG_SEALED)
+		memcpy(h + H_RESERVED, w->salt, SNAP_SALT_LEN);
 }
 
 static void entry_encode(uint8_t *p, const struct snap_entry *e)
@@ -160,6 +210,7 @@ int snap_writer_commit(struct snap_writer *w)
 {
 	size_t raw = SNAP_HDR_SIZE + (size_t)w->nr * SNAP_ENTRY_SIZE, cap, stored;
 	uint8_t *table = NULL, *frame = NULL, hdr[SNAP_HDR_SIZE];
+	const void *out;
 	uint32_t csum;
 	int ret = w->err;
 
@@ -178,6 +229,9 @@ int snap_writer_commit(struct snap_writer *w)
 	for (uint32_t i = 0; i < w->nr; i++)
 		entry_encode(table + SNAP_HDR_SIZE + (size_t)i * SNAP_ENTRY_SIZE, &w->ents[i]);
 	ret = snap_frame_compress(NULL, frame, cap, table, raw, &stored, &csum);
+	out = frame;
+	if (!ret)
+		ret = frame_out(w, SNAP_TABLE_INDEX, &out, &stored);
 	if (ret)
 		goto err;
 	header_fill(hdr, w);
@@ -185,7 +239,7 @@ int snap_writer_commit(struct snap_writer *w)
 	snap_put64(hdr + H_TABLE_LEN, stored);
 	snap_put32(hdr + H_TABLE_CSUM, csum);
 	/* The header last: a file cut short before here has no magic. */
-	ret = snap_pwrite_all(w->fd, frame, stored, w->off);
+	ret = snap_pwrite_all(w->fd, out, stored, w->off);
 	if (!ret)
 		ret = snap_pwrite_all(w->fd, hdr, sizeof(hdr), 0);
 	if (!ret && fsync(w->fd))
@@ -217,5 +271,7 @@ void snap_writer_abort(struct snap_writer *w)
 	free(w->tmp);
 	free(w->path);
 	free(w->ents);
+	free(w->seal_buf);
+	OPENSSL_cleanse(&w->key, sizeof(w->key));
 	free(w);
 }
