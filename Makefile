@@ -45,16 +45,17 @@ lib = $(BUILD)/lib/$(2)/libhusk-$(1).a
 STORE_SRCS := $(sort $(wildcard api/huskd/store/*.c))
 # huskd's layers, each calling only the ones below it: routes/ (the API on the
 # HTTP library) -> sandbox/ (the manager) -> store/ (SQLite), vmm/ (husk-vmm
-# processes), net/ (the host's nftables table and veth slots), and the agent
+# processes), net/ (the host's nftables table and veth slots), keys/ (data keys
+# wrapped by org keys, for sealed files), and the agent
 # library's sessions.
 HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_opts.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c \
-	api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c api/huskd/tenant/*.c)) $(STORE_SRCS)
+	api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c api/huskd/tenant/*.c api/huskd/keys/*.c)) $(STORE_SRCS)
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(filter-out $(HTTPC_SRCS),$(sort $(wildcard api/cli/*.c)))
 INCLUDES := -I$(BUILD)/gen -Ivmm -Iguest-agent -Iimages/img -Iimages/oci -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
-	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes -Iapi/huskd/tenant
+	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes -Iapi/huskd/tenant -Iapi/huskd/keys
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -256,13 +257,13 @@ $(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san)
 	$(call link,$(SAN_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS) api/huskd/net/dns_msg.c api/huskd/net/net_policy.c \
-	api/huskd/routes/r_target.c api/huskd/tenant/tenant.c) \
+	api/huskd/routes/r_target.c api/huskd/tenant/tenant.c api/huskd/keys/keystore.c api/huskd/keys/keystore_kms.c) \
 	$(call lib,http,san) $(call lib,img,san) $(call lib,evloop,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3 -lresolv -lcrypto)
 
 # The sandbox manager's tests (tests/huskd): the real manager and store, husk-vmm played by fake-vmm.
 SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
-	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c)) $(STORE_SRCS)
+	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c api/huskd/keys/*.c)) $(STORE_SRCS)
 $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
 	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto)
 

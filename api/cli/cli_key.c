@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * husk key create / list / revoke / whoami: API keys and the orgs they
+ * husk key create / list / revoke / whoami / shred-org: API keys and the orgs they
  * belong to (husk's own routes, API.md §9). A new key is shown once, alone
  * on the last line of create's output, so a script takes it with tail -n 1.
  */
@@ -89,6 +89,24 @@ static int key_revoke(struct cli *c, int argc, char **argv)
 	return rc;
 }
 
+static int key_shred(struct cli *c, int argc, char **argv)
+{
+	struct sbuf t = {0};
+	struct args a;
+	int rc;
+
+	c->usage =
+		"husk key shred-org ORG [--json]\n"
+		"Deletes ORG's key at rest (operator only): the memory of its paused\n"
+		"sandboxes and snapshots, sealed with keys it wrapped, can never be read again.\n"
+		"What the org seals later gets a new key.\n";
+	ARGS_OR_RETURN(args_parse(c, argc, argv, NULL, "ORG", &a));
+	sandbox_path(&t, "/orgs", a.pos[0], "/key");
+	rc = cli_act(c, "DELETE", t.s, NULL, "key deleted");
+	sb_free(&t);
+	return rc;
+}
+
 static int key_whoami(struct cli *c, int argc, char **argv)
 {
 	static const struct col fields[] = {{"key", "id"},
@@ -110,6 +128,7 @@ int key_main(struct cli *c, int argc, char **argv)
 		{"list|ls", key_list, "the keys you may see"},
 		{"revoke|delete|rm", key_revoke, "revoke a key by id"},
 		{"whoami", key_whoami, "the key in use: org and role"},
+		{"shred-org", key_shred, "delete an org's key at rest: its sealed memory is lost"},
 		{NULL, NULL, NULL}};
 
 	return cli_subcommand(c, "key", table, argc, argv);

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "huskd_log.h"
 #include "net_policy.h"
@@ -28,6 +29,7 @@ void huskd_usage(FILE *f)
 	        "             [--templates on|off] [--stream-url-ttl DURATION]\n"
 	        "             [--key-concurrency N] [--key-rate N/DURATION]\n"
 	        "             [--tls-cert FILE --tls-key FILE] [--plain-http]\n"
+	        "             [--seal on|off] [--kms-command PATH]\n"
 	        "\n"
 	        "  --port N        listen on 127.0.0.1:N (default 8371)\n"
 	        "  --listen ADDR   listen on ADDR instead of 127.0.0.1 (no TLS: keep it private)\n"
@@ -65,6 +67,10 @@ void huskd_usage(FILE *f)
 	        "  --key-rate N/D  requests one API key may make per duration D, in bursts of\n"
 	        "                  up to N (default 6000/1m, 0: no limit); past it: 429 with\n"
 	        "                  Retry-After\n"
+	        "  --seal on|off   a pause seals the guest's memory (AES-256-GCM) with a key\n"
+	        "                  of its own, kept wrapped by its org's key (default on)\n"
+	        "  --kms-command PATH  org keys live in a key service PATH talks to, not in\n"
+	        "                  STATE/keys: run as PATH wrap|unwrap|delete ORG (README)\n"
 	        "  --tls-cert FILE, --tls-key FILE  serve HTTPS with this certificate chain and\n"
 	        "                  key (PEM)\n"
 	        "  --plain-http    allow --listen on a non-loopback address without TLS (only\n"
@@ -246,6 +252,8 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"tls-cert", required_argument, NULL, 'C'},
 	                                     {"tls-key", required_argument, NULL, 'k'},
 	                                     {"plain-http", no_argument, NULL, 'H'},
+	                                     {"seal", required_argument, NULL, 'E'},
+	                                     {"kms-command", required_argument, NULL, 'G'},
 	                                     {"help", no_argument, NULL, 'h'},
 	                                     {NULL, 0, NULL, 0}};
 	enum huskd_log_level level;
@@ -253,6 +261,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	int c;
 
 	o->sbx.templates = true;
+	o->sbx.seal = true;
 	o->stream_ttl_ms = 24 * 3600 * 1000ull;
 	o->keys = (struct tenant_limits){.max_inflight = 256, .count = 6000, .per_ms = 60000};
 	while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -274,12 +283,23 @@ int huskd_options(int argc, char **argv, struct options *o)
 			}
 			break;
 		case 'T':
+		case 'E':
 			if (strcmp(optarg, "on") && strcmp(optarg, "off")) {
-				fprintf(stderr, "huskd: --templates '%s': give on or off\n",
+				fprintf(stderr, "huskd: --%s '%s': give on or off\n",
+				        c == 'T' ? "templates" : "seal", optarg);
+				return 2;
+			}
+			*(c == 'T' ? &o->sbx.templates : &o->sbx.seal) = !strcmp(optarg, "on");
+			break;
+		case 'G':
+			if (optarg[0] != '/' || access(optarg, X_OK)) {
+				fprintf(stderr,
+				        "huskd: --kms-command '%s': give the absolute path of an "
+				        "executable\n",
 				        optarg);
 				return 2;
 			}
-			o->sbx.templates = !strcmp(optarg, "on");
+			o->kms = optarg;
 			break;
 		case 'p':
 			o->http.tcp_port = atoi(optarg);

@@ -19,6 +19,7 @@ struct options {
 	bool plain_http; /* --plain-http */
 	char *state, *vmm, *kernel, *initrd, *jail, *importer;
 	const char *public_url, *public_domain;
+	const char *kms;      /* --kms-command */
 	char *egress_text[2]; /* --egress-allow, --egress-deny: the lists' strings */
 	const char **egress[2];
 	uint64_t stream_ttl_ms;    /* --stream-url-ttl */

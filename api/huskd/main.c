@@ -20,6 +20,7 @@
 
 #include "huskd_log.h"
 #include "huskd_opts.h"
+#include "keystore.h"
 #include "routes.h"
 #include "sbx.h"
 #include "store.h"
@@ -33,6 +34,7 @@ struct huskd {
 	struct http_server *http;
 	char **keys;
 	struct tenants *tenants;
+	struct keystore *keystore;
 	uv_signal_t sigint, sigterm;
 };
 
@@ -338,6 +340,14 @@ static int start(struct huskd *d, struct options *o)
 		        strerror(-rc));
 		return 2;
 	}
+	snprintf(path, sizeof(path), "%s/keys", o->state);
+	rc = keystore_open(path, o->kms, &d->keystore);
+	if (rc) {
+		fprintf(stderr, "huskd: cannot use %s for org keys: %s\n", path, strerror(-rc));
+		return 2;
+	}
+	o->sbx.keys = d->keystore;
+	rcfg.keystore = d->keystore;
 	o->sbx.cgroup_dir = setup_cgroups();
 	rc = sbx_mgr_open(d->loop, d->store, &o->sbx, &d->mgr);
 	rcfg.tenants = d->tenants;
@@ -365,6 +375,7 @@ static void cleanup(struct huskd *d, struct options *o)
 	sbx_mgr_free(d->mgr);
 	routes_free(d->routes);
 	tenant_free(d->tenants);
+	keystore_free(d->keystore);
 	store_close(d->store);
 	for (char **k = d->keys; k && *k; k++)
 		free(*k);

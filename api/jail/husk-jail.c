@@ -5,14 +5,15 @@
  *
  *   husk-jail --uid N --root DIR [--net SLOT|none] [--resolv FILE]
  *             [--ro PATH]... [--rw PATH]... [--dev PATH]... [--fsize BYTES]
- *             -- PROGRAM [ARGS...]
+ *             [--keep-fd N] -- PROGRAM [ARGS...]
  *
  * It must be the first process of a new PID namespace (huskd clones it so;
  * by hand: unshare -pf). Then, in this order: a network namespace (jail_net.c);
  * new mount, IPC, UTS and cgroup namespaces (the cgroup huskd put it in is
  * the root it sees); a root of its own (jail_root.c); rlimits; uid and gid
  * N with no supplementary groups and every capability gone, the bounding
- * and ambient sets included; no_new_privs; every fd above 2 closed; an
+ * and ambient sets included; no_new_privs; every fd above 2 closed (but the
+ * one --keep-fd names: a sealed snapshot's key, which huskd passes in a pipe); an
  * empty environment. The program's threads get their seccomp filters from
  * the program itself (each thread's role differs).
  */
@@ -38,7 +39,7 @@ static int usage(const char *why)
 	fprintf(stderr,
 	        "usage: husk-jail --uid N --root DIR [--net SLOT|none] [--resolv FILE]\n"
 	        "                 [--ro PATH]... [--rw PATH]... [--dev PATH]... [--fsize BYTES]\n"
-	        "                 -- PROGRAM [ARGS...]\n"
+	        "                 [--keep-fd N] -- PROGRAM [ARGS...]\n"
 	        "  N: %u to %u, the uid and gid the program runs as\n"
 	        "  DIR: an empty folder; the program's root is made on it\n"
 	        "  SLOT: 0 to %d, the sandbox's veth pair " JAIL_IF_PREFIX
@@ -112,14 +113,20 @@ static int drop(uid_t uid)
 int main(int argc, char **argv)
 {
 	static const struct option opts[] = {
-		{"uid", required_argument, NULL, 'u'}, {"root", required_argument, NULL, 'r'},
-		{"net", required_argument, NULL, 'n'}, {"resolv", required_argument, NULL, 'R'},
-		{"ro", required_argument, NULL, 'o'},  {"rw", required_argument, NULL, 'w'},
-		{"dev", required_argument, NULL, 'd'}, {"fsize", required_argument, NULL, 'f'},
-		{"help", no_argument, NULL, 'h'},      {NULL, 0, NULL, 0},
+		{"uid", required_argument, NULL, 'u'},
+		{"root", required_argument, NULL, 'r'},
+		{"net", required_argument, NULL, 'n'},
+		{"resolv", required_argument, NULL, 'R'},
+		{"ro", required_argument, NULL, 'o'},
+		{"rw", required_argument, NULL, 'w'},
+		{"dev", required_argument, NULL, 'd'},
+		{"fsize", required_argument, NULL, 'f'},
+		{"keep-fd", required_argument, NULL, 'k'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
 	};
 	struct jail_root root = {.uid = (uid_t)-1};
-	unsigned long long v, fsize = 0;
+	unsigned long long v, fsize = 0, keep = 0;
 	static char *const empty_env[] = {NULL};
 	long slot = -1;
 	int c;
@@ -159,6 +166,10 @@ int main(int argc, char **argv)
 			if (number(optarg, ~0ULL, &fsize))
 				return usage("--fsize wants a number of bytes");
 			break;
+		case 'k':
+			if (number(optarg, 1023, &keep) || keep < 3)
+				return usage("--keep-fd wants a descriptor from 3 to 1023");
+			break;
 		case 'h':
 			usage(NULL);
 			return 0;
@@ -186,7 +197,8 @@ int main(int argc, char **argv)
 	}
 	if (sethostname("husk", 4) < 0 || jail_root_enter(&root) || limits(fsize) || drop(root.uid))
 		return 1;
-	if (syscall(SYS_close_range, 3U, ~0U, 0U) < 0) {
+	if ((keep > 3 && syscall(SYS_close_range, 3U, (unsigned)keep - 1, 0U) < 0) ||
+	    syscall(SYS_close_range, keep ? (unsigned)keep + 1 : 3U, ~0U, 0U) < 0) {
 		fprintf(stderr, "husk-jail: cannot close descriptors: %s\n", strerror(errno));
 		return 1;
 	}

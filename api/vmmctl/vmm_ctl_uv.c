@@ -29,6 +29,8 @@ static void handle_closed(uv_handle_t *h)
 	struct vmm_ctl *c = h->data;
 
 	if (--c->handles == 0) {
+		/* A command may carry a key (husk-vmm's "key HEX"): not left in freed memory. */
+		explicit_bzero(c->cmd, c->cmd_len);
 		free(c->cmd);
 		free(c);
 	}

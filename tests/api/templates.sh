@@ -7,7 +7,11 @@
 # sibling's file unseen), get their own env and files, pause and resume,
 # can be snapshotted, and run on after the template's maker is gone. After a
 # huskd restart the template is used again; with --templates off nothing is
-# made. Prints PASS/FAIL templates/NAME lines.
+# made. Pauses and snapshots seal the guest's memory (issue I, item 6): a
+# sealed diff resumes over the template's file, a sealed snapshot restores
+# but gets no memory file (with --seal off it does), and once the org's key
+# is deleted neither a paused sandbox nor a sealed snapshot can be restored.
+# Prints PASS/FAIL templates/NAME lines.
 set -u
 port=8796
 suite=templates
@@ -87,6 +91,9 @@ fi
 # cold-booted sandbox's the whole guest: both after the same 8 MiB of random bytes in RAM.
 fill='head -c 8M /dev/urandom >/dev/shm/r && sha256sum /dev/shm/r'
 h exec "$b" -- sh -c "$fill" && cp "$T/o" "$T/sb"
+# A text in the guest's RAM that a snapshot in the clear would hold as it is.
+mark="husk-plain-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+h exec "$b" -- sh -c "echo $mark >/dev/shm/mark"
 h exec "$cold" -- sh -c "$fill" && cp "$T/o" "$T/sc"
 h pause "$b"
 h pause "$cold"
@@ -100,6 +107,15 @@ if grep -q "\[$b\] paused in .*a diff over its memory file" "$T/huskd.log" &&
 	pass child_pause_is_a_diff
 else
 	fail child_pause_is_a_diff "diff $db, full $fc: $(grep "paused in" "$T/huskd.log" | tail -n 2)"
+fi
+# Header flags (vmm/snap/FORMAT.md): bit 0 a diff, bit 1 sealed.
+flags() { od -An -tu4 -j16 -N4 "$T/state/sandboxes/$1/memory.snap" 2>/dev/null | tr -d ' '; }
+fb=$(flags "$b")
+fcold=$(flags "$cold")
+if [ "$fb" = 3 ] && [ "$fcold" = 2 ] && ! grep -qa "$mark" "$T/state/sandboxes/$b/memory.snap"; then
+	pass pauses_sealed
+else
+	fail pauses_sealed "flags: child $fb (want 3: a sealed diff), cold-booted $fcold (want 2)"
 fi
 if h exec "$b" -- sha256sum /dev/shm/r && cmp -s "$T/o" "$T/sb" &&
 	grep -q "\[$b\] resumed from its snapshot over its memory file" "$T/huskd.log" &&
@@ -115,20 +131,25 @@ if h exec "$c" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
 else
 	fail snapshot_of_a_child "exit $cli_s: $(cat "$T/o") $(tail -n 3 "$T/huskd.log")"
 fi
-# The snapshot's memory file, made after its first sandbox: the next ones map it.
-if wait_log "snapshot .* has a memory file" && c2=$(new --snapshot tchild) &&
-	grep -q "\[$c2\] created: .*resumed from its memory file" "$T/huskd.log" &&
-	h exec "$c2" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
-	pass snapshot_memory_file
+# Its memory is sealed: restored (lazily) by every sandbox, never written out as a memory file.
+if grep -q "\[$c\] created: .*resumed from its memory$" "$T/huskd.log" && c2=$(new --snapshot tchild) &&
+	grep -q "\[$c2\] created: .*resumed from its memory$" "$T/huskd.log" &&
+	h exec "$c2" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ] &&
+	! ls "$T"/state/snapshots/*/memory.raw >/dev/null 2>&1; then
+	pass sealed_snapshot_no_memory_file
 else
-	fail snapshot_memory_file "exit $cli_s: $(grep -i "memory file" "$T/huskd.log" | tail -n 2)"
+	fail sealed_snapshot_no_memory_file "exit $cli_s: $(grep "created:" "$T/huskd.log" | tail -n 2)"
 fi
-# Paused again (a diff again, over the same file) and left paused across the restart.
+# Paused again (a diff again, over the same file) and left paused across the restart;
+# the cold-booted one too, sealed, for the end of the second run.
 h pause "$b"
+h pause "$cold"
 stop_huskd templates/huskd_clean_exit || rc=1
 
 # A restart: the template is found again; the children are adopted, the paused one resumes
-# over its memory file.
+# over its memory file. Now without sealing: what was sealed still opens, and a snapshot's
+# memory in the clear gets its memory file, which the next sandboxes map.
+HUSKD_ARGS="$HUSKD_ARGS --seal off"
 start_huskd 2 || fail restart "huskd did not start again"
 d=$(new)
 if restored "$d" && h exec "$d" -- true && h exec "$b" -- sha256sum /dev/shm/r &&
@@ -137,6 +158,24 @@ if restored "$d" && h exec "$d" -- true && h exec "$b" -- sha256sum /dev/shm/r &
 	pass used_after_restart
 else
 	fail used_after_restart "exit $cli_s: $(cat "$T/e" "$T/o"); $(grep "created:" "$T/huskd.log" | tail -n 1); $(grep "$b" "$T/huskd.log" | tail -n 6)"
+fi
+h snapshot create "$a" --name tclear >/dev/null
+c3=$(new --snapshot tclear)
+if [ -n "$c3" ] && wait_log "snapshot .* has a memory file" && c4=$(new --snapshot tclear) &&
+	grep -q "\[$c4\] created: .*resumed from its memory file" "$T/huskd.log" &&
+	h exec "$c4" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
+	pass snapshot_memory_file
+else
+	fail snapshot_memory_file "exit $cli_s: $(grep -i "memory file" "$T/huskd.log" | tail -n 2)"
+fi
+# Crypto-shredding: the org's key deleted, its sealed memory cannot be restored (cold paused
+# sealed in the first run; tchild's memory is sealed); the clear snapshot still can.
+if h key shred-org local && ! h resume "$cold" && grep -q "has been deleted" "$T/e" &&
+	! h create --memory 256Mi --snapshot tchild && grep -q "has been deleted" "$T/e" &&
+	c5=$(new --snapshot tclear) && h exec "$c5" -- true; then
+	pass shredded_org_memory_unreadable
+else
+	fail shredded_org_memory_unreadable "exit $cli_s"
 fi
 stop_huskd templates/huskd_clean_exit_2 || rc=1
 HUSKD_ARGS="$HUSKD_ARGS --templates off"

@@ -66,6 +66,7 @@ struct guest {
 	uint64_t stored; /* bytes of the files, and of writes under way */
 	char base[256];  /* the memory file's line it runs on (--mem-file), or "" */
 	bool diff;       /* restored from a diff: its state is only whole over base */
+	char sealed[17]; /* restored from a sealed snapshot: its key's fingerprint, or "" */
 };
 
 struct conn;
@@ -73,6 +74,7 @@ struct job;
 
 struct fake {
 	struct guest g;
+	char key[17];  /* the fingerprint of the key its snapshots are sealed with, or "" */
 	unsigned fail; /* FAIL_* */
 	bool paused;
 	int64_t paused_at, paused_total; /* host monotonic ms */
@@ -106,6 +108,7 @@ struct req {
 struct fake_opts {
 	const char *kernel, *initrd, *cmdline, *restore, *vsock, *control, *console, *disk;
 	const char *mem_file, *extract; /* --mem-file, --extract-memory (with --restore) */
+	int key_fd;                     /* --key-fd, -1: none */
 	uint64_t mem;
 	unsigned vcpus;
 	bool mem_set, vcpus_set;
@@ -113,6 +116,12 @@ struct fake_opts {
 
 /* 0, or EXIT_USAGE after saying why on stderr, with the usage. */
 int parse_args(int argc, char **argv, struct fake_opts *o);
+/*
+ * A key as husk-vmm takes it (64 hex digits, a line end may follow) into
+ * its fingerprint (16 hex digits, FNV-1a: the fake seals nothing, it only
+ * tells keys apart). 0 or -EINVAL.
+ */
+int key_fingerprint(const char *hex, size_t len, char out[17]);
 /* FAKE_VMM's comma-separated failure modes into *out (FAIL_*); -EINVAL after saying why. */
 int parse_fail_modes(const char *s, unsigned *out);
 /* The port of the last husk.dial=PORT of a kernel command line, or 0. */

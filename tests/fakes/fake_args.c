@@ -114,6 +114,7 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		{"restore", required_argument, NULL, 'r'},
 		{"mem-file", required_argument, NULL, 'W'},
 		{"extract-memory", required_argument, NULL, 'Z'},
+		{"key-fd", required_argument, NULL, 'K'},
 		/* husk-vmm's options that mean nothing to the fake. */
 		{"cid", required_argument, NULL, 'C'},
 		{"lazy", no_argument, NULL, 'L'},
@@ -126,7 +127,7 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 	long n;
 	int c;
 
-	*o = (struct fake_opts){.cmdline = "", .mem = 256ULL << 20, .vcpus = 1};
+	*o = (struct fake_opts){.cmdline = "", .mem = 256ULL << 20, .vcpus = 1, .key_fd = -1};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, ":vh", longopts, NULL)) != -1) {
 		switch (c) {
@@ -166,6 +167,14 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 			break;
 		case 'Z':
 			o->extract = optarg;
+			break;
+		case 'K':
+			n = strtol(optarg, &end, 10);
+			if (*end || n < 3 || n > 1023)
+				return usage_error(
+					"--key-fd '%s' must be a descriptor from 3 to 1023",
+					optarg);
+			o->key_fd = (int)n;
 			break;
 		case 'm':
 			if (parse_size(optarg, &o->mem) || o->mem < (32ULL << 20) ||
@@ -214,4 +223,18 @@ unsigned dial_port(const char *cmdline)
 		port = !errno && (*end == ' ' || !*end) && v && v < UINT32_MAX ? (unsigned)v : 0;
 	}
 	return port;
+}
+
+int key_fingerprint(const char *hex, size_t len, char out[17])
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	while (len && (hex[len - 1] == '\n' || hex[len - 1] == '\r'))
+		len--;
+	if (len != 64 || strspn(hex, "0123456789abcdefABCDEF") < 64)
+		return -EINVAL;
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)hex[i]) * 0x100000001b3ULL;
+	snprintf(out, 17, "%016llx", (unsigned long long)h);
+	return 0;
 }

@@ -108,6 +108,9 @@ int snap_save(const struct fake *fk, const char *path, bool diff, char *err, siz
 
 	if (root && diff)
 		json_object_set_new(root, "base", json_string(fk->g.base));
+	/* Sealed as husk-vmm would: the key's fingerprint recorded, never the key. */
+	if (root && fk->key[0])
+		json_object_set_new(root, "sealed", json_string(fk->key));
 	char *tmp = NULL;
 	FILE *f = NULL;
 	int e = ENOMEM;
@@ -230,6 +233,9 @@ int snap_load(struct guest *g, const char *path)
 	g->resumed = (unsigned)json_integer_value(json_object_get(root, "resumed"));
 	g->mem = (uint64_t)json_integer_value(json_object_get(root, "mem"));
 	g->vcpus = (unsigned)json_integer_value(json_object_get(root, "vcpus"));
+	if (json_is_string(json_object_get(root, "sealed")))
+		snprintf(g->sealed, sizeof(g->sealed), "%s",
+		         json_string_value(json_object_get(root, "sealed")));
 	if (json_is_string(json_object_get(root, "base"))) {
 		g->diff = true;
 		snprintf(g->base, sizeof(g->base), "%s",

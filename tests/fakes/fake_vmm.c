@@ -93,10 +93,10 @@ static int extract(const struct fake_opts *o)
 		fprintf(stderr, "husk-vmm: %s: not a snapshot\n", o->restore);
 		return EXIT_USAGE;
 	}
-	if (g.diff) {
-		fprintf(stderr,
-		        "husk-vmm: %s is a diff: a memory file is made of a full snapshot\n",
-		        o->restore);
+	if (g.diff || g.sealed[0]) {
+		fprintf(stderr, "husk-vmm: %s is %s\n", o->restore,
+		        g.sealed[0] ? "sealed: no memory file is made of it"
+		                    : "a diff: a memory file is made of a full snapshot");
 		guest_free(&g);
 		return EXIT_USAGE;
 	}
@@ -118,6 +118,13 @@ static int guest_boot(struct vmm *v)
 	if (v->o.restore) {
 		if (snap_load(g, v->o.restore)) {
 			fprintf(stderr, "husk-vmm: %s: not a snapshot\n", v->o.restore);
+			return EXIT_USAGE;
+		}
+		/* As husk-vmm: sealed, it opens only with the key it was sealed with. */
+		if (g->sealed[0] && strcmp(g->sealed, v->fk.key)) {
+			fprintf(stderr, "husk-vmm: cannot restore %s: it is sealed %s\n",
+			        v->o.restore,
+			        v->fk.key[0] ? "with another key" : "and no key was given");
 			return EXIT_USAGE;
 		}
 		/* The fake's memory file: a line naming the snapshot it was made of. */
@@ -256,6 +263,14 @@ static void ctl_command(struct vmm *v, struct ctl *cl, const char *cmd)
 	} else if (!strcmp(cmd, "quit")) {
 		ctl_reply(cl, "OK %s\n", "quitting");
 		v->quit = true;
+	} else if (!strcmp(cmd, "key none")) {
+		fk->key[0] = '\0';
+		ctl_reply(cl, "OK %s\n", "snapshots are not sealed");
+	} else if (!strncmp(cmd, "key ", 4)) {
+		if (key_fingerprint(cmd + 4, strlen(cmd + 4), fk->key))
+			ctl_reply(cl, "ERR %s\n", "key takes 64 hex digits (or none)");
+		else
+			ctl_reply(cl, "OK %s\n", "snapshots are sealed");
 	} else if (!strcmp(cmd, "snapshot") || !strncmp(cmd, "snapshot ", 9)) {
 		ctl_snapshot(v, cl, cmd + (cmd[8] ? 9 : 8), false);
 	} else if (!strncmp(cmd, "snapshot-diff ", 14) && !(fk->fail & FAIL_NO_DIFF)) {
@@ -450,6 +465,17 @@ int main(int argc, char **argv)
 	status = parse_args(argc, argv, &v.o);
 	if (status)
 		return status;
+	if (v.o.key_fd >= 0) {
+		char hex[80];
+		ssize_t n = read(v.o.key_fd, hex, sizeof(hex));
+
+		close(v.o.key_fd);
+		if (n <= 0 || key_fingerprint(hex, (size_t)n, v.fk.key)) {
+			fprintf(stderr, "husk-vmm: --key-fd %d: no key of 64 hex digits there\n",
+			        v.o.key_fd);
+			return EXIT_USAGE;
+		}
+	}
 	if (v.o.extract)
 		return extract(&v.o);
 	signal(SIGPIPE, SIG_IGN);

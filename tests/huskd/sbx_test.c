@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "img.h"
+#include "keystore.h"
 #include "vmm_proc.h"
 
 struct t_env T;
@@ -345,6 +346,15 @@ static void setup(const char *fake)
 	T.cfg.kernel = strdup(path);
 	snprintf(path, sizeof(path), "%s/images/initramfs.cpio", T.root);
 	T.cfg.initrd = strdup(path);
+	/* Pauses seal, as huskd's default: every test here runs through the keys. */
+	snprintf(path, sizeof(path), "%s/state", T.root);
+	mkdir(path, 0700);
+	snprintf(path, sizeof(path), "%s/state/keys", T.root);
+	if (keystore_open(path, NULL, &T.cfg.keys)) {
+		fprintf(stderr, "sbx-test: cannot open a key store in %s\n", path);
+		exit(1);
+	}
+	T.cfg.seal = true;
 }
 
 int main(int argc, char **argv)
@@ -368,6 +378,7 @@ int main(int argc, char **argv)
 	t_admission();
 	t_cgroup_io();
 	t_templates();
+	t_sealing();
 	if (T.m)
 		t_close();
 	t_kill_all();
@@ -378,5 +389,6 @@ int main(int argc, char **argv)
 	free((char *)T.cfg.state);
 	free((char *)T.cfg.kernel);
 	free((char *)T.cfg.initrd);
+	keystore_free(T.cfg.keys);
 	return t_failed ? 1 : 0;
 }

@@ -93,5 +93,6 @@ void t_reaping(void);
 void t_admission(void);
 void t_templates(void);
 void t_cgroup_io(void);
+void t_sealing(void);
 
 #endif

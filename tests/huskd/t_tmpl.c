@@ -266,8 +266,11 @@ void t_templates(void)
 	const char *a, *b, *c;
 	struct sbx_tmpl *t;
 
+	/* Memory files are made of unsealed memory only: here pauses do not seal (t_seal.c does).
+	 */
 	t_close();
 	T.cfg.templates = true;
+	T.cfg.seal = false;
 	t_open();
 	sbx_mgr_on_change(T.m, seen, NULL);
 	a = t_create("{}", NULL, err, sizeof(err));
@@ -302,6 +305,7 @@ void t_templates(void)
 	evicted_when_disk_low();
 	t_close();
 	T.cfg.templates = false;
+	T.cfg.seal = true;
 	t_open();
 	c = t_create("{}", NULL, err, sizeof(err));
 	t_check("templates_off_boots", c && t_state(c) == SBX_BOOTING && t_wait_state(c, SBX_IDLE),

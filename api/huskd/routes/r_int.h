@@ -93,6 +93,7 @@ ROUTE(r_key_create);
 ROUTE(r_key_list);
 ROUTE(r_key_revoke);
 ROUTE(r_whoami);
+ROUTE(r_org_key_delete);
 ROUTE(r_audit_list);
 ROUTE(r_audit_verify);
 ROUTE(r_net_set);

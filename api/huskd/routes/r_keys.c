@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* Keys and the audit trail (husk's own, API.md §2.6): /keys, /whoami, /audit. */
+/*
+ * Keys, orgs' keys at rest and the audit trail (husk's own, API.md §2.6):
+ * /keys, /whoami, /orgs/:org/key, /audit.
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "keystore.h"
 #include "r_int.h"
 
 static void key_error(struct http_req *r, int rc, const char *why)
@@ -88,6 +92,42 @@ ROUTE(r_whoami)
 	api_ok(r, 200,
 	       json_pack("{s:s, s:s, s:s, s:s}", "id", who->key_id, "orgId", who->org_id, "orgName",
 	                 who->org_name, "role", tenant_role_name(who->role)));
+}
+
+/*
+ * DELETE /orgs/:org/key (the operator): crypto-shredding. Every data key
+ * wrapped by the org's key, so everything sealed for the org until now, is
+ * unreadable from here on: its paused sandboxes cannot resume, its
+ * snapshots' memory cannot be restored.
+ */
+ROUTE(r_org_key_delete)
+{
+	struct routes *rt = ctx;
+	char id[STORE_ID_LEN], why[400] = "";
+	int rc;
+
+	if (tenant_org_lookup(rt->cfg.tenants, p[0], id)) {
+		api_error(r, 404, "ORG_NOT_FOUND",
+		          "org '%.64s' not found: give its name or id (GET /keys lists orgs)",
+		          p[0]);
+		return;
+	}
+	rc = keystore_shred(rt->cfg.keystore, id, why, sizeof(why));
+	if (rc == -ENOENT) {
+		api_error(r, 404, "KEY_NOT_FOUND", "%s", why);
+		return;
+	}
+	if (rc) {
+		log_error(NULL, "DELETE %s: %s", http_path(r), why);
+		api_error(r, 500, "INTERNAL", "%s", why);
+		return;
+	}
+	log_warn(NULL, "org %s: its key is deleted: what was sealed for it is unreadable", id);
+	api_ok(r, 200,
+	       json_pack("{s:s, s:b, s:s}", "orgId", id, "keyDeleted", 1, "message",
+	                 "the org's key is deleted: its sealed memory (paused sandboxes, "
+	                 "snapshots) can no longer be read; what it seals from now on gets a "
+	                 "new key"));
 }
 
 /* GET /audit?sandboxId=&after=&limit=: the caller's org's records, oldest first. */

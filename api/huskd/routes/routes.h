@@ -18,6 +18,7 @@ struct routes;
 struct routes_config {
 	uv_loop_t *loop;
 	struct tenants *tenants;      /* who each key is (borrowed) */
+	struct keystore *keystore;    /* org keys (borrowed): DELETE /orgs/:org/key */
 	unsigned char stream_key[32]; /* signs output stream URLs */
 	uint64_t stream_ttl_ms;       /* how long a signed stream URL works */
 	bool tls;                     /* served over HTTPS: the URLs it gives say so */

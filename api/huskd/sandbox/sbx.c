@@ -159,6 +159,8 @@ static void sbx_free(struct sandbox *sb)
 	free(sb->net_policy);
 	free(sb->base);
 	free(sb->mem_file);
+	free(sb->mem_key);
+	free(sb->mem_key_next);
 	free(sb->cgroup);
 	free(sb);
 	/* It may have been the last user of a deleted snapshot. */
@@ -179,6 +181,9 @@ void sbx_drop(struct sandbox *sb)
 		return;
 	if (!sb->m->closing && sb->dir)
 		sbx_remove_dir(sb->dir);
+	/* Its memory is gone with its folder: so is the key that sealed it. */
+	if (!sb->m->closing)
+		sbx_seal_forget(sb);
 	sbx_free(sb);
 }
 

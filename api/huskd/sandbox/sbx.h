@@ -94,6 +94,9 @@ struct sbx_config {
 	const char *importer;      /* husk-import (runtime imports), NULL: none */
 	uint64_t import_max_bytes; /* an imported image, as sent and unpacked (0: 16 GiB) */
 	bool templates; /* creates restore a template of their runtime and shape (sbx_tmpl.c) */
+	/* Data keys wrapped by org keys (keys/keystore.h), borrowed; opens sealed snapshots. */
+	struct keystore *keys;
+	bool seal; /* with keys: a pause seals its memory with a new key of the sandbox's org */
 };
 
 int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *cfg,

@@ -297,7 +297,7 @@ static void restore_after(struct sandbox *sb, int rc, const char *why, void *arg
 			log_warn(sb->id, "cannot forget checkpoint %s", json_string_value(v));
 	}
 	sbx_save(sb, json_pack("{sb}", "onDisk", 0));
-	rc = sbx_vmm_start(sb, NULL, NULL, e, sizeof(e));
+	rc = sbx_vmm_start(sb, NULL, NULL, NULL, e, sizeof(e));
 	if (rc) {
 		sbx_fail(&err, SBX_INTERNAL, rc, "cannot restore sandbox %s: %s", sb->id, e);
 		sbx_end(sb, "failed", "its checkpoint restore failed", NULL);

@@ -30,6 +30,7 @@ struct create {
 	int64_t disk;         /* resources.disk, 0: the base's size */
 	const char *warm;     /* the snapshot's memory to resume from, or NULL */
 	const char *mem_file; /* warm's RAM as a file to map, or NULL */
+	const char *warm_key; /* warm's wrapped key when it is sealed, or NULL */
 	/* The template it restores (registry entries live as long as the manager), or NULL. */
 	const struct sbx_tmpl *tmpl;
 	char snap_mem[4300]; /* a base snapshot's memory file */
@@ -238,7 +239,7 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		return;
 	}
 	sb->stored = true;
-	rc = sbx_vmm_start(sb, c->warm, c->mem_file, e, sizeof(e));
+	rc = sbx_vmm_start(sb, c->warm, c->mem_file, c->warm_key, e, sizeof(e));
 	if (rc) {
 		json_decref(info);
 		sbx_fail(&err, SBX_INTERNAL, rc, "%s", e);
@@ -357,6 +358,7 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 	sb->cpu_millis = millis;
 	sb->vcpus = (unsigned)((millis + 999) / 1000);
 	sb->hidden = maker;
+	snprintf(sb->org, sizeof(sb->org), "%s", sbx_info_org(body));
 	/* An imported image's env first, a built snapshot's over it, the request's over both. */
 	if (json_is_object(json_object_get(c->base.rt, "defaults"))) {
 		sb->image = json_deep_copy(json_object_get(c->base.rt, "defaults"));
@@ -378,6 +380,8 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 	                    (json_int_t)sb->idle_ms, "pausedMs", (json_int_t)sb->paused_ms, "env",
 	                    sb->env, "memMib", (json_int_t)sb->mem_mib, "vcpus",
 	                    (json_int_t)sb->vcpus, "cpuMillis", (json_int_t)millis);
+	if (c->priv)
+		json_object_set_new(c->priv, "orgId", json_string(sb->org));
 	if (c->priv && sb->net)
 		json_object_set_new(c->priv, "network", json_true());
 	if (c->pub && c->priv && maker) {
@@ -409,7 +413,11 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 		c->warm = c->tmpl->snap;
 		c->mem_file = c->tmpl->mem;
 	} else if ((c->warm = sbx_base_memory(&c->base, sb->mem_mib, sb->vcpus, sbx_has_nic(sb)))) {
-		c->mem_file = sbx_base_memfile(m, &c->base, c->snap_mem, sizeof(c->snap_mem));
+		c->warm_key = json_string_value(json_object_get(c->base.snap_priv, "memKey"));
+		/* Sealed memory is never written out in the clear, as a memory file would be. */
+		if (!c->warm_key)
+			c->mem_file =
+				sbx_base_memfile(m, &c->base, c->snap_mem, sizeof(c->snap_mem));
 	}
 	rc = sbx_work(sb, layer_work, layer_done, c);
 	if (rc) {

@@ -4,6 +4,7 @@
  * its answer on the loop, none after huskd let go of the sandbox.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "sbx_int.h"
 #include "vmm_ctl_uv.h"
@@ -28,7 +29,8 @@ int sbx_ctl(struct sandbox *sb, const char *cmd, unsigned timeout_ms, sbx_ctl_fn
 	sb->ctl_fn = fn;
 	rc = vmm_ctl_send(sb->m->loop, path, cmd, timeout_ms, answered, sb, &sb->ctl);
 	if (rc)
-		log_error(sb->id, "cannot send '%s' to husk-vmm: %s", cmd, uv_strerror(rc));
+		log_error(sb->id, "cannot send '%s' to husk-vmm: %s",
+		          strncmp(cmd, "key ", 4) ? cmd : "key ...", uv_strerror(rc));
 	else
 		sbx_hold(sb);
 	return rc;

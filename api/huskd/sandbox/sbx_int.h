@@ -138,8 +138,12 @@ struct sandbox {
 	char *dir;              /* state/sandboxes/<id> */
 	char *layer;            /* its top disk layer */
 	char *base;             /* the image its layers sit on (runtime or snapshot) */
-	char *mem_file;     /* the memory file its VMM maps (a template's, a snapshot's), or NULL */
-	bool from_template; /* created restoring a template (its maker made the workspace) */
+	char *mem_file; /* the memory file its VMM maps (a template's, a snapshot's), or NULL */
+	char org[STORE_ID_LEN]; /* the org it belongs to: its memory is sealed with that org's keys
+	                         */
+	char *mem_key;          /* the wrapped key its memory.snap is sealed with, or NULL */
+	char *mem_key_next;     /* PAUSING: the key the snapshot being written is sealed with */
+	bool from_template;     /* created restoring a template (its maker made the workspace) */
 	char base_snap[STORE_ID_LEN];
 	char *cgroup;
 	bool cpu_limited;
@@ -367,8 +371,24 @@ void sbx_net_detach(struct sandbox *sb);
 /* An adopted VMM holds slot again, and its lists go back into huskd's new table. */
 void sbx_net_adopt(struct sandbox *sb, int slot);
 /* Starts a VMM (booting, or from the memory file restore); 0 or -errno with err. */
-int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, char *err,
-                  size_t errlen);
+/* key: restore's wrapped key when it is sealed, else NULL. */
+int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, const char *key,
+                  char *err, size_t errlen);
+
+/* ---- sbx_seal.c: sealed memory (keys/keystore.h) ---- */
+/* The read end of a pipe holding the key that wrapped unwraps to (husk-vmm --key-fd). */
+int sbx_seal_pipe(struct sandbox *sb, const char *wrapped, int *fd, char *err, size_t errlen);
+/*
+ * The control command for its next snapshot's key into cmd: "key HEX" for a
+ * new key of its org (kept in mem_key_next until sbx_seal_done), "key none"
+ * when it is not to be sealed but its VMM holds a key, or "" for nothing to
+ * say. 0 or -errno with err.
+ */
+int sbx_seal_next(struct sandbox *sb, char *cmd, size_t len, char *err, size_t errlen);
+/* The snapshot was written (ok) or not: its key becomes the sandbox's memory's, or goes. */
+void sbx_seal_done(struct sandbox *sb, bool ok);
+/* Its memory.snap is gone (resumed, ended): its key goes, from the store's files too. */
+void sbx_seal_forget(struct sandbox *sb);
 /* Takes up a VMM from before a huskd restart (same pid and start time), and its dial-in. */
 /* net_slot: the veth slot recorded for that VMM (-1: none), held again while it runs. */
 int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slot);

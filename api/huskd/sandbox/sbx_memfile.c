@@ -80,7 +80,7 @@ int sbx_memfile_make(struct sbx_mgr *m, const char *snap, const char *dir, uint6
                      sbx_memfile_fn done, void *arg, char *err, size_t errlen)
 {
 	char raw[4400];
-	struct vmm_spec spec = {.vmm = m->cfg.vmm, .extract = raw, .net_slot = -1};
+	struct vmm_spec spec = {.vmm = m->cfg.vmm, .extract = raw, .net_slot = -1, .key_fd = -1};
 	struct sbx_memfile *f;
 	struct sbx_jail jail;
 	int rc;

@@ -8,6 +8,7 @@
  * from memory.snap; the guest carries on and its agent dials in again.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -134,6 +135,7 @@ static void snapshot_answered(struct sandbox *sb, int rc, const char *reply)
 		if (snapshot_ask(sb) == 0)
 			return;
 	}
+	sbx_seal_done(sb, rc == 0);
 	if (rc) {
 		snprintf(sb->pause_err, sizeof(sb->pause_err), "snapshot: %s", reply);
 		/* The guest can go on as it was: resume it rather than lose it. */
@@ -154,8 +156,28 @@ static void snapshot_answered(struct sandbox *sb, int rc, const char *reply)
 		sbx_vmm_stop(sb);
 }
 
+/* The VMM holds the key to seal with (or none): the snapshot comes next. */
+static void key_answered(struct sandbox *sb, int rc, const char *reply)
+{
+	if (sb->state != SBX_PAUSING)
+		return;
+	/* A VMM from before sealing (adopted) knows no "key": it holds none either. */
+	if (rc == -EPROTO && !sb->mem_key_next)
+		rc = 0;
+	if (rc) {
+		sbx_seal_done(sb, false);
+		snprintf(sb->pause_err, sizeof(sb->pause_err), "cannot seal its memory: %s", reply);
+		if (sbx_ctl(sb, "resume", SBX_CTL_TIMEOUT_MS, resumed_after_failure))
+			pause_failed(sb, -EIO, sb->pause_err, false);
+		return;
+	}
+	if (snapshot_ask(sb))
+		pause_failed(sb, -EIO, "cannot talk to husk-vmm", false);
+}
+
 static void pause_answered(struct sandbox *sb, int rc, const char *reply)
 {
+	char cmd[160], err[400];
 
 	if (sb->state != SBX_PAUSING) {
 		return;
@@ -166,7 +188,14 @@ static void pause_answered(struct sandbox *sb, int rc, const char *reply)
 		return;
 	}
 	sb->plan.step = PLAN_SAVING;
-	if (snapshot_ask(sb))
+	rc = sbx_seal_next(sb, cmd, sizeof(cmd), err, sizeof(err));
+	if (rc) {
+		key_answered(sb, rc, err);
+		return;
+	}
+	rc = cmd[0] ? sbx_ctl(sb, cmd, SBX_CTL_TIMEOUT_MS, key_answered) : snapshot_ask(sb);
+	OPENSSL_cleanse(cmd, sizeof(cmd));
+	if (rc)
 		pause_failed(sb, -EIO, "cannot talk to husk-vmm", false);
 }
 
@@ -305,7 +334,7 @@ int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err
 			"sandbox %s cannot resume: the memory file %s its snapshot goes over "
 			"is gone (%s)",
 			sb->id, sb->mem_file, strerror(errno));
-	rc = sbx_vmm_start(sb, path, sb->mem_file, e, sizeof(e));
+	rc = sbx_vmm_start(sb, path, sb->mem_file, sb->mem_key, e, sizeof(e));
 	if (rc) {
 		log_error(sb->id, "cannot resume: %s", e);
 		return sbx_fail(err, SBX_INTERNAL, rc, "cannot resume sandbox %s: %s", sb->id, e);
@@ -330,6 +359,7 @@ static void resumed(struct sandbox *sb, const struct sbx_err *err)
 	snap_path(sb, path, sizeof(path));
 	unlink(path);
 	sbx_save(sb, json_pack("{sb}", "onDisk", 0));
+	sbx_seal_forget(sb);
 	log_info(sb->id, "resumed from its snapshot%s in %lld ms",
 	         sb->mem_file ? " over its memory file" : "", mono_ms() - sb->pause_t0);
 	sbx_up(sb, NULL);

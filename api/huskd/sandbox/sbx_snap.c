@@ -135,6 +135,9 @@ static int record(struct sandbox *sb, struct snap *s)
 	                 (json_int_t)sb->mem_mib, "vcpus", (json_int_t)sb->vcpus);
 	if (priv && s->memory)
 		json_object_set_new(priv, "memory", json_string(s->mem));
+	/* The memory is the sandbox's memory.snap of that instant: its key goes with it. */
+	if (priv && s->memory && sb->mem_key)
+		json_object_set_new(priv, "memKey", json_string(sb->mem_key));
 	if (priv && sbx_has_nic(sb)) /* the device set a restore must match */
 		json_object_set_new(priv, "network", json_true());
 	/* What a build (sbx_build.c) adds: shown, and kept for children and rebuilds. */

@@ -123,6 +123,35 @@ int sbx_snap_lineage(struct sbx_mgr *m, const char *org, const char *ref, int li
 	return 0;
 }
 
+/*
+ * A deleted snapshot's memory goes at once, its key first: no sandbox starts
+ * from a deleted snapshot, and only its disk may still be built on.
+ */
+static int forget_memory(struct sbx_mgr *m, const char *id, const char *dir, json_t *priv)
+{
+	char path[4200];
+	json_t *patch;
+	int rc;
+
+	if (!json_object_get(priv, "memory") && !json_object_get(priv, "memKey"))
+		return 0;
+	patch = json_pack("{snsn}", "memory", "memKey");
+
+	rc = patch ? store_snapshot_update(m->store, id, NULL, patch, NULL) : -ENOMEM;
+	json_decref(patch);
+	for (const char *const *f = (const char *const[]){"memory.snap", "memory.raw", NULL};
+	     !rc && dir && *f; f++) {
+		snprintf(path, sizeof(path), "%s/%s", dir, *f);
+		unlink(path);
+	}
+	if (!rc && json_object_get(priv, "memKey") && store_scrub(m->store))
+		log_warn(NULL,
+		         "snapshot %s: its deleted key may linger in the store's log until "
+		         "the next scrub",
+		         id);
+	return rc;
+}
+
 int sbx_snap_delete(struct sbx_mgr *m, const char *org, const char *ref, json_t **out,
                     struct sbx_err *err)
 {
@@ -137,10 +166,12 @@ int sbx_snap_delete(struct sbx_mgr *m, const char *org, const char *ref, json_t 
 	if (rc)
 		return rc;
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(info, "snapshotId")));
-	rc = store_snapshot_delete(m->store, id);
+	dir = json_string_value(json_object_get(priv, "dir"));
+	rc = forget_memory(m, id, dir, priv);
+	if (!rc)
+		rc = store_snapshot_delete(m->store, id);
 	if (!rc)
 		snap_gc(m);
-	dir = json_string_value(json_object_get(priv, "dir"));
 	from = json_string_value(json_object_get(info, "sandboxId"));
 	kept = !rc && dir && access(dir, F_OK) == 0;
 	users = json_array();

@@ -230,8 +230,8 @@ static char *cgroup_make(struct sandbox *sb)
 	return dir;
 }
 
-int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, char *err,
-                  size_t errlen)
+int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, const char *key,
+                  char *err, size_t errlen)
 {
 	struct sbx_mgr *m = sb->m;
 	char cmdline[128], host[SBX_HOSTNAME_LEN], resolv[4200], port[4200];
@@ -258,15 +258,21 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	                         .cmdline = cmdline,
 	                         .restore = restore,
 	                         .mem_file = restore ? mem_file : NULL,
-	                         .net_slot = -1};
+	                         .net_slot = -1,
+	                         .key_fd = -1};
 	if (sbx_has_nic(sb) && !m->cfg.jail) {
 		snprintf(err, errlen, "a network needs husk-jail beside huskd, and huskd as root");
 		return -EOPNOTSUPP;
 	}
+	if (restore && key && (rc = sbx_seal_pipe(sb, key, &spec.key_fd, err, errlen)))
+		return rc;
 	if (sbx_has_nic(sb)) {
 		rc = sbx_net_attach(sb, resolv, sizeof(resolv), err, errlen);
-		if (rc)
+		if (rc) {
+			if (spec.key_fd >= 0)
+				close(spec.key_fd);
 			return rc;
+		}
 		spec.nic = true;
 		spec.net_slot = sb->net_slot;
 		spec.resolv = sb->net ? resolv : NULL;
@@ -287,6 +293,8 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		if (m->cfg.jail)
 			sbx_jail_done(&jail);
 	}
+	if (spec.key_fd >= 0)
+		close(spec.key_fd);
 	if (rc) {
 		sbx_net_detach(sb);
 		sbx_jail_release(sb);

@@ -72,6 +72,13 @@ int store_open(const char *path, struct store **out, char *err, size_t errlen)
  */
 int store_set_durable(struct store *s) __attribute__((warn_unused_result));
 /*
+ * What was deleted is gone from the files too: deleted rows are overwritten
+ * in the database (secure_delete) and the write-ahead log, which still holds
+ * their old pages, is checkpointed and cut to nothing. For a deleted data
+ * key (keys/keystore.h). 0 or -EIO (the log is in use: done at a later call).
+ */
+int store_scrub(struct store *s) __attribute__((warn_unused_result));
+/*
  * Keeps the database locked for this connection until it closes: no other
  * connection or program reads it meanwhile, and statements take no locks.
  * For huskd, the database's one user.
@@ -427,6 +434,9 @@ int store_checkpoint_delete(struct store *s, const char *sandbox_id, const char 
  * exist is made (a new id). -ENOENT without create for an unknown name.
  */
 int store_org_find(struct store *s, const char *name, bool create, char id[STORE_ID_LEN])
+	__attribute__((warn_unused_result));
+/* The name of the org whose id is id into name (len bytes): 0 or -ENOENT. */
+int store_org_name(struct store *s, const char *id, char *name, size_t len)
 	__attribute__((warn_unused_result));
 
 /*

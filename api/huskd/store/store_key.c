@@ -28,6 +28,16 @@ int store_org_find(struct store *s, const char *name, bool create, char id[STORE
 	return ret;
 }
 
+int store_org_name(struct store *s, const char *id, char *name, size_t len)
+{
+	int ret;
+
+	store_lock(s);
+	ret = store_read_text(s, "SELECT name FROM orgs WHERE id = ?", id, name, len);
+	store_unlock(s);
+	return ret;
+}
+
 int store_key_insert(struct store *s, const char *id, const char *org_id, const char *role,
                      const char *hash, const char *name)
 {

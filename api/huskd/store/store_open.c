@@ -48,6 +48,9 @@ static int configure(struct store *s, char *err, size_t errlen)
 		"PRAGMA synchronous = NORMAL",
 		/* The schema is ours; never run functions a file's schema names. */
 		"PRAGMA trusted_schema = OFF",
+		/* A deleted row's bytes (a wrapped data key) are overwritten, not left in free
+	           pages. */
+		"PRAGMA secure_delete = ON",
 	};
 	sqlite3_stmt *st;
 	const char *mode;
@@ -101,6 +104,17 @@ int store_set_durable(struct store *s)
 
 	store_lock(s);
 	rc = sqlite3_exec(s->db, "PRAGMA synchronous = FULL", NULL, NULL, NULL);
+	store_unlock(s);
+	return rc == SQLITE_OK ? 0 : -EIO;
+}
+
+int store_scrub(struct store *s)
+{
+	int rc;
+
+	/* The log's frames hold deleted rows' old bytes until it is checkpointed and cut. */
+	store_lock(s);
+	rc = sqlite3_exec(s->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
 	store_unlock(s);
 	return rc == SQLITE_OK ? 0 : -EIO;
 }

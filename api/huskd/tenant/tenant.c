@@ -378,3 +378,15 @@ int tenant_audit_verify(struct tenants *t, const struct who *who, json_t **out)
 	                 broken ? json_integer(broken) : json_null());
 	return *out ? 0 : -ENOMEM;
 }
+
+int tenant_org_lookup(struct tenants *t, const char *ref, char id[STORE_ID_LEN])
+{
+	char name[64];
+
+	if (strncmp(ref, STORE_PFX_ORG, strlen(STORE_PFX_ORG)))
+		return tenant_org_name_ok(ref) ? store_org_find(t->store, ref, false, id) : -ENOENT;
+	if (strlen(ref) >= STORE_ID_LEN || store_org_name(t->store, ref, name, sizeof(name)))
+		return -ENOENT;
+	snprintf(id, STORE_ID_LEN, "%s", ref);
+	return 0;
+}

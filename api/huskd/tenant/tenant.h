@@ -102,6 +102,10 @@ int tenant_audit_list(struct tenants *t, const struct who *who, const char *sand
 int tenant_audit_verify(struct tenants *t, const struct who *who, json_t **out)
 	__attribute__((warn_unused_result));
 
+/* The id of the org ref names (its name or its id) into id: 0 or -ENOENT. */
+int tenant_org_lookup(struct tenants *t, const char *ref, char id[STORE_ID_LEN])
+	__attribute__((warn_unused_result));
+
 /* Whether a text is a usable org name: 1 to 63 of [a-z0-9-], not starting with '-'. */
 bool tenant_org_name_ok(const char *name);
 

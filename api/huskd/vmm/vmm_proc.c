@@ -144,8 +144,11 @@ static void child_exec(const struct vmm_spec *s, char *const argv[], int errfd)
 			goto fail;
 	}
 	for (fd = 3; fd < 1024; fd++)
-		if (fd != errfd)
+		if (fd != errfd && fd != s->key_fd)
 			close(fd);
+	/* The key's pipe is the one descriptor the VMM inherits (--key-fd). */
+	if (s->key_fd >= 0 && fcntl(s->key_fd, F_SETFD, 0) < 0)
+		goto fail;
 	execv(argv[0], argv);
 fail:
 	e = errno;
@@ -156,7 +159,7 @@ fail:
 
 /* husk-jail's part of argv: appended at a, the new count returned. */
 static int jail_args(const struct vmm_spec *s, char **argv, int a, char *uid, size_t uidlen,
-                     char *slot, size_t slotlen, char *fsize, size_t fsizelen)
+                     char *slot, size_t slotlen, char *fsize, size_t fsizelen, char *keyfd)
 {
 	const struct vmm_jail *j = s->jail;
 
@@ -191,6 +194,10 @@ static int jail_args(const struct vmm_spec *s, char **argv, int a, char *uid, si
 		argv[a++] = "--fsize";
 		argv[a++] = fsize;
 	}
+	if (s->key_fd >= 0) {
+		argv[a++] = "--keep-fd";
+		argv[a++] = keyfd;
+	}
 	argv[a++] = "--";
 	return a;
 }
@@ -199,8 +206,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
                    struct vmm_proc **out, char *err, size_t errlen)
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
-		cmdline[4096], slot[16], net[64], expose[4200], uid[16], fsize[24];
-	char *argv[40 + 2 * (VMM_JAIL_PATHS + 4)];
+		cmdline[4096], slot[16], net[64], expose[4200], uid[16], fsize[24], keyfd[16];
+	char *argv[44 + 2 * (VMM_JAIL_PATHS + 4)];
 	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
@@ -215,9 +222,10 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	snprintf(console, sizeof(console), "%s/console.log", s->dir);
 	snprintf(cmdline, sizeof(cmdline), "quiet husk.root=/dev/vda%s%s", s->cmdline ? " " : "",
 	         s->cmdline ? s->cmdline : "");
+	snprintf(keyfd, sizeof(keyfd), "%d", s->key_fd);
 	if (s->jail)
 		a = jail_args(s, argv, a, uid, sizeof(uid), slot, sizeof(slot), fsize,
-		              sizeof(fsize));
+		              sizeof(fsize), keyfd);
 	argv[a++] = (char *)s->vmm;
 	if (s->restore) {
 		/* A restored guest keeps the kernel and command line it booted with. */
@@ -226,6 +234,10 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		if (s->mem_file) {
 			argv[a++] = "--mem-file";
 			argv[a++] = (char *)s->mem_file;
+		}
+		if (s->key_fd >= 0) {
+			argv[a++] = "--key-fd";
+			argv[a++] = keyfd;
 		}
 		if (s->extract) {
 			argv[a++] = "--extract-memory";

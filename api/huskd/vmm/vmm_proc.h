@@ -38,6 +38,7 @@ struct vmm_spec {
 	uint64_t net_rate; /* with nic: bytes per second the guest may send, 0: no limit */
 	unsigned expose;   /* with nic: a guest TCP port served at expose_path, 0: none */
 	const char *expose_path;
+	int key_fd; /* with restore: a pipe holding its key (--key-fd), -1: none */
 };
 
 /*

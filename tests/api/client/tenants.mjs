@@ -6,7 +6,7 @@
 // file carrying keys from phase 1 to phase 2, which runs after a restart).
 // Prints PASS/FAIL lines "tenants/<name>".
 import { execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { SandboxClient } from '@agentuity/core';
 
 const base = process.env.HUSK_URL;
@@ -385,6 +385,28 @@ await check('audit_verify', async () => {
 	const [s, out, err] = cli(acmeMember, 'audit', 'verify');
 	const server = (await req(acmeMember, 'GET', '/audit/verify')).json?.data;
 	return s === 0 && / records, the chain holds/.test(out) && server?.ok === true && server.records > 3 ? '' : `exit ${s}: ${out} ${err} ${JSON.stringify(server)}`;
+});
+
+// ---- keys at rest: sealed memory, crypto-shredding ----
+await check('org_key_shredded', async () => {
+	const gamma = (await req(operator, 'POST', '/keys', { org: 'gamma', role: 'member' })).json?.data;
+	const g = new SandboxClient({ url: base, apiKey: gamma.key });
+	const sb = await g.create({ runtime: 'base:latest' });
+	await waitIdle(gamma.key, sb.id);
+	const paused = await req(gamma.key, 'POST', `/sandbox/${sb.id}/pause`);
+	const keyFile = `${process.env.HUSK_STATE}/keys/${gamma.orgId}.key`;
+	const snap = readFileSync(`${process.env.HUSK_STATE}/sandboxes/${sb.id}/memory.snap`, 'utf8');
+	const before = [existsSync(keyFile), snap.includes('"sealed"')];
+	const byMember = await req(gamma.key, 'DELETE', '/orgs/gamma/key');
+	const unknown = await req(operator, 'DELETE', '/orgs/nope/key');
+	const [s, out, err] = cli(operator, 'key', 'shred-org', 'gamma');
+	const resumed = await req(gamma.key, 'POST', `/sandbox/${sb.id}/resume`);
+	const again = await req(operator, 'DELETE', `/orgs/${gamma.orgId}/key`);
+	await req(gamma.key, 'DELETE', `/sandbox/${sb.id}`);
+	if (want(paused, 200) || !before[0] || !before[1]) return `pause ${paused.status}, key file ${before[0]}, sealed ${before[1]}`;
+	if (s !== 0 || existsSync(keyFile)) return `shred-org exit ${s}: ${out} ${err}; key file left ${existsSync(keyFile)}`;
+	if (resumed.status < 400 || !/has been deleted/.test(resumed.text)) return `resume after shred: ${resumed.status} ${resumed.text.slice(0, 300)}`;
+	return want(byMember, 403, 'FORBIDDEN') || want(unknown, 404, 'ORG_NOT_FOUND') || want(again, 404, 'KEY_NOT_FOUND');
 });
 
 // ---- revocation ----
