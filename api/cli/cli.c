@@ -140,6 +140,8 @@ int cli_raw(struct cli *c, const char *method, const char *target, const char *c
             const void *body, size_t len, cli_body_fn fn, void *arg, int timeout_ms,
             struct cli_resp *resp)
 {
+	struct sbuf t = {0};
+	int rc;
 	struct cli_req rq = {.method = method,
 	                     .target = target,
 	                     .key = c->key,
@@ -150,7 +152,15 @@ int cli_raw(struct cli *c, const char *method, const char *target, const char *c
 	                     .arg = arg,
 	                     .timeout_ms = timeout_ms};
 
-	if (cli_http_do(&c->url, &rq, resp) < 0) {
+	/* As the published client does with an orgId: on every request, for huskd to check. */
+	if (c->org_id && target[0] == '/') {
+		sb_printf(&t, "%s", target);
+		sb_query(&t, "orgId", c->org_id);
+		rq.target = t.s;
+	}
+	rc = cli_http_do(&c->url, &rq, resp);
+	sb_free(&t);
+	if (rc < 0) {
 		cli_print_failure(c, resp);
 		cli_resp_free(resp);
 		return 1;
@@ -328,7 +338,8 @@ bool cli_name_is(const char *names, const char *name)
 static void list_commands(FILE *f, const char *group, const struct subcmd *table)
 {
 	fprintf(f,
-	        "usage: husk %s%sCOMMAND ... [--json] [--url URL] [--api-key KEY]\n\ncommands:\n",
+	        "usage: husk %s%sCOMMAND ... [--json] [--url URL] [--api-key KEY] [--org-id ID]\n"
+	        "\ncommands:\n",
 	        group ? group : "", group ? " " : "");
 	for (const struct subcmd *t = table; t->names; t++) {
 		const char *bar = strchr(t->names, '|');
@@ -419,8 +430,14 @@ int main(int argc, char **argv)
 
 		if (!strcmp(a, "--json")) {
 			c.json = true;
-		} else if ((!strcmp(a, "--url") || !strcmp(a, "--api-key")) && i + 1 < argc) {
-			*(a[2] == 'u' ? &c.url_text : &c.key_opt) = argv[++i];
+		} else if ((!strcmp(a, "--url") || !strcmp(a, "--api-key") ||
+		            !strcmp(a, "--org-id")) &&
+		           i + 1 < argc) {
+			*(a[2] == 'u'   ? &c.url_text
+			  : a[2] == 'a' ? &c.key_opt
+			                : &c.org_id) = argv[++i];
+		} else if (!strncmp(a, "--org-id=", 9)) {
+			c.org_id = a + 9;
 		} else if (!strncmp(a, "--url=", 6)) {
 			c.url_text = a + 6;
 		} else if (!strncmp(a, "--api-key=", 10)) {

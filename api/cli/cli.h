@@ -19,6 +19,7 @@
 struct cli {
 	const char *url_text; /* --url, HUSK_URL, or the default */
 	const char *key_opt;  /* --api-key */
+	const char *org_id;   /* --org-id: sent as orgId with every request (huskd checks it) */
 	char *key;            /* the key in use, or NULL */
 	struct cli_url url;
 	bool json, help;
@@ -72,6 +73,8 @@ int args_parse(struct cli *c, int argc, char **argv, const struct opt *opts, con
 int args_bad(struct cli *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Checks a duration (30s, 5m, 1h, 1m30s, 250ms, 0) for option name. 0 or EXIT_USAGE. */
 int args_duration(struct cli *c, const char *name, const char *v);
+/* The same, and its length in milliseconds into *ms. */
+int args_duration_ms(struct cli *c, const char *name, const char *v, long long *ms);
 /* Checks a size (512Mi, 1Gi, 1G, 1048576). 0 or EXIT_USAGE. */
 int args_size(struct cli *c, const char *name, const char *v);
 /* Checks CPU as millicores (500m) or cores (1, 0.5). 0 or EXIT_USAGE. */
@@ -190,7 +193,7 @@ json_t *run_command_of(struct cli *c, const struct args *a, int npos_before);
 /* The options run and create share (the reference CLI's resource flags). */
 struct sbx_opts {
 	const char *runtime, *runtime_id, *memory, *cpu, *disk, *timeout, *snapshot, *name,
-		*description, *idle, *metadata, *port, *project, *egress_rate;
+		*description, *idle, *paused, *metadata, *port, *project, *egress_rate;
 	bool network, quiet;
 	struct strlist env, files, deps, scopes, allow, deny;
 };
@@ -232,6 +235,8 @@ int snap_build(struct cli *c, int argc, char **argv);
 int fs_cp(struct cli *c, int argc, char **argv);
 /* A cli_body_fn writing to the fd at *(int *)arg. */
 int fs_write_fd(void *arg, const void *data, size_t len);
+/* The temporary file a download is being written to, or NULL: removed if husk is cut short. */
+extern const char *volatile cli_partial_file;
 /* GET target into the file out (through a temporary beside it): 0 or 1 (printed). */
 int fs_get_to_file(struct cli *c, const char *target, const char *out, size_t *bytes);
 /* Runs tar with argv; stdin from in_fd and stdout to out_fd (-1: ours). Its exit status or -errno.

@@ -146,11 +146,9 @@ int args_parse(struct cli *c, int argc, char **argv, const struct opt *opts, con
                struct args *a)
 {
 	const struct opt globals[] = {
-		{"url", 0, OPT_STR, &c->url_text},
-		{"api-key", 0, OPT_STR, &c->key_opt},
-		{"json", 0, OPT_FLAG, &c->json},
-		{"help", 'h', OPT_FLAG, &c->help},
-		{NULL, 0, 0, NULL},
+		{"url", 0, OPT_STR, &c->url_text},  {"api-key", 0, OPT_STR, &c->key_opt},
+		{"org-id", 0, OPT_STR, &c->org_id}, {"json", 0, OPT_FLAG, &c->json},
+		{"help", 'h', OPT_FLAG, &c->help},  {NULL, 0, 0, NULL},
 	};
 	/* husk exec ID ls -l: the -l is the command's, which belongs after "--". */
 	const char *hint =
@@ -218,6 +216,28 @@ int args_parse(struct cli *c, int argc, char **argv, const struct opt *opts, con
 	if (a->npos > max)
 		return args_bad(c, "unexpected argument '%s'", a->pos[max]);
 	return resolve(c);
+}
+
+int args_duration_ms(struct cli *c, const char *name, const char *v, long long *ms)
+{
+	double total = 0;
+	const char *p = v;
+	int rc = args_duration(c, name, v);
+
+	while (!rc && *p) {
+		char *end;
+		double n = strtod(p, &end);
+
+		p = end;
+		total += !strncmp(p, "ms", 2) ? n
+		         : *p == 's'          ? n * 1000
+		         : *p == 'm'          ? n * 60000
+		         : *p == 'h'          ? n * 3600000
+		                              : 0;
+		p += !strncmp(p, "ms", 2) ? 2 : *p ? 1 : 0;
+	}
+	*ms = (long long)total;
+	return rc;
 }
 
 int args_duration(struct cli *c, const char *name, const char *v)

@@ -87,6 +87,8 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 		set_str(timeout, "execution", o->timeout);
 	if (!rc && o->idle && !(rc = args_duration(c, "idle-timeout", o->idle)))
 		set_str(timeout, "idle", o->idle);
+	if (!rc && o->paused && !(rc = args_duration(c, "paused-timeout", o->paused)))
+		set_str(timeout, "paused", o->paused);
 	for (int i = 0; !rc && i < o->env.n; i++)
 		rc = args_keyval(c, "--env", o->env.v[i], env);
 	if (!rc && o->port && !(rc = args_uint(c, "port", o->port, 65535, &port)) && port < 1024)
@@ -150,6 +152,7 @@ int create_main(struct cli *c, int argc, char **argv)
 	                           {"name", 0, OPT_STR, &o.name},
 	                           {"description", 0, OPT_STR, &o.description},
 	                           {"idle-timeout", 0, OPT_STR, &o.idle},
+	                           {"paused-timeout", 0, OPT_STR, &o.paused},
 	                           {"metadata", 0, OPT_STR, &o.metadata},
 	                           {"port", 0, OPT_STR, &o.port},
 	                           {"egress-rate", 0, OPT_STR, &o.egress_rate},
@@ -161,7 +164,8 @@ int create_main(struct cli *c, int argc, char **argv)
 
 	c->usage = "husk create [--runtime R] [--runtime-id ID] [--memory 512Mi] [--cpu 500m] "
 		   "[--disk 1Gi] [--network]\n"
-		   "            [--timeout 30s] [--idle-timeout 10m] [--env K=V]... "
+		   "            [--timeout 30s] [--idle-timeout 10m] [--paused-timeout 1h] "
+		   "[--env K=V]... "
 		   "[--file SBXPATH:LOCAL]...\n"
 		   "            [--snapshot X] [--dependency PKG]... [--name N] [--description D]\n"
 		   "            [--metadata JSON] [--port 1024-65535] [--json]\n"
@@ -171,7 +175,8 @@ int create_main(struct cli *c, int argc, char **argv)
 		   "--port serves that guest port at the sandbox's url (printed; also in get).\n"
 		   "--allow-host (only these) and --deny-host (not these) imply --network;\n"
 		   "HOST is example.com or *.example.com, CIDR 203.0.113.0/24.\n"
-		   "--timeout is each command's limit; --idle-timeout 0s keeps it forever.\n";
+		   "--timeout is each command's limit; --idle-timeout 0s keeps it forever;\n"
+		   "--paused-timeout is how long it may stay paused (0s: for ever).\n";
 	rc = args_parse(c, argc, argv, opts, "", &a);
 	if (!rc && a.cmd)
 		rc = args_bad(c, "create takes no command; use husk exec ID -- CMD afterwards");

@@ -144,6 +144,8 @@ int fs_write_fd(void *arg, const void *data, size_t len)
 	return 0;
 }
 
+const char *volatile cli_partial_file;
+
 int fs_get_to_file(struct cli *c, const char *target, const char *out, size_t *bytes)
 {
 	char *tmp = NULL;
@@ -160,7 +162,9 @@ int fs_get_to_file(struct cli *c, const char *target, const char *out, size_t *b
 		free(tmp);
 		return 1;
 	}
+	cli_partial_file = tmp;
 	rc = cli_raw(c, "GET", target, NULL, NULL, 0, fs_write_fd, &fd, 330000, &r);
+	cli_partial_file = NULL;
 	size = lseek(fd, 0, SEEK_END);
 	if (!rc && (fchmod(fd, 0644) || close(fd) || rename(tmp, out))) {
 		fprintf(stderr, "husk: cannot write %s: %s\n", out, strerror(errno));

@@ -10,11 +10,13 @@
  */
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -361,11 +363,37 @@ static bool remote_side(const char *s, char *id, size_t idlen, const char **path
 	return true;
 }
 
+static void cp_timed_out(int sig)
+{
+	static const char msg[] = "\nhusk: fs cp did not finish within its --timeout; files "
+				  "copied before it are in place, the one under way is not\n";
+
+	(void)sig;
+	if (cli_partial_file)
+		unlink(cli_partial_file);
+	if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0)
+		_exit(124);
+	_exit(124);
+}
+
+/* --timeout: the whole copy ends (exit 124, as timeout(1)) once ms have passed. */
+static void cp_deadline(long long ms)
+{
+	struct itimerval it = {.it_value = {.tv_sec = ms / 1000, .tv_usec = ms % 1000 * 1000}};
+	struct sigaction sa = {.sa_handler = cp_timed_out};
+
+	sigaction(SIGALRM, &sa, NULL);
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 int fs_cp(struct cli *c, int argc, char **argv)
 {
 	bool recursive = false, strict = false;
+	const char *timeout = NULL;
+	long long ms = 0;
 	const struct opt opts[] = {{"recursive", 'r', OPT_FLAG, &recursive},
 	                           {"strict", 0, OPT_FLAG, &strict},
+	                           {"timeout", 0, OPT_STR, &timeout},
 	                           {NULL, 0, 0, NULL}};
 	struct cp cp = {.c = c, .created = json_array()};
 	const char *rsrc, *rdst;
@@ -375,11 +403,16 @@ int fs_cp(struct cli *c, int argc, char **argv)
 	struct args a;
 	int rc;
 
-	c->usage = "husk fs cp [-r] [--strict] [--json] SRC DST\n"
+	c->usage = "husk fs cp [-r] [--strict] [--timeout 5m] [--json] SRC DST\n"
 		   "One side is ID:/path in the sandbox, the other a local path. -r copies a\n"
 		   "directory's contents into DST. Missing parents of DST are made unless "
-		   "--strict.\n";
+		   "--strict.\n"
+		   "--timeout bounds the whole copy (exit 124 when it runs out).\n";
 	rc = args_parse(c, argc, argv, opts, "SRC DST", &a);
+	if (!rc && timeout && !(rc = args_duration_ms(c, "timeout", timeout, &ms)) && ms <= 0)
+		rc = args_bad(c, "--timeout '%s': give a duration longer than 0, e.g. 5m", timeout);
+	if (!rc && ms > 0)
+		cp_deadline(ms);
 	up = !rc && remote_side(a.pos[1], did, sizeof(did), &rdst);
 	down = !rc && remote_side(a.pos[0], sid, sizeof(sid), &rsrc);
 	if (!rc && up == down)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -24,8 +25,40 @@ struct stream {
 	struct cli_resp resp;
 	int fd;
 	bool capture;
+	bool stamps; /* --timestamps: each line begins with when it arrived */
+	bool mid;    /* the last byte written was not the end of a line */
 	struct sbuf buf;
 };
+
+static int write_all(int fd, const char *p, size_t len)
+{
+	while (len) {
+		ssize_t n = write(fd, p, len);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1; /* our stdout is gone: stop reading */
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+/* "2026-11-28T03:40:01.123Z ": when a line's first byte came. */
+static int write_stamp(int fd)
+{
+	char text[40];
+	struct timespec ts;
+	struct tm tm;
+	size_t n;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	n = strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm);
+	n += (size_t)snprintf(text + n, sizeof(text) - n, ".%03ldZ ", ts.tv_nsec / 1000000);
+	return write_all(fd, text, n);
+}
 
 static int stream_write(void *arg, const void *data, size_t len)
 {
@@ -36,17 +69,17 @@ static int stream_write(void *arg, const void *data, size_t len)
 		sb_append(&s->buf, data, len);
 		return 0;
 	}
-	while (len) {
-		ssize_t n = write(s->fd, p, len);
+	while (s->stamps && len) {
+		const char *nl = memchr(p, '\n', len);
+		size_t n = nl ? (size_t)(nl - p) + 1 : len;
 
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0)
-			return -1; /* our stdout is gone: stop reading */
+		if ((!s->mid && write_stamp(s->fd)) || write_all(s->fd, p, n))
+			return -1;
+		s->mid = !nl;
 		p += n;
-		len -= (size_t)n;
+		len -= n;
 	}
-	return 0;
+	return write_all(s->fd, p, len);
 }
 
 /* Opens the GET of a stream URL (absolute, from huskd); over a Unix socket, its path. */
@@ -125,13 +158,14 @@ static bool terminal(const char *status)
  * --json), then its record; returns the exit status husk should end with.
  * sandbox is destroyed on Ctrl-C when kill_on_interrupt (a oneshot's).
  */
-static int follow(struct cli *c, const char *sandbox, json_t *data, bool kill_on_interrupt)
+static int follow(struct cli *c, const char *sandbox, json_t *data, bool kill_on_interrupt,
+                  bool stamps)
 {
 	const char *eid = json_string_value(json_object_get(data, "executionId"));
 	const char *urls[2] = {json_string_value(json_object_get(data, "stdoutStreamUrl")),
 	                       json_string_value(json_object_get(data, "stderrStreamUrl"))};
-	struct stream st[2] = {{.name = "stdout", .fd = 1, .capture = c->json},
-	                       {.name = "stderr", .fd = 2, .capture = c->json}};
+	struct stream st[2] = {{.name = "stdout", .fd = 1, .capture = c->json, .stamps = stamps},
+	                       {.name = "stderr", .fd = 2, .capture = c->json, .stamps = stamps}};
 	json_t *env = NULL, *exec = NULL, *code;
 	const char *status = NULL;
 	struct sbuf t = {0};
@@ -256,20 +290,25 @@ json_t *run_command_of(struct cli *c, const struct args *a, int rc_pos)
 int run_run(struct cli *c, int argc, char **argv)
 {
 	struct sbx_opts o = {0};
-	const struct opt opts[] = {
-		SBX_OPTS(o), {"quiet", 'q', OPT_FLAG, &o.quiet}, {NULL, 0, 0, NULL}};
+	bool stamps = false;
+	const struct opt opts[] = {SBX_OPTS(o),
+	                           {"quiet", 'q', OPT_FLAG, &o.quiet},
+	                           {"timestamps", 0, OPT_FLAG, &stamps},
+	                           {NULL, 0, 0, NULL}};
 	json_t *body = json_object(), *cmd = NULL, *env = NULL;
 	struct args a;
 	int rc;
 
-	c->usage = "husk run [--runtime R] [--runtime-id ID] [--memory 512Mi] [--cpu 500m] "
-		   "[--disk 1Gi]\n"
-		   "         [--network] [--timeout 30s] [--env K=V]... [--file SBXPATH:LOCAL]...\n"
-		   "         [--snapshot X] [--dependency PKG]... [--quiet] [--json] -- CMD "
-		   "[ARGS...]\n"
-		   "Runs CMD in a new sandbox that is destroyed when it ends; its output is\n"
-		   "streamed as it comes and husk exits with its exit code. --json prints the\n"
-		   "execution record with the output in it instead.\n";
+	c->usage =
+		"husk run [--runtime R] [--runtime-id ID] [--memory 512Mi] [--cpu 500m] "
+		"[--disk 1Gi]\n"
+		"         [--network] [--timeout 30s] [--env K=V]... [--file SBXPATH:LOCAL]...\n"
+		"         [--snapshot X] [--dependency PKG]... [--quiet] [--timestamps] [--json]\n"
+		"         -- CMD [ARGS...]\n"
+		"Runs CMD in a new sandbox that is destroyed when it ends; its output is\n"
+		"streamed as it comes and husk exits with its exit code. --json prints the\n"
+		"execution record with the output in it instead. --timestamps begins each\n"
+		"line of output with the UTC time it arrived.\n";
 	rc = args_parse(c, argc, argv, opts, "[CMD...]", &a);
 	if (!rc && !(cmd = run_command_of(c, &a, 0)))
 		rc = EXIT_USAGE;
@@ -288,7 +327,7 @@ int run_run(struct cli *c, int argc, char **argv)
 		json_t *data = json_object_get(env, "data");
 		const char *sid = json_string_value(json_object_get(data, "sandboxId"));
 
-		rc = sid ? follow(c, sid, data, true) : 1;
+		rc = sid ? follow(c, sid, data, true, stamps) : 1;
 		if (!sid)
 			fprintf(stderr, "husk: huskd's answer has no sandboxId\n");
 	}
@@ -302,18 +341,21 @@ int run_run(struct cli *c, int argc, char **argv)
 int run_exec(struct cli *c, int argc, char **argv)
 {
 	const char *timeout = NULL;
-	bool quiet = false;
+	bool quiet = false, stamps = false;
 	const struct opt opts[] = {{"timeout", 0, OPT_STR, &timeout},
 	                           {"quiet", 'q', OPT_FLAG, &quiet},
+	                           {"timestamps", 0, OPT_FLAG, &stamps},
 	                           {NULL, 0, 0, NULL}};
 	json_t *body = NULL, *cmd = NULL, *env = NULL;
 	struct sbuf t = {0};
 	struct args a;
 	int rc;
 
-	c->usage = "husk exec ID [--timeout 5m] [--quiet] [--json] -- CMD [ARGS...]\n"
+	c->usage = "husk exec ID [--timeout 5m] [--quiet] [--timestamps] [--json] -- CMD "
+		   "[ARGS...]\n"
 		   "Runs CMD in sandbox ID (one command at a time per sandbox), streams its\n"
-		   "output as it comes and exits with its exit code.\n";
+		   "output as it comes and exits with its exit code. --timestamps begins each\n"
+		   "line of output with the UTC time it arrived.\n";
 	rc = args_parse(c, argc, argv, opts, "ID [CMD...]", &a);
 	if (!rc && !(cmd = run_command_of(c, &a, 1)))
 		rc = EXIT_USAGE;
@@ -333,7 +375,7 @@ int run_exec(struct cli *c, int argc, char **argv)
 		rc = cli_call(c, "POST", t.s, body, &env);
 	}
 	if (!rc)
-		rc = follow(c, a.pos[0], json_object_get(env, "data"), false);
+		rc = follow(c, a.pos[0], json_object_get(env, "data"), false, stamps);
 	sb_free(&t);
 	json_decref(cmd);
 	json_decref(body);

@@ -48,15 +48,13 @@ int sandbox_list(struct cli *c, int argc, char **argv)
 	                                  {"CREATED", "createdAt"},    {NULL, NULL}};
 	const char *status = NULL, *name = NULL, *mode = NULL, *limit = NULL, *offset = NULL,
 		   *sort = NULL, *dir = NULL, *project = NULL;
-	const struct opt opts[] = {{"status", 0, OPT_STR, &status},
-	                           {"name", 0, OPT_STR, &name},
-	                           {"mode", 0, OPT_STR, &mode},
-	                           {"limit", 0, OPT_STR, &limit},
-	                           {"offset", 0, OPT_STR, &offset},
-	                           {"sort", 0, OPT_STR, &sort},
-	                           {"direction", 0, OPT_STR, &dir},
-	                           {"project-id", 0, OPT_STR, &project},
-	                           {NULL, 0, 0, NULL}};
+	bool all = false;
+	const struct opt opts[] = {
+		{"status", 0, OPT_STR, &status}, {"name", 0, OPT_STR, &name},
+		{"mode", 0, OPT_STR, &mode},     {"limit", 0, OPT_STR, &limit},
+		{"offset", 0, OPT_STR, &offset}, {"sort", 0, OPT_STR, &sort},
+		{"direction", 0, OPT_STR, &dir}, {"project-id", 0, OPT_STR, &project},
+		{"all", 0, OPT_FLAG, &all},      {NULL, 0, 0, NULL}};
 	struct sbuf t = {0};
 	json_t *env = NULL, *data;
 	struct args a;
@@ -65,10 +63,15 @@ int sandbox_list(struct cli *c, int argc, char **argv)
 	c->usage = "husk list [--status S] [--name N] [--mode oneshot|interactive] [--limit N]\n"
 		   "          [--offset N] [--sort name|created|updated|status|mode|"
 		   "execution_count]\n"
-		   "          [--direction asc|desc] [--json]\n";
+		   "          [--direction asc|desc] [--project-id ID | --all] [--json]\n"
+		   "Lists the org's sandboxes; with --project-id only that project's. --all\n"
+		   "lists them all, which is what husk does without --project-id anyway.\n";
 	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "", &a));
 	sb_printf(&t, "/sandbox");
 	rc = status ? args_enum(c, "status", status, statuses) : 0;
+	if (!rc && all && project)
+		rc = args_bad(c,
+		              "--all lists every project's sandboxes: drop --project-id or --all");
 	if (!rc && mode)
 		rc = args_enum(c, "mode", mode, modes);
 	if (!rc && sort)

@@ -281,6 +281,12 @@ const srv = http.createServer((req, res) => {
 			res.writeHead(code, {'Content-Type': 'application/json'});
 			res.end(JSON.stringify(j));
 		};
+		// A file that starts coming and never ends (husk fs cp --timeout).
+		if (req.method === 'GET' && u.startsWith('/fs/sbx_hang')) {
+			res.writeHead(200, {'Content-Type': 'application/octet-stream', 'Content-Length': '1000000'});
+			res.write(Buffer.alloc(4096, 120));
+			return;
+		}
 		fs.appendFileSync(dir + '/log', `${req.method} ${u} auth=${h.authorization ? 'yes' : 'no'} ` +
 			`type=${h['content-type'] || '-'} length=${h['content-length'] || '-'} got=${body.length}\n`);
 		if (req.method === 'POST' && u === '/sandbox/snapshots/build') {
@@ -321,6 +327,13 @@ while [ $i -lt 100 ] && [ ! -s "$T/mock/port" ]; do
 	i=$((i + 1))
 done
 murl=http://127.0.0.1:$(cat "$T/mock/port" 2>/dev/null)
+# fs cp --timeout bounds the whole copy: cut short, it leaves neither the file nor a part of it.
+mkdir "$T/cp"
+h --url "$murl" fs cp sbx_hang:/big "$T/cp/got" --timeout 1s
+check fs_cp_timeout "want status 124, the reason, and nothing left in the target folder" \
+	test "$cli_s" = 124 -a -z "$(ls -A "$T/cp")" -a "$(grep -c 'did not finish within its --timeout' "$T/e")" = 1
+h --url "$murl" fs cp sbx_hang:/big "$T/cp/got" --timeout 0s
+expect fs_cp_timeout_zero 2 "give a duration longer than 0"
 h --url "$murl" snapshot build "$g" --tag v1
 check snapshot_build_flow "want status 0 and the finished snapshot's fields" \
 	test "$cli_s" = 0 -a "$(grep -c '^id  *snp_mock1$' "$T/o")" = 1 -a "$(grep -c '^files  *2$' "$T/o")" = 1

@@ -2,7 +2,8 @@
 # Orgs and API keys (issue I): huskd (ASan) on the host with fake VMMs
 # (tests/fakes), driven by tests/api/client/tenants.mjs with the published
 # client, the husk CLI and plain requests; then once more after a restart
-# (keys, revocations and owners are kept). Prints PASS/FAIL lines.
+# (keys, revocations and owners are kept), with small per-key limits, and
+# with org keys in a (toy) key service. Prints PASS/FAIL lines.
 set -u
 port=18376
 . "$(dirname "$0")/lib.sh"
@@ -24,6 +25,23 @@ if [ -s "$T/keys.json" ]; then
 	HUSKD_ARGS="--key-concurrency 1 --key-rate 10/1h" start_huskd 3 || exit 1
 	client tenants.mjs 3 || rc=1
 	stop_huskd tenants/huskd_clean_exit_3 || rc=1
+	# Org keys in a key service (--kms-command): a toy KMS that logs its calls (kms_*).
+	cat >"$T/kms" <<'KMS'
+#!/bin/sh
+d=$(dirname "$0")
+echo "$1 $2" >>"$d/kms.log"
+[ -e "$d/$2.deleted" ] && { echo "org $2 is gone from the toy KMS" >&2; exit 3; }
+case $1 in
+wrap) read k; echo "tr-$(echo "$k" | tr 0-9a-f g-v)";;
+unwrap) read w; echo "${w#tr-}" | tr g-v 0-9a-f;;
+delete) touch "$d/$2.deleted";;
+*) exit 2;;
+esac
+KMS
+	chmod 755 "$T/kms"
+	HUSKD_ARGS="--kms-command $T/kms" start_huskd 4 || exit 1
+	KMS_LOG=$T/kms.log client tenants.mjs 4 || rc=1
+	stop_huskd tenants/huskd_clean_exit_4 || rc=1
 	# Every sandbox was destroyed: none of their fake VMMs may be left.
 	left=$(pgrep -f "$T/state/sandboxes/")
 	if [ -z "$left" ]; then

@@ -55,6 +55,31 @@ async function waitIdle(key, id) {
 	if (r.json?.data?.status !== 'idle') throw new Error(`sandbox ${id} did not turn idle: ${r.text.slice(0, 200)}`);
 }
 
+if (phase === '4') {
+	// huskd runs with --kms-command: a toy KMS that logs "OP ORG" to KMS_LOG.
+	const log = () => (existsSync(process.env.KMS_LOG) ? readFileSync(process.env.KMS_LOG, 'utf8') : '');
+	const me = (await req(operator, 'GET', '/whoami')).json?.data;
+	const sb = await new SandboxClient({ url: base, apiKey: operator }).create({ runtime: 'base:latest' });
+	await waitIdle(operator, sb.id);
+	await check('kms_wraps_a_pause_key', async () => {
+		const r = await req(operator, 'POST', `/sandbox/${sb.id}/pause`);
+		return want(r, 200) || (log().includes(`wrap ${me.orgId}`) ? '' : `KMS log: ${log()}`);
+	});
+	await check('kms_unwraps_at_resume', async () => {
+		const r = await req(operator, 'POST', `/sandbox/${sb.id}/resume`);
+		return want(r, 200) || (log().includes(`unwrap ${me.orgId}`) ? '' : `KMS log: ${log()}`);
+	});
+	await check('kms_delete_shreds', async () => {
+		const p = await req(operator, 'POST', `/sandbox/${sb.id}/pause`);
+		const [s, out, err] = cli(operator, 'key', 'shred-org', 'local');
+		const r = await req(operator, 'POST', `/sandbox/${sb.id}/resume`);
+		await req(operator, 'DELETE', `/sandbox/${sb.id}`);
+		if (want(p, 200) || s !== 0) return `pause ${p.status}; shred-org exit ${s}: ${out} ${err}`;
+		return log().includes(`delete ${me.orgId}`) && r.status >= 400 && /has been deleted/.test(r.text) ? '' : `resume ${r.status} ${r.text.slice(0, 300)}; KMS log: ${log()}`;
+	});
+	process.exit(failed ? 1 : 0);
+}
+
 if (phase === '3') {
 	// huskd runs with --key-concurrency 1 --key-rate 10/1h.
 	const k = JSON.parse(readFileSync(process.env.HUSK_KEYS, 'utf8'));
@@ -258,6 +283,35 @@ await check('stats_scoped', async () => {
 await check('cli_stats_of_own_org', async () => {
 	const [s, out, err] = cli(acmeMember, 'stats', '--json');
 	return s === 0 && JSON.parse(out).services.sandbox.totalActive === 1 ? '' : `exit ${s}: ${out} ${err}`;
+});
+// The reference CLI's flags (issue L, item 6): --org-id, --timestamps, --paused-timeout, --all.
+await check('cli_org_id', async () => {
+	const [s1, out1, err1] = cli(acmeMember, '--org-id', acmeOrgId, 'list', '--json');
+	const [s2, , err2] = cli(acmeMember, 'list', '--org-id', 'beta');
+	if (s1 !== 0 || !JSON.parse(out1).sandboxes.some((x) => x.sandboxId === acmeSb.id)) return `own org: exit ${s1}: ${err1}`;
+	return s2 === 1 && /orgId 'beta' is not this key's org/.test(err2) ? '' : `other org: exit ${s2}: ${err2}`;
+});
+await check('cli_exec_timestamps', async () => {
+	// The fake guest's yes BYTES: "y" lines, BYTES bytes in all.
+	const [s, out, err] = cli(acmeMember, 'exec', acmeSb.id, '--timestamps', '--', 'yes', '6');
+	const lines = out.split('\n').filter(Boolean);
+	const stamped = lines.every((l) => /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z y$/.test(l));
+	return s === 0 && lines.length === 3 && stamped ? '' : `exit ${s}: ${JSON.stringify(out)} ${err}`;
+});
+await check('cli_create_paused_timeout', async () => {
+	const [s, out, err] = cli(acmeMember, 'create', '--paused-timeout', '2h', '--json');
+	const id = s === 0 ? JSON.parse(out).sandboxId : null;
+	const got = id ? (await req(acmeMember, 'GET', `/sandbox/${id}`)).json?.data?.timeout : null;
+	if (id) await req(acmeMember, 'DELETE', `/sandbox/${id}`);
+	const [bad, , badErr] = cli(acmeMember, 'create', '--paused-timeout', 'soon');
+	if (bad !== 2 || !/--paused-timeout 'soon' is not a duration/.test(badErr)) return `bad value: exit ${bad}: ${badErr}`;
+	return got?.paused === '2h' ? '' : `exit ${s}: ${err}; timeout ${JSON.stringify(got)}`;
+});
+await check('cli_list_all', async () => {
+	const [s, out] = cli(acmeMember, 'list', '--all', '--json');
+	const [both, , err] = cli(acmeMember, 'list', '--all', '--project-id', 'p1');
+	if (s !== 0 || !JSON.parse(out).sandboxes.length) return `--all: exit ${s}`;
+	return both === 2 && /drop --project-id or --all/.test(err) ? '' : `both: exit ${both}: ${err}`;
 });
 
 await check('file_read_back_from_the_file', async () => {
