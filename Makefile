@@ -230,7 +230,7 @@ $(BOOTBENCH): $(call obj,rel,tools/bench/bootbench.c)
 	$(call link,,)
 
 $(HUSK_IMG): $(call obj,rel,images/husk-img.c) $(call lib,img,rel)
-	$(call link,$(HARDEN),)
+	$(call link,$(HARDEN),-lcrypto)
 
 $(HUSK_OCI): $(call obj,rel,images/oci/husk-oci.c $(OCI_SRCS))
 	$(call link,$(HARDEN),-larchive -lcrypto -ljansson)
@@ -241,7 +241,7 @@ $(HUSK_IMPORT): images/runtimes/import.sh
 
 # Random writes through the library, mirrored into a raw file, for tests/img.
 $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c) $(call lib,img,san)
-	$(call link,$(SAN_CFLAGS),)
+	$(call link,$(SAN_CFLAGS),-lcrypto)
 
 $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
 	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto)
@@ -364,6 +364,7 @@ $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_m
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
 $(BUILD)/fuzz/fuzz_frame: tests/fuzz/fuzz_frame.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_img: tests/fuzz/fuzz_img.c $(IMG_SRCS)
+$(BUILD)/fuzz/fuzz_img: FUZZ_LIBS := -lcrypto
 $(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c tests/unit/test_http_fake.c $(HTTP_CORE_SRCS)
 $(BUILD)/fuzz/fuzz_http: FUZZ_LIBS := -lhttp_parser
 $(BUILD)/fuzz/fuzz_snapfile: tests/fuzz/fuzz_snapfile.c $(wildcard vmm/snap/*.c) vmm/guest_mem.c vmm/confine.c vmm/log.c

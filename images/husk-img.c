@@ -17,10 +17,11 @@
 
 static const char usage_text[] =
 	"usage: husk-img COMMAND ...\n"
-	"  create [-b BACKING [-F raw|qcow2]] [-c CLUSTER_SIZE] FILE [SIZE]\n"
+	"  create [-b BACKING [-F raw|qcow2]] [-c CLUSTER_SIZE] [-K KEYFILE] FILE [SIZE]\n"
 	"        new qcow2 image; SIZE takes K, M, G, T suffixes (powers of 1024) and may be\n"
 	"        left out with -b (the backing file's size); a relative BACKING is relative\n"
-	"        to FILE's directory\n"
+	"        to FILE's directory; -K encrypts it (LUKS, as qemu-img's encrypt.format=luks)\n"
+	"        with the first line of KEYFILE as its passphrase\n"
 	"  info [--json] FILE\n"
 	"        format, sizes, backing file and chain\n"
 	"  check FILE\n"
@@ -31,7 +32,8 @@ static const char usage_text[] =
 	"        change the backing file, copying what differs into FILE; -u only rewrites\n"
 	"        the header; -b \"\" removes the backing file\n"
 	"  convert [-f raw|qcow2] -O raw|qcow2 [-c CLUSTER_SIZE] IN OUT\n"
-	"        copy what IN reads (through its chain) to a new image OUT\n";
+	"        copy what IN reads (through its chain) to a new image OUT\n"
+	"Encrypted images open with HUSK_IMG_KEYS=\"IMAGE=KEYFILE ...\" (a key per image).\n";
 
 static int usage(const char *fmt, ...)
 {
@@ -111,6 +113,53 @@ static const char *fmt_name(enum img_format f)
 	return f == IMG_FMT_QCOW2 ? "qcow2" : f == IMG_FMT_RAW ? "raw" : "unknown";
 }
 
+/* A passphrase from a file (its first line), or NULL; *len its length. */
+static char *read_pass(const char *file, size_t *len)
+{
+	char buf[4096];
+	FILE *f = fopen(file, "re");
+	size_t n = f ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+
+	if (f)
+		fclose(f);
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	*len = strlen(buf);
+	return f && *len ? strdup(buf) : NULL;
+}
+
+/*
+ * Keys of encrypted images, from HUSK_IMG_KEYS="IMAGE=KEYFILE ...": each
+ * image's passphrase is the first line of its KEYFILE. NULL when unset.
+ */
+static const struct img_secrets *env_secrets(void)
+{
+	static struct img_secret v[16];
+	static struct img_secrets all = {.v = v};
+	static char *text;
+	const char *env = getenv("HUSK_IMG_KEYS");
+	char *save = NULL;
+
+	if (!env || text)
+		return text ? &all : NULL;
+	text = strdup(env);
+	for (char *t = text ? strtok_r(text, " ", &save) : NULL; t && all.n < 16;
+	     t = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(t, '=');
+
+		if (!eq)
+			continue;
+		*eq = '\0';
+		v[all.n].path = t;
+		v[all.n].pass = read_pass(eq + 1, &v[all.n].len);
+		if (!v[all.n].pass)
+			fprintf(stderr, "husk-img: HUSK_IMG_KEYS: no key in %s\n", eq + 1);
+		else
+			all.n++;
+	}
+	return &all;
+}
+
 /* A file the user names: qcow2 if it says so, else raw. Backing files never get this guess. */
 static int open_quiet(struct img **img, const char *path, enum img_format fmt, unsigned flags,
                       char *err, size_t errlen)
@@ -127,7 +176,7 @@ static int open_quiet(struct img **img, const char *path, enum img_format fmt, u
 		                                                         : IMG_FMT_RAW;
 		fclose(f);
 	}
-	return img_open(img, path, fmt, flags, err, errlen);
+	return img_open_secrets(img, path, fmt, flags, env_secrets(), err, errlen);
 }
 
 static int open_any(struct img **img, const char *path, enum img_format fmt, unsigned flags)
@@ -146,10 +195,16 @@ static int cmd_create(int argc, char **argv)
 	char err[512];
 	int c;
 
-	while ((c = getopt(argc, argv, "b:F:c:")) != -1) {
+	while ((c = getopt(argc, argv, "b:F:c:K:")) != -1) {
 		switch (c) {
 		case 'b':
 			o.backing = optarg;
+			break;
+		case 'K':
+			o.pass = read_pass(optarg, &o.pass_len);
+			if (!o.pass)
+				return usage("create: no key in '%s' (its first line is the key)",
+				             optarg);
 			break;
 		case 'F':
 			if (parse_fmt(optarg, &o.backing_fmt))
@@ -176,7 +231,10 @@ static int cmd_create(int argc, char **argv)
 		return usage("create: give the SIZE of the disk (or a backing file with -b)");
 	if (argc - optind == 2 && !o.size)
 		return usage("create: the size must be above zero");
-	if (img_create(argv[optind], &o, err, sizeof(err)))
+	o.secrets = env_secrets();
+	c = img_create(argv[optind], &o, err, sizeof(err));
+	free((void *)o.pass);
+	if (c)
 		return fail(err);
 	return 0;
 }
@@ -278,6 +336,8 @@ static int cmd_info(int argc, char **argv)
 		       fmt_name(img_format(img)), img_size(img), img_allocated(img), data);
 		if (img_cluster_size(img))
 			printf(",\n    \"cluster-size\": %" PRIu64, img_cluster_size(img));
+		if (img_encrypted(img))
+			printf(",\n    \"encrypted\": \"luks\"");
 		if (img_backing_name(img)) {
 			printf(",\n    \"backing-filename\": ");
 			json_str(img_backing_name(img));
@@ -305,6 +365,8 @@ static int cmd_info(int argc, char **argv)
 		       img_path(img), fmt_name(img_format(img)), a, img_size(img), b);
 		if (img_cluster_size(img))
 			printf("cluster_size: %" PRIu64 "\n", img_cluster_size(img));
+		if (img_encrypted(img))
+			printf("encrypted: luks (aes-xts-plain64)\n");
 		if (img_backing_name(img))
 			printf("backing file: %s (actual path: %s)\nbacking file format: %s\n",
 			       img_backing_name(img),

@@ -208,8 +208,8 @@ int img_open_backing(struct img *img, const struct img *const *chain, int depth,
 	for (int i = 0; i < depth; i++)
 		up[i] = chain[i];
 	up[depth] = img;
-	rc = img_open_depth(&img->backing, path, fmt, IMG_RDONLY, up, depth + 1, inner,
-	                    sizeof(inner));
+	rc = img_open_depth(&img->backing, path, fmt, IMG_RDONLY, up, depth + 1, img->secrets,
+	                    inner, sizeof(inner));
 	if (!rc)
 		goto out;
 err_inner:
@@ -240,9 +240,23 @@ static int raw_size(struct img *img, const struct stat *st, char *err, size_t er
 	return 0;
 }
 
-int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsigned flags,
-                   const struct img *const *chain, int depth, char *err, size_t errlen)
+/* The passphrase secrets hold for the file open as img (same device and inode), or NULL. */
+static const struct img_secret *secret_of(const struct img *img, const struct img_secrets *secrets)
 {
+	struct stat st;
+
+	for (unsigned i = 0; secrets && i < secrets->n; i++)
+		if (secrets->v[i].path && stat(secrets->v[i].path, &st) == 0 &&
+		    st.st_dev == img->dev && st.st_ino == img->ino)
+			return &secrets->v[i];
+	return NULL;
+}
+
+int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsigned flags,
+                   const struct img *const *chain, int depth, const struct img_secrets *secrets,
+                   char *err, size_t errlen)
+{
+	const struct img_secret *key;
 	struct img *img;
 	struct stat st;
 	int rc;
@@ -310,13 +324,17 @@ int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsi
 		rc = raw_size(img, &st, err, errlen);
 	else
 		rc = qcow_open(img, err, errlen);
+	if (!rc && img->q && img->q->crypt_method && (key = secret_of(img, secrets)))
+		rc = qcow_luks_open(img, key->pass, key->len, err, errlen);
 	if (rc)
 		goto err_free;
+	img->secrets = secrets; /* for its backing file, only while it opens */
 	if (img->backing_name && !(flags & IMG_NOBACKING)) {
 		rc = img_open_backing(img, chain, depth, err, errlen);
 		if (rc)
 			goto err_free;
 	}
+	img->secrets = NULL;
 	*out = img;
 	return 0;
 
@@ -335,7 +353,18 @@ int img_open(struct img **out, const char *path, enum img_format fmt, unsigned f
 {
 	if (err && errlen)
 		err[0] = '\0';
-	return img_open_depth(out, path, fmt, flags, NULL, 0, err, errlen);
+	return img_open_depth(out, path, fmt, flags, NULL, 0, NULL, err, errlen);
+}
+
+int img_open_secrets(struct img **out, const char *path, enum img_format fmt, unsigned flags,
+                     const struct img_secrets *secrets, char *err, size_t errlen)
+{
+	return img_open_depth(out, path, fmt, flags, NULL, 0, secrets, err, errlen);
+}
+
+int img_encrypted(const struct img *img)
+{
+	return img->q && img->q->crypt_method;
 }
 
 int img_close(struct img *img)

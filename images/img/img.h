@@ -99,11 +99,40 @@ const char *img_path(const struct img *img);
  */
 int img_map(struct img *img, uint64_t off, uint64_t *run) __attribute__((warn_unused_result));
 
+/*
+ * Keys of encrypted images (qcow2 with LUKS, as QEMU makes them): the
+ * passphrase of the image at path (matched by device and inode, so any
+ * name of it will do). An image of a chain opens with its own entry; one
+ * with none opens too, but reading or writing its data fails (-ENOKEY).
+ */
+struct img_secret {
+	const char *path;
+	const void *pass;
+	size_t len;
+};
+struct img_secrets {
+	const struct img_secret *v;
+	unsigned n;
+};
+
+/* img_open(), with the keys of the encrypted images in the chain (NULL: none). */
+int img_open_secrets(struct img **out, const char *path, enum img_format fmt, unsigned flags,
+                     const struct img_secrets *secrets, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/* Whether the image is encrypted (its own data; its backing files may differ). */
+int img_encrypted(const struct img *img);
+
 struct img_create_opts {
 	uint64_t size;               /* virtual size; 0 with a backing file: the backing's size */
 	unsigned cluster_bits;       /* 9..21; 0 means 16 (64 KiB) */
 	const char *backing;         /* NULL for none; stored as given */
 	enum img_format backing_fmt; /* recorded in the header; AUTO probes qcow2 */
+	/* Encrypted (LUKS, aes-xts-plain64) with this passphrase, or NULL; the backing's key in
+	 * secrets when it is encrypted too. */
+	const void *pass;
+	size_t pass_len;
+	const struct img_secrets *secrets;
 };
 
 /*

@@ -220,7 +220,7 @@ int img_rebase(struct img *img, const char *backing, enum img_format fmt, int un
 					path);
 		}
 		if (!rc)
-			rc = img_open_depth(&nb, path, fmt, IMG_RDONLY, chain, 1, inner,
+			rc = img_open_depth(&nb, path, fmt, IMG_RDONLY, chain, 1, NULL, inner,
 			                    sizeof(inner));
 		free(path);
 		if (rc)

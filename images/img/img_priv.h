@@ -29,6 +29,8 @@
 #define QCOW_EXT_END 0u
 #define QCOW_EXT_BACKING_FMT 0xe2792acau
 #define QCOW_EXT_FEATURES 0x6803f857u
+#define QCOW_EXT_CRYPTO 0x0537be77u /* full disk encryption header: offset, length */
+#define QCOW_CRYPT_LUKS 2u
 #define QCOW_BACKING_NAME_MAX 1023
 /* QEMU's own limits: 32 MiB of L1 table, 8 MiB of refcount table. */
 #define QCOW_MAX_L1_BYTES (32u << 20)
@@ -81,6 +83,9 @@ struct qcow {
 	uint8_t *bounce; /* RW only: two clusters, head and tail of a copy-on-write */
 	struct qfree *frees;
 	size_t nr_frees, cap_frees;
+	uint32_t crypt_method;     /* 0, or QCOW_CRYPT_LUKS */
+	uint64_t fde_off, fde_len; /* the LUKS header's clusters */
+	struct qcrypt *crypt;      /* the master key once opened (qcow_luks.c), else NULL */
 };
 
 struct img {
@@ -92,9 +97,10 @@ struct img {
 	dev_t dev;
 	ino_t ino;
 	struct img *backing;
-	char *backing_name;          /* as stored in the header */
-	enum img_format backing_fmt; /* as recorded; AUTO when not recorded */
-	struct qcow *q;              /* NULL for raw */
+	char *backing_name;                /* as stored in the header */
+	enum img_format backing_fmt;       /* as recorded; AUTO when not recorded */
+	struct qcow *q;                    /* NULL for raw */
+	const struct img_secrets *secrets; /* while it opens: the keys of encrypted images */
 	char errbuf[256];
 };
 
@@ -153,8 +159,8 @@ int img_datasync(struct img *img) __attribute__((warn_unused_result));
 int img_read_backing(struct img *img, void *buf, size_t len, uint64_t off)
 	__attribute__((warn_unused_result));
 int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsigned flags,
-                   const struct img *const *chain, int depth, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+                   const struct img *const *chain, int depth, const struct img_secrets *secrets,
+                   char *err, size_t errlen) __attribute__((warn_unused_result));
 int img_open_backing(struct img *img, const struct img *const *chain, int depth, char *err,
                      size_t errlen) __attribute__((warn_unused_result));
 int img_probe(const char *path, enum img_format *fmt, char *err, size_t errlen)
@@ -179,6 +185,19 @@ int qcow_write(struct img *img, const uint8_t *buf, size_t len, uint64_t off)
 	__attribute__((warn_unused_result));
 int qcow_map(struct img *img, uint64_t off, uint64_t *run) __attribute__((warn_unused_result));
 int qcow_set_backing(struct img *img, const char *name, enum img_format fmt)
+	__attribute__((warn_unused_result));
+
+/* qcow_luks.c: encrypted images (LUKS in qcow2, as QEMU) */
+int qcow_luks_open(struct img *img, const void *pass, size_t plen, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+void qcow_luks_free(struct qcow *q);
+/* Bytes of the LUKS header and key slots QEMU's layout takes. */
+uint64_t qcow_luks_len(void);
+/* Writes a new LUKS header whose slot 0 pass opens, at fde_off of fd. 0 or -errno. */
+int qcow_luks_format(int fd, uint64_t fde_off, const void *pass, size_t plen)
+	__attribute__((warn_unused_result));
+/* Encrypts (enc) or decrypts len bytes (whole sectors) that live at host offset host. */
+int qcow_crypt(struct img *img, uint8_t *buf, size_t len, uint64_t host, bool enc)
 	__attribute__((warn_unused_result));
 
 /* qcow_meta.c: the metadata caches, L2 tables, flush ordering */

@@ -71,11 +71,12 @@ static int check_features(const char *path, const uint8_t *h, char *err, size_t 
 			err, errlen, -ENOTSUP,
 			"%s: unknown incompatible feature bits 0x%llx; a newer tool wrote it", path,
 			(unsigned long long)(incompat & ~known));
-	if (get_be32(h + H_CRYPT))
-		return img_errf(err, errlen, -ENOTSUP,
-		                "%s: encrypted images are not supported; decrypt it with "
-		                "'qemu-img convert -O qcow2' first",
-		                path);
+	if (get_be32(h + H_CRYPT) && get_be32(h + H_CRYPT) != QCOW_CRYPT_LUKS)
+		return img_errf(
+			err, errlen, -ENOTSUP,
+			"%s: encrypted with qcow2's old AES method, which is not supported; "
+			"convert it with 'qemu-img convert -O qcow2 -o encrypt.format=luks'",
+			path);
 	if (get_be32(h + H_NB_SNAPSHOTS))
 		return img_errf(err, errlen, -ENOTSUP,
 		                "%s: the image has %u internal snapshots, which are not supported; "
@@ -165,6 +166,26 @@ static int parse_backing_fmt(struct img *img, const uint8_t *s, uint32_t len, ch
 	return 0;
 }
 
+/* Where the LUKS header lies: whole clusters inside the file, past the header cluster. */
+static int parse_crypto(struct img *img, const uint8_t *p, uint32_t len, char *err, size_t errlen)
+{
+	struct qcow *q = img->q;
+
+	if (len != 16)
+		return img_errf(err, errlen, -EINVAL,
+		                "%s: encryption header extension of %u bytes (not 16)", img->path,
+		                len);
+	q->fde_off = get_be64(p);
+	q->fde_len = get_be64(p + 8);
+	if (!q->fde_off || q->fde_off % q->cs || q->fde_off >= q->file_end ||
+	    q->fde_len > q->file_end - q->fde_off)
+		return img_errf(err, errlen, -EINVAL,
+		                "%s: its LUKS header (%llu bytes at %llu) is not inside the file",
+		                img->path, (unsigned long long)q->fde_len,
+		                (unsigned long long)q->fde_off);
+	return 0;
+}
+
 /* Header extensions and the backing file name, all within the first cluster. */
 static int parse_extensions(struct img *img, const uint8_t *c, size_t clen, char *err,
                             size_t errlen)
@@ -186,6 +207,11 @@ static int parse_extensions(struct img *img, const uint8_t *c, size_t clen, char
 			                type);
 		if (type == QCOW_EXT_BACKING_FMT) {
 			rc = parse_backing_fmt(img, c + off + 8, len, err, errlen);
+			if (rc)
+				return rc;
+		}
+		if (type == QCOW_EXT_CRYPTO) {
+			rc = parse_crypto(img, c + off + 8, len, err, errlen);
 			if (rc)
 				return rc;
 		}
@@ -280,6 +306,7 @@ int qcow_open(struct img *img, char *err, size_t errlen)
 		rc = check_geometry(img, q, h, err, errlen);
 	if (rc)
 		return rc;
+	q->crypt_method = get_be32(h + H_CRYPT);
 	q->incompat = get_be64(h + H_INCOMPAT);
 	q->compat = get_be64(h + H_COMPAT);
 	q->autoclear = get_be64(h + H_AUTOCLEAR);
@@ -323,6 +350,7 @@ void qcow_free(struct img *img)
 	free(q->rt);
 	free(q->bounce);
 	free(q->frees);
+	qcow_luks_free(q);
 	free(q);
 	img->q = NULL;
 }

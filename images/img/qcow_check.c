@@ -262,6 +262,8 @@ int img_check(struct img *img, struct img_check_result *res, img_check_fn report
 	ref(&ck, 0, q->cs, "header");
 	ref(&ck, q->l1_off, (uint64_t)q->l1_size * 8, "L1 table");
 	ref(&ck, q->rt_off, (uint64_t)q->rt_clusters * q->cs, "refcount table");
+	if (q->fde_len)
+		ref(&ck, q->fde_off, q->fde_len, "LUKS header");
 	rc = count_refcount_blocks(&ck);
 	if (!rc)
 		rc = walk_tables(&ck, 0);

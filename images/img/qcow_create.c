@@ -110,19 +110,22 @@ out:
  * then l1c L1 clusters; the refcount blocks count all of them.
  */
 static int write_image(int fd, uint64_t size, unsigned cb, const char *backing,
-                       enum img_format bfmt)
+                       enum img_format bfmt, const struct img_create_opts *o)
 {
-	uint64_t cs = 1ull << cb, l1_size, l1c, rt = 1, rb = 1, total, *rtp;
-	uint8_t *buf;
+	uint64_t cs = 1ull << cb, l1_size, l1c, rt = 1, rb = 1, total, *rtp, fdec = 0;
+	uint8_t *buf, *exts = NULL;
 	size_t meta;
 	int rc;
 
 	l1_size = DIV_ROUND_UP(size, 1ull << (2 * cb - 3));
 	l1c = DIV_ROUND_UP(l1_size * 8, cs);
+	/* Encrypted: the LUKS header and its key slots follow the L1 table. */
+	if (o->pass)
+		fdec = DIV_ROUND_UP(qcow_luks_len(), cs);
 	for (;;) {
 		uint64_t nrb, nrt;
 
-		total = 1 + rt + rb + l1c;
+		total = 1 + rt + rb + l1c + fdec;
 		nrb = DIV_ROUND_UP(total, cs / 2);
 		nrt = DIV_ROUND_UP(nrb, cs / 8);
 		if (nrb == rb && nrt == rt)
@@ -144,7 +147,19 @@ static int write_image(int fd, uint64_t size, unsigned cb, const char *backing,
 	put_be32(buf + 56, (uint32_t)rt);
 	put_be32(buf + 96, 4);
 	put_be32(buf + 100, QCOW_HDR_V3_LEN);
-	rc = qcow_header_exts(buf, cs, NULL, backing, bfmt, true);
+	if (fdec) {
+		/* The encryption header extension, kept by qcow_header_exts as an old one. */
+		rc = -ENOMEM;
+		if (!(exts = calloc(1, cs)))
+			goto out;
+		put_be32(buf + 32, QCOW_CRYPT_LUKS);
+		put_be32(exts + 100, QCOW_HDR_V3_LEN);
+		put_be32(exts + QCOW_HDR_V3_LEN, QCOW_EXT_CRYPTO);
+		put_be32(exts + QCOW_HDR_V3_LEN + 4, 16);
+		put_be64(exts + QCOW_HDR_V3_LEN + 8, (1 + rt + rb + l1c) * cs);
+		put_be64(exts + QCOW_HDR_V3_LEN + 16, qcow_luks_len());
+	}
+	rc = qcow_header_exts(buf, cs, exts, backing, bfmt, true);
 	if (rc)
 		goto out;
 	rtp = (uint64_t *)(buf + cs);
@@ -156,9 +171,12 @@ static int write_image(int fd, uint64_t size, unsigned cb, const char *backing,
 	/* The L1 table is all zeros: a hole. */
 	if (!rc && ftruncate(fd, (off_t)(total * cs)) < 0)
 		rc = -errno;
+	if (!rc && fdec)
+		rc = qcow_luks_format(fd, (1 + rt + rb + l1c) * cs, o->pass, o->pass_len);
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;
 out:
+	free(exts);
 	free(buf);
 	return rc;
 }
@@ -204,7 +222,7 @@ int img_create(const char *path, const struct img_create_opts *o, char *err, siz
 	if (fd < 0)
 		return img_errf(err, errlen, fd, "%s: cannot create a file beside it: %s", path,
 		                strerror(-fd));
-	rc = write_image(fd, size, cb, o->backing, bfmt);
+	rc = write_image(fd, size, cb, o->backing, bfmt, o);
 	if (close(fd) < 0 && !rc)
 		rc = -errno;
 	if (rc == -ENAMETOOLONG)

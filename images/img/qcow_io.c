@@ -97,6 +97,63 @@ static int lookup(struct img *img, uint64_t off, uint64_t max, struct qrun *r)
 	return 0;
 }
 
+/*
+ * This layer's data at host offset host, decrypted when the image is
+ * encrypted (whole 512-byte sectors: an unaligned piece reads its sectors).
+ */
+static int data_read(struct img *img, uint8_t *buf, uint64_t len, uint64_t host)
+{
+	uint64_t a = host & ~511ull, e = (host + len + 511) & ~511ull;
+	uint8_t *tmp = buf;
+	int rc;
+
+	if (!img->q->crypt_method || (a == host && e == host + len)) {
+		rc = img_pread_full(img->fd, buf, len, host);
+	} else {
+		tmp = malloc(e - a);
+		rc = tmp ? img_pread_full(img->fd, tmp, e - a, a) : -ENOMEM;
+	}
+	if (rc)
+		img_seterr(img, rc, "%s: read: %s", img->path, strerror(-rc));
+	else if (img->q->crypt_method)
+		rc = qcow_crypt(img, tmp, e - a, a, false);
+	if (tmp != buf) {
+		if (!rc)
+			memcpy(buf, tmp + (host - a), len);
+		free(tmp);
+	}
+	return rc;
+}
+
+/* Writes len bytes of data at host offset host, encrypted when the image is: whole sectors. */
+static int data_write(struct img *img, const uint8_t *buf, uint64_t len, uint64_t host)
+{
+	uint64_t a = host & ~511ull, e = (host + len + 511) & ~511ull;
+	uint8_t *tmp;
+	int rc = 0;
+
+	if (!img->q->crypt_method) {
+		rc = img_pwrite_full(img->fd, buf, len, host);
+		if (rc)
+			img_seterr(img, rc, "%s: write: %s", img->path, strerror(-rc));
+		return rc;
+	}
+	tmp = malloc(e - a);
+	if (!tmp)
+		return img_seterr(img, -ENOMEM, "%s: out of memory", img->path);
+	/* A piece of a sector: the rest of it is read and written back with it. */
+	if (a != host || e != host + len)
+		rc = data_read(img, tmp, e - a, a);
+	if (!rc) {
+		memcpy(tmp + (host - a), buf, len);
+		rc = qcow_crypt(img, tmp, e - a, a, true);
+	}
+	if (!rc && (rc = img_pwrite_full(img->fd, tmp, e - a, a)))
+		img_seterr(img, rc, "%s: write: %s", img->path, strerror(-rc));
+	free(tmp);
+	return rc;
+}
+
 static int compressed(struct img *img, uint64_t off)
 {
 	return img_seterr(img, -ENOTSUP,
@@ -121,9 +178,7 @@ int qcow_read(struct img *img, uint8_t *buf, size_t len, uint64_t off)
 			memset(buf, 0, r.len);
 			break;
 		case QK_DATA:
-			rc = img_pread_full(img->fd, buf, r.len, r.host);
-			if (rc)
-				img_seterr(img, rc, "%s: read: %s", img->path, strerror(-rc));
+			rc = data_read(img, buf, r.len, r.host);
 			break;
 		case QK_COMPRESSED:
 			rc = compressed(img, off);
@@ -142,18 +197,13 @@ int qcow_read(struct img *img, uint8_t *buf, size_t len, uint64_t off)
 static int fill(struct img *img, const struct qrun *r, uint8_t *dst, uint64_t goff, uint64_t n,
                 uint64_t off)
 {
-	int rc = 0;
-
 	if (!n)
 		return 0;
 	switch (r->kind) {
 	case QK_UNALLOC:
 		return img_read_backing(img, dst, n, goff);
 	case QK_DATA:
-		rc = img_pread_full(img->fd, dst, n, r->host - off + goff);
-		if (rc)
-			img_seterr(img, rc, "%s: read: %s", img->path, strerror(-rc));
-		return rc;
+		return data_read(img, dst, n, r->host - off + goff);
 	default:
 		memset(dst, 0, n);
 		return 0;
@@ -183,7 +233,19 @@ static int write_new(struct img *img, const uint8_t *buf, uint64_t len, uint64_t
 	rc = fill(img, r, q->bounce, start, head, off);
 	if (!rc)
 		rc = fill(img, r, q->bounce + cs, wend, tail, off);
-	if (!rc) {
+	if (!rc && q->crypt_method) {
+		/* Whole clusters, so whole sectors: one buffer, encrypted where it will lie. */
+		uint8_t *all = malloc(head + (wend - off) + tail);
+
+		rc = all ? 0 : img_seterr(img, -ENOMEM, "%s: out of memory", img->path);
+		if (!rc) {
+			memcpy(all, q->bounce, head);
+			memcpy(all + head, buf, wend - off);
+			memcpy(all + head + (wend - off), q->bounce + cs, tail);
+			rc = data_write(img, all, head + (wend - off) + tail, host);
+		}
+		free(all);
+	} else if (!rc) {
 		iov[0] = (struct iovec){q->bounce, head};
 		iov[1] = (struct iovec){(void *)buf, wend - off};
 		iov[2] = (struct iovec){q->bounce + cs, tail};
@@ -225,12 +287,8 @@ int qcow_write(struct img *img, const uint8_t *buf, size_t len, uint64_t off)
 			return compressed(img, off);
 		if (r.kind == QK_DATA && r.copied) {
 			rc = qcow_check_host(img, r.host, r.len);
-			if (!rc) {
-				rc = img_pwrite_full(img->fd, buf, r.len, r.host);
-				if (rc)
-					img_seterr(img, rc, "%s: write: %s", img->path,
-					           strerror(-rc));
-			}
+			if (!rc)
+				rc = data_write(img, buf, r.len, r.host);
 			done = r.len;
 		} else {
 			rc = write_new(img, buf, r.len, off, &r, &done);

@@ -4,7 +4,9 @@
  * as a small qcow2 file (the fuzzer's bytes over a valid skeleton, so it
  * gets past the magic quickly), is opened read-only, read in a few ranges
  * chosen by the input, and checked; then opened read-write, written and
- * flushed. Every result must be 0 or a negative errno; nothing may crash or
+ * flushed, with a key for it, so that a crypt method and an encryption
+ * header extension in the input take it through the LUKS header's checks.
+ * Every result must be 0 or a negative errno; nothing may crash or
  * allocate more than the file could justify (libFuzzer's -rss_limit_mb and
  * -malloc_limit_mb catch that).
  */
@@ -59,8 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char err[256];
 	int fd;
 
+	static struct img_secret key = {.pass = "fuzz-pass", .len = 9};
+	static const struct img_secrets keys = {.v = &key, .n = 1};
+
 	if (!path[0])
 		snprintf(path, sizeof(path), "/tmp/fuzz_img.%d", (int)getpid());
+	key.path = path;
 	skeleton(file);
 	/* The first two bytes choose where the rest lands: any part of the skeleton. */
 	at = size >= 2 ? ((size_t)data[0] << 8 | data[1]) % sizeof(file) : 0;
@@ -74,7 +80,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	close(fd);
 
-	if (img_open(&img, path, IMG_FMT_QCOW2, IMG_RDONLY, err, sizeof(err)) == 0) {
+	if (img_open_secrets(&img, path, IMG_FMT_QCOW2, IMG_RDONLY, &keys, err, sizeof(err)) == 0) {
 		uint64_t s = img_size(img), run;
 
 		for (int i = 0; i < 4 && s; i++) {
@@ -91,7 +97,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			__builtin_trap();
 		img_close(img);
 	}
-	if (img_open(&img, path, IMG_FMT_QCOW2, 0, err, sizeof(err)) == 0) {
+	if (img_open_secrets(&img, path, IMG_FMT_QCOW2, 0, &keys, err, sizeof(err)) == 0) {
 		uint64_t s = img_size(img);
 
 		memset(buf, 0x5a, sizeof(buf));

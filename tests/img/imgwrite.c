@@ -4,7 +4,8 @@
  * aligned or not, lengths 1..MAXLEN, random, zero or repeated bytes) into
  * IMAGE through the image library, the same into the raw file MIRROR. Every
  * write is read back; the image is flushed, closed and reopened now and
- * then; at the end IMAGE is compared with MIRROR (see compare_all). Exit status 0 when
+ * then; at the end IMAGE is compared with MIRROR (see compare_all). Encrypted
+ * images open with IMGWRITE_KEYS="IMAGE=PASSPHRASE ...". Exit status 0 when
  * everything matched, 1 with a message naming the first difference.
  */
 #include <errno.h>
@@ -32,6 +33,29 @@ static int die(const char *what, const char *why)
 	return 1;
 }
 
+/* IMGWRITE_KEYS="IMAGE=PASSPHRASE ...": the keys of encrypted images in the chain. */
+static const struct img_secrets *secrets(void)
+{
+	static struct img_secret v[8];
+	static struct img_secrets all = {.v = v};
+	static char *text;
+	char *save = NULL;
+
+	if (text || !getenv("IMGWRITE_KEYS"))
+		return text ? &all : NULL;
+	text = strdup(getenv("IMGWRITE_KEYS"));
+	for (char *t = text ? strtok_r(text, " ", &save) : NULL; t && all.n < 8;
+	     t = strtok_r(NULL, " ", &save)) {
+		char *eq = strchr(t, '=');
+
+		if (eq) {
+			*eq = '\0';
+			v[all.n++] = (struct img_secret){t, eq + 1, strlen(eq + 1)};
+		}
+	}
+	return &all;
+}
+
 static int reopen(struct img **img, const char *path)
 {
 	char err[512];
@@ -39,7 +63,7 @@ static int reopen(struct img **img, const char *path)
 	if (*img && img_close(*img))
 		return die(path, "close failed");
 	*img = NULL;
-	if (img_open(img, path, IMG_FMT_QCOW2, 0, err, sizeof(err)))
+	if (img_open_secrets(img, path, IMG_FMT_QCOW2, 0, secrets(), err, sizeof(err)))
 		return die(path, err);
 	return 0;
 }
