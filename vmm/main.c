@@ -17,6 +17,7 @@
 #include "devices/power.h"
 #include "devices/serial.h"
 #include "devices/vmgenid.h"
+#include "keyring.h"
 #include "kvm.h"
 #include "log.h"
 #include "memfile.h"
@@ -124,9 +125,10 @@ static void usage(FILE *f)
 	        "                     guest touches it, the rest in the background (userfaultfd;\n"
 	        "                     eager where that is not allowed), or all of it before the\n"
 	        "                     guest runs (default: %s)\n"
-	        "  --key-fd N         read a key (64 hex digits) from descriptor N to its end:\n"
-	        "                     it opens a sealed --restore and seals the snapshots this\n"
-	        "                     VM writes (the control socket's key command changes it)\n"
+	        "  --key-fd N         read keys from descriptor N to its end, one a line: 64\n"
+	        "                     hex digits open a sealed --restore and seal the snapshots\n"
+	        "                     this VM writes (the control socket's key changes it);\n"
+	        "                     'disk HEX PATH' opens the encrypted disk image PATH\n"
 	        "  --seccomp MODE     each thread's syscall allowlist: kill (default: a call\n"
 	        "                     outside it ends the VMM), log (the kernel logs it; to\n"
 	        "                     find what a new code path needs) or off\n"
@@ -386,7 +388,8 @@ int main(int argc, char **argv)
 	const char *kvm_path = getenv("HUSK_KVM_DEVICE");
 	char *cmdline = NULL;
 	struct guest_mem mem;
-	struct snap_key key = {{0}};
+	struct keyring keys = {.disks.v = keys.disk};
+	char kerr[160];
 	int kvm_fd = -1, console_fd = -1, status, ret;
 
 	/*
@@ -411,11 +414,12 @@ int main(int argc, char **argv)
 	/* Before any thread confines itself: OpenSSL reads files on first use. */
 	if (snap_seal_init())
 		log_warn("OpenSSL has no AES-256-GCM: sealed snapshots cannot be read or written");
-	if (o.key_fd >= 0 && (ret = snap_key_read_fd(o.key_fd, &key))) {
-		log_err("--key-fd %d: no key of 64 hex digits there (%s)", o.key_fd,
-		        strerror(-ret));
+	if (o.key_fd >= 0 && (ret = keyring_read_fd(o.key_fd, &keys, kerr, sizeof(kerr)))) {
+		log_err("--key-fd %d: %s", o.key_fd, ret == -EINVAL ? kerr : strerror(-ret));
 		goto out;
 	}
+	for (unsigned i = 0; i < o.nr_disks; i++)
+		o.disks[i].secrets = &keys.disks;
 	if (!o.restore && boot_open(&boot, o.kernel, o.initrd, o.mem))
 		goto out;
 	kvm_fd = kvm_open(kvm_path ? kvm_path : "/dev/kvm");
@@ -445,9 +449,8 @@ int main(int argc, char **argv)
 	ret = vm_create(&vm, kvm_fd, &mem, o.vcpus);
 	if ((!o.restore && boot_load_images_wait(&boot)) || ret)
 		goto out;
-	vm.has_key = o.key_fd >= 0;
-	vm.key = key;
-	OPENSSL_cleanse(&key, sizeof(key));
+	vm.has_key = keys.has_snap;
+	vm.key = keys.snap;
 	log_debug("VM created and images loaded");
 	serial = serial_create(&vm, PORT_COM1, PORT_COM1_IRQ, console_fd);
 	if (serial)
@@ -533,6 +536,7 @@ out:
 	virtio_rng_destroy(rng);
 	vm_destroy(&vm);
 	OPENSSL_cleanse(&vm.key, sizeof(vm.key));
+	keyring_free(&keys);
 	serial_destroy(serial);
 	power_destroy(power);
 	free(cmdline);

@@ -362,6 +362,11 @@ int img_open_secrets(struct img **out, const char *path, enum img_format fmt, un
 	return img_open_depth(out, path, fmt, flags, NULL, 0, secrets, err, errlen);
 }
 
+int img_key_missing(const struct img *img)
+{
+	return img->q && img->q->crypt_method && !img->q->crypt;
+}
+
 int img_encrypted(const struct img *img)
 {
 	return img->q && img->q->crypt_method;

@@ -122,6 +122,8 @@ int img_open_secrets(struct img **out, const char *path, enum img_format fmt, un
 
 /* Whether the image is encrypted (its own data; its backing files may differ). */
 int img_encrypted(const struct img *img);
+/* Whether it is encrypted and was opened without its key: its data cannot be read. */
+int img_key_missing(const struct img *img);
 
 struct img_create_opts {
 	uint64_t size;               /* virtual size; 0 with a backing file: the backing's size */

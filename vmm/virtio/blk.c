@@ -241,10 +241,21 @@ struct virtio_blk *virtio_blk_create(struct vm *vm, const struct blk_spec *spec)
 
 	if (!b)
 		return NULL;
-	ret = img_open(&b->img, spec->path, spec->format, spec->readonly ? IMG_RDONLY : 0, err,
-	               sizeof(err));
+	ret = img_open_secrets(&b->img, spec->path, spec->format, spec->readonly ? IMG_RDONLY : 0,
+	                       spec->secrets, err, sizeof(err));
 	if (ret) {
 		log_err("disk '%s': %s", spec->path, err[0] ? err : strerror(-ret));
+		free(b);
+		return NULL;
+	}
+	/* A guest would only meet I/O errors: refused now, naming the image. */
+	for (struct img *i = b->img; i; i = img_backing(i)) {
+		if (!img_key_missing(i))
+			continue;
+		log_err("disk '%s': %s is encrypted and no key for it was given (--key-fd: "
+		        "disk HEX PATH)",
+		        spec->path, img_path(i));
+		(void)img_close(b->img);
 		free(b);
 		return NULL;
 	}

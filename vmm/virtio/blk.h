@@ -15,6 +15,7 @@ struct blk_spec {
 	bool readonly;
 	const char *serial; /* what VIRTIO_BLK_T_GET_ID answers (20 bytes at most); NULL: the file
 	                       name */
+	const struct img_secrets *secrets; /* keys of its encrypted images, or NULL */
 };
 
 /*
