@@ -268,14 +268,19 @@ static void *handler_thread(void *arg)
 			handle_fault(l, &msgs[i], cr);
 	}
 	unregister_all(l);
-	if (!atomic_load(&l->todo)) {
-		clock_gettime(CLOCK_MONOTONIC, &t1);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (!atomic_load(&l->todo))
 		log_info("lazy restore: all guest memory in after %lld ms (%u of %u stored chunks "
 		         "on demand)",
 		         (long long)((t1.tv_sec - l->t0.tv_sec) * 1000 +
 		                     (t1.tv_nsec - l->t0.tv_nsec) / 1000000),
 		         l->on_demand, l->nr_stored);
-	}
+	else /* the guest stopped first: what it touched came on demand, the rest never had to */
+		log_info("lazy restore: stopped after %lld ms with %u of %u stored chunks left (%u "
+		         "on demand)",
+		         (long long)((t1.tv_sec - l->t0.tv_sec) * 1000 +
+		                     (t1.tv_nsec - l->t0.tv_nsec) / 1000000),
+		         (unsigned)atomic_load(&l->todo), l->nr_stored, l->on_demand);
 	snap_chunk_reader_free(cr);
 	thread_exit(l);
 	return NULL;
