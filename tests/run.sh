@@ -101,8 +101,11 @@ rerun() {
 # run_suite COMMAND...: output to the terminal and $tmp/out, status in $rc.
 run_suite() {
 	# Not a pipe into tee: a process the suite leaves behind would hold the
-	# pipe open and hang the run. tail follows the file until the suite ends.
-	"$@" >"$tmp/out" 2>&1 </dev/null &
+	# pipe open and hang the run. tail follows the file until the suite ends;
+	# the file exists before either starts (else tail, first, finds none and
+	# the suite's lines are not shown, as after a wedge in CI30).
+	: >"$tmp/out"
+	"$@" >>"$tmp/out" 2>&1 </dev/null &
 	pid=$!
 	tail -n +1 -f --pid=$pid "$tmp/out"
 	wait $pid
