@@ -53,8 +53,6 @@ int snap_seal_init(void) __attribute__((warn_unused_result));
 /* A key from 64 hex digits (a line end may follow): 0 or -EINVAL. */
 int snap_key_parse(const char *hex, size_t len, struct snap_key *key)
 	__attribute__((warn_unused_result));
-/* A key as 64 hex digits read from fd to its end; fd is closed. 0 or -errno. */
-int snap_key_read_fd(int fd, struct snap_key *key) __attribute__((warn_unused_result));
 
 /*
  * Starts a snapshot that will replace `path` at snap_writer_commit(): the

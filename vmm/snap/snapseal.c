@@ -9,13 +9,11 @@
  * another place (or another file) does not open.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
-#include <unistd.h>
 
 #include "snap_priv.h"
 
@@ -117,31 +115,4 @@ int snap_key_parse(const char *hex, size_t len, struct snap_key *key)
 	if (!ok)
 		OPENSSL_cleanse(key, sizeof(*key));
 	return ok ? 0 : -EINVAL;
-}
-
-int snap_key_read_fd(int fd, struct snap_key *key)
-{
-	char buf[2 * SNAP_KEY_LEN + 8];
-	size_t got = 0;
-	int ret;
-
-	/* A pipe huskd filled and closed: read to its end, no more than a key's length. */
-	while (got < sizeof(buf)) {
-		ssize_t n = read(fd, buf + got, sizeof(buf) - got);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			ret = -errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		got += (size_t)n;
-	}
-	ret = got == sizeof(buf) ? -EINVAL : snap_key_parse(buf, got, key);
-out:
-	OPENSSL_cleanse(buf, sizeof(buf));
-	close(fd);
-	return ret;
 }
