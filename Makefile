@@ -186,12 +186,12 @@ $(AGENT_SAN): $(call obj,san,$(AGENT_SRCS)) $(call lib,proto,san) $(call lib,evl
 $(RAWFRAMES): $(call obj,san,tests/agent/rawframes.c) $(call lib,agent,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
-$(FAKE_VMM): $(call obj,san,$(FAKE_VMM_SRCS)) $(call lib,proto,san)
-	$(call link,$(SAN_CFLAGS),-ljansson -lm)
+$(FAKE_VMM): $(call obj,san,$(FAKE_VMM_SRCS)) $(call lib,proto,san) $(call lib,img,san)
+	$(call link,$(SAN_CFLAGS),-ljansson -lm -lcrypto)
 
 # Drives fake-vmm as huskd would, to check the fake itself (tests/fakes/check.sh).
-$(FAKE_CHECK): $(call obj,san,$(FAKE_CHECK_SRCS)) $(call lib,proto,san)
-	$(call link,$(SAN_CFLAGS),-ljansson)
+$(FAKE_CHECK): $(call obj,san,$(FAKE_CHECK_SRCS)) $(call lib,proto,san) $(call lib,img,san)
+	$(call link,$(SAN_CFLAGS),-ljansson -lcrypto)
 
 # agent_session on a libuv loop, against the agent on the host (tests/agent/host.sh).
 $(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_fake.c) $(call lib,agent,san) $(call lib,proto,san)

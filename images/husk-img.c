@@ -473,7 +473,7 @@ static int cmd_rebase(int argc, char **argv)
 	/* -u must work when the old backing file is gone: that is what it is for. */
 	if (open_any(&img, argv[optind], IMG_FMT_QCOW2, unsafe ? IMG_NOBACKING : 0))
 		return 1;
-	rc = img_rebase(img, backing, fmt, unsafe, err, sizeof(err));
+	rc = img_rebase_secrets(img, backing, fmt, unsafe, env_secrets(), err, sizeof(err));
 	if (rc) {
 		img_close(img);
 		return fail(err);

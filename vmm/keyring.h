@@ -13,7 +13,7 @@
  *   disk HEX PATH       the passphrase of the encrypted disk image at PATH
  * HEX is 64 hex digits. Held in memory only; keyring_free() wipes them.
  */
-#define KEYRING_DISKS 16
+#define KEYRING_DISKS 48 /* huskd: SBX_DKEYS_MAX */
 
 struct keyring {
 	bool has_snap;

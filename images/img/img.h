@@ -202,6 +202,10 @@ int img_commit(struct img *img, char *err, size_t errlen) __attribute__((warn_un
  */
 int img_rebase(struct img *img, const char *backing, enum img_format fmt, int unsafe, char *err,
                size_t errlen) __attribute__((warn_unused_result));
+/* img_rebase(), the new backing chain opened with the keys of its encrypted images. */
+int img_rebase_secrets(struct img *img, const char *backing, enum img_format fmt, int unsafe,
+                       const struct img_secrets *secrets, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
 
 /*
  * Writes what in reads (through its whole chain) to a new image out of

@@ -187,6 +187,12 @@ out:
 int img_rebase(struct img *img, const char *backing, enum img_format fmt, int unsafe, char *err,
                size_t errlen)
 {
+	return img_rebase_secrets(img, backing, fmt, unsafe, NULL, err, errlen);
+}
+
+int img_rebase_secrets(struct img *img, const char *backing, enum img_format fmt, int unsafe,
+                       const struct img_secrets *secrets, char *err, size_t errlen)
+{
 	const struct img *chain[1] = {img};
 	struct img *nb = NULL;
 	char inner[512] = "", *path = NULL;
@@ -220,7 +226,7 @@ int img_rebase(struct img *img, const char *backing, enum img_format fmt, int un
 					path);
 		}
 		if (!rc)
-			rc = img_open_depth(&nb, path, fmt, IMG_RDONLY, chain, 1, NULL, inner,
+			rc = img_open_depth(&nb, path, fmt, IMG_RDONLY, chain, 1, secrets, inner,
 			                    sizeof(inner));
 		free(path);
 		if (rc)

@@ -82,13 +82,14 @@ fi
 suite=load
 if h create --json --runtime base:latest; then
 	p_id=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
-	h pause "$p_id" && h get "$p_id" --json
+	# An exec first: it waits for the guest to be up, which a pause does not.
+	h exec "$p_id" -- true && h pause "$p_id" && h get "$p_id" --json
 	p_paused=$(grep -o '"status": *"[a-z]*"' "$T/o" | head -n 1)
 	h resume "$p_id" && h exec "$p_id" -- echo back
 	if [ "$p_paused" = '"status": "paused"' ] && [ "$(cat "$T/o")" = back ]; then
 		pass pause_quits_cleanly
 	else
-		fail pause_quits_cleanly "after the pause: $p_paused; exec after the resume: '$(cat "$T/o")'"
+		fail pause_quits_cleanly "after the pause: $p_paused; exec after the resume: '$(cat "$T/o")'; $(cat "$T/e") $(grep "$p_id" "$T/huskd.log" | tail -n 3)"
 	fi
 	h destroy "$p_id"
 else

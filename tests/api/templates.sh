@@ -10,7 +10,10 @@
 # made. Pauses and snapshots seal the guest's memory (issue I, item 6): a
 # sealed diff resumes over the template's file, a sealed snapshot restores
 # but gets no memory file (with --seal off it does), and once the org's key
-# is deleted neither a paused sandbox nor a sealed snapshot can be restored.
+# is deleted neither a paused sandbox nor a sealed snapshot can be restored. Disks are
+# sealed too (a sandbox's layers, its snapshots' disks): a text written in the guest is
+# not in its layer as it is, and after the shred a snapshot whose disk was sealed cannot
+# start.
 # Prints PASS/FAIL templates/NAME lines.
 set -u
 port=8796
@@ -95,6 +98,16 @@ h exec "$b" -- sh -c "$fill" && cp "$T/o" "$T/sb"
 mark="husk-plain-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 h exec "$b" -- sh -c "echo $mark >/dev/shm/mark"
 h exec "$cold" -- sh -c "$fill" && cp "$T/o" "$T/sc"
+# The same on its disk: its layer (qcow2+LUKS under its own key) never holds it as it is.
+dmark="husk-disk-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+if h exec "$b" -- sh -c "echo $dmark >/home/agentuity/dm && sync" &&
+	grep -qa "$dmark" "$T/state/sandboxes/$b/layer.qcow2"; then
+	fail disk_sealed_at_rest "the text is in $b's layer as it is"
+elif [ "$cli_s" = 0 ] && od -An -c -j0 -N4 "$T/state/sandboxes/$b/layer.qcow2" | grep -q Q; then
+	pass disk_sealed_at_rest
+else
+	fail disk_sealed_at_rest "exit $cli_s: $(cat "$T/e")"
+fi
 h pause "$b"
 h pause "$cold"
 sz() { stat -c %s "$T/state/sandboxes/$1/memory.snap" 2>/dev/null || echo 0; }
@@ -159,6 +172,15 @@ if restored "$d" && h exec "$d" -- true && h exec "$b" -- sha256sum /dev/shm/r &
 else
 	fail used_after_restart "exit $cli_s: $(cat "$T/e" "$T/o"); $(grep "created:" "$T/huskd.log" | tail -n 1); $(grep "$b" "$T/huskd.log" | tail -n 6)"
 fi
+# Made without sealing: its disk is clear (what the check above would have found).
+dmark2="husk-disk-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+if h exec "$d" -- sh -c "echo $dmark2 >/home/agentuity/g && sync" &&
+	grep -qa "$dmark2" "$T/state/sandboxes/$d/layer.qcow2"; then
+	pass disk_clear_with_seal_off
+else
+	fail disk_clear_with_seal_off "exit $cli_s: $(cat "$T/e")"
+fi
+h snapshot create "$d" --name tdclear >/dev/null
 h snapshot create "$a" --name tclear >/dev/null
 c3=$(new --snapshot tclear)
 if [ -n "$c3" ] && wait_log "snapshot .* has a memory file" && c4=$(new --snapshot tclear) &&
@@ -169,13 +191,20 @@ else
 	fail snapshot_memory_file "exit $cli_s: $(grep -i "memory file" "$T/huskd.log" | tail -n 2)"
 fi
 # Crypto-shredding: the org's key deleted, its sealed memory cannot be restored (cold paused
-# sealed in the first run; tchild's memory is sealed); the clear snapshot still can.
+# sealed in the first run; tchild's memory is sealed), nor can a disk sealed in the first
+# run (tclear's memory is clear, its disk is a's); what was made without sealing still can.
 if h key shred-org local && ! h resume "$cold" && grep -q "has been deleted" "$T/e" &&
-	! h create --memory 256Mi --snapshot tchild && grep -q "has been deleted" "$T/e" &&
-	c5=$(new --snapshot tclear) && h exec "$c5" -- true; then
+	! h create --memory 256Mi --snapshot tchild && grep -q "has been deleted" "$T/e"; then
 	pass shredded_org_memory_unreadable
 else
-	fail shredded_org_memory_unreadable "exit $cli_s"
+	fail shredded_org_memory_unreadable "exit $cli_s: $(cat "$T/e")"
+fi
+if ! h create --memory 256Mi --snapshot tclear && grep -q "encrypted disk.*has been deleted" "$T/e" &&
+	c5=$(new --snapshot tdclear) && h exec "$c5" -- cat /home/agentuity/g &&
+	[ "$(cat "$T/o")" = "$dmark2" ]; then
+	pass shredded_org_disk_unreadable
+else
+	fail shredded_org_disk_unreadable "exit $cli_s: $(cat "$T/e" "$T/o")"
 fi
 stop_huskd templates/huskd_clean_exit_2 || rc=1
 HUSKD_ARGS="$HUSKD_ARGS --templates off"

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "img.h"
 #include "proto.h"
 
 #define FAKE_OUTQ_HIGH (1U << 20)     /* producers stop with this much output queued */
@@ -122,6 +123,17 @@ int parse_args(int argc, char **argv, struct fake_opts *o);
  * tells keys apart). 0 or -EINVAL.
  */
 int key_fingerprint(const char *hex, size_t len, char out[17]);
+/* fake_keys.c: the key pipe and the encrypted disk, as husk-vmm reads them. */
+#define FAKE_DISK_KEYS 48
+struct fake_keys {
+	char snap[17]; /* the snapshot key's fingerprint, or "" */
+	struct img_secret disk[FAKE_DISK_KEYS];
+	struct img_secrets disks;
+};
+/* Reads fd to its end and closes it: 0, or -EINVAL for a line husk-vmm would refuse. */
+int fake_keys_read(int fd, struct fake_keys *k);
+/* Opens disk's chain with k's keys: 0, or -errno after saying why on stderr. */
+int fake_disk_check(const char *disk, const struct fake_keys *k);
 /* FAKE_VMM's comma-separated failure modes into *out (FAIL_*); -EINVAL after saying why. */
 int parse_fail_modes(const char *s, unsigned *out);
 /* The port of the last husk.dial=PORT of a kernel command line, or 0. */

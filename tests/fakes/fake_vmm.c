@@ -452,8 +452,10 @@ static void dial_setup(struct vmm *v)
 int main(int argc, char **argv)
 {
 	struct vmm v = {.listen_fd = -1};
+	static struct fake_keys keys; /* static: its keys stay reachable until exit */
 	int status;
 
+	keys.disks.v = keys.disk;
 	if (parse_fail_modes(getenv("FAKE_VMM"), &v.fk.fail))
 		return EXIT_USAGE;
 	if (v.fk.fail & FAIL_CRASH_AT_START) {
@@ -465,17 +467,15 @@ int main(int argc, char **argv)
 	status = parse_args(argc, argv, &v.o);
 	if (status)
 		return status;
-	if (v.o.key_fd >= 0) {
-		char hex[80];
-		ssize_t n = read(v.o.key_fd, hex, sizeof(hex));
-
-		close(v.o.key_fd);
-		if (n <= 0 || key_fingerprint(hex, (size_t)n, v.fk.key)) {
-			fprintf(stderr, "husk-vmm: --key-fd %d: no key of 64 hex digits there\n",
-			        v.o.key_fd);
-			return EXIT_USAGE;
-		}
+	if (v.o.key_fd >= 0 && fake_keys_read(v.o.key_fd, &keys)) {
+		fprintf(stderr,
+		        "husk-vmm: --key-fd %d: a line is not 64 hex digits or 'disk HEX /PATH'\n",
+		        v.o.key_fd);
+		return EXIT_USAGE;
 	}
+	memcpy(v.fk.key, keys.snap, sizeof(v.fk.key));
+	if (v.o.disk && fake_disk_check(v.o.disk, &keys))
+		return 1;
 	if (v.o.extract)
 		return extract(&v.o);
 	signal(SIGPIPE, SIG_IGN);

@@ -379,6 +379,7 @@ int main(int argc, char **argv)
 	t_cgroup_io();
 	t_templates();
 	t_sealing();
+	t_disk_keys();
 	if (T.m)
 		t_close();
 	t_kill_all();
@@ -391,4 +392,58 @@ int main(int argc, char **argv)
 	free((char *)T.cfg.initrd);
 	keystore_free(T.cfg.keys);
 	return t_failed ? 1 : 0;
+}
+
+bool t_file_has(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "re");
+	char *buf = NULL;
+	long n = -1;
+	bool found = false;
+
+	if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
+	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
+		found = memmem(buf, (size_t)n, text, strlen(text)) != NULL;
+	free(buf);
+	if (f)
+		fclose(f);
+	return found;
+}
+
+bool t_in_store_files(const char *text)
+{
+	char path[600];
+
+	for (const char *const *f = (const char *const[]){"huskd.db", "huskd.db-wal", NULL}; *f;
+	     f++) {
+		snprintf(path, sizeof(path), "%s/state/%s", T.root, *f);
+		if (t_file_has(path, text))
+			return true;
+	}
+	return false;
+}
+
+bool t_pause(const char *id)
+{
+	struct t_done d = {0};
+	bool ok;
+
+	sbx_pause(T.m, id, t_done_cb, &d);
+	ok = t_wait_done(&d) && d.ok && t_state(id) == SBX_PAUSED;
+	t_done_reset(&d);
+	return ok;
+}
+
+void t_snapshot(const char *id, const char *body, char sid[STORE_ID_LEN])
+{
+	json_t *snap = json_loads(body, 0, NULL);
+	struct t_done d = {0};
+
+	sid[0] = '\0';
+	sbx_snap_create(T.m, id, snap, t_done_cb, &d);
+	if (t_wait_done(&d) && d.ok)
+		snprintf(sid, STORE_ID_LEN, "%s",
+		         json_string_value(json_object_get(d.data, "snapshotId")));
+	t_done_reset(&d);
+	json_decref(snap);
 }

@@ -84,6 +84,15 @@ bool t_wait_done(struct t_done *d);
 void t_done_reset(struct t_done *d);
 
 /* The test groups. */
+/* Whether the file holds text anywhere (binary files too). */
+bool t_file_has(const char *path, const char *text);
+/* Whether text is in the store's database or its log. */
+bool t_in_store_files(const char *text);
+/* Pauses sandbox id: whether it is paused. */
+bool t_pause(const char *id);
+/* A snapshot of sandbox id (body: its JSON request): its id into sid, "" if none. */
+void t_snapshot(const char *id, const char *body, char sid[STORE_ID_LEN]);
+
 void t_table(void);
 void t_lifecycle(void);
 void t_executions(void);
@@ -94,5 +103,6 @@ void t_admission(void);
 void t_templates(void);
 void t_cgroup_io(void);
 void t_sealing(void);
+void t_disk_keys(void);
 
 #endif

@@ -27,63 +27,6 @@ static const char *mem_key(const char *id, char *out, size_t len)
 	return out;
 }
 
-/* Whether the file holds text anywhere (binary files too). */
-static bool file_has(const char *path, const char *text)
-{
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
-	long n = -1;
-	bool found = false;
-
-	if (f && fseek(f, 0, SEEK_END) == 0 && (n = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0 &&
-	    (buf = malloc((size_t)n + 1)) && fread(buf, 1, (size_t)n, f) == (size_t)n)
-		found = memmem(buf, (size_t)n, text, strlen(text)) != NULL;
-	free(buf);
-	if (f)
-		fclose(f);
-	return found;
-}
-
-/* Whether text is in the store's database or its log. */
-static bool in_store_files(const char *text)
-{
-	char path[600];
-
-	for (const char *const *f = (const char *const[]){"huskd.db", "huskd.db-wal", NULL}; *f;
-	     f++) {
-		snprintf(path, sizeof(path), "%s/state/%s", T.root, *f);
-		if (file_has(path, text))
-			return true;
-	}
-	return false;
-}
-
-static bool pause_it(const char *id)
-{
-	struct t_done d = {0};
-	bool ok;
-
-	sbx_pause(T.m, id, t_done_cb, &d);
-	ok = t_wait_done(&d) && d.ok && t_state(id) == SBX_PAUSED;
-	t_done_reset(&d);
-	return ok;
-}
-
-/* A snapshot (with memory) of sandbox id named name: its id into sid, "" if none. */
-static void snapshot_of(const char *id, const char *name, char sid[STORE_ID_LEN])
-{
-	json_t *snap = json_pack("{ss}", "name", name);
-	struct t_done d = {0};
-
-	sid[0] = '\0';
-	sbx_snap_create(T.m, id, snap, t_done_cb, &d);
-	if (t_wait_done(&d) && d.ok)
-		snprintf(sid, STORE_ID_LEN, "%s",
-		         json_string_value(json_object_get(d.data, "snapshotId")));
-	t_done_reset(&d);
-	json_decref(snap);
-}
-
 static void pause_seals_and_resume_opens(void)
 {
 	char err[512], k1[KEYSTORE_WRAPPED_MAX], k2[KEYSTORE_WRAPPED_MAX], path[4200];
@@ -96,16 +39,15 @@ static void pause_seals_and_resume_opens(void)
 	}
 	snprintf(path, sizeof(path), "%s/memory.snap", t_sb(id)->dir);
 	t_check("seal_pause_seals",
-	        pause_it(id) && !strncmp(mem_key(id, k1, sizeof(k1)), "l1:org_local:", 13) &&
-	                file_has(path, "\"sealed\""),
+	        t_pause(id) && !strncmp(mem_key(id, k1, sizeof(k1)), "l1:org_local:", 13) &&
+	                t_file_has(path, "\"sealed\""),
 	        "memKey '%s'", k1);
 	sbx_resume(T.m, id, t_done_cb, &d);
 	t_check("seal_resume_hands_the_key", t_wait_done(&d) && d.ok && t_state(id) == SBX_IDLE,
 	        "%s", d.msg);
 	t_done_reset(&d);
 	t_check("seal_every_pause_a_new_key",
-	        pause_it(id) && mem_key(id, k2, sizeof(k2))[0] && strcmp(k1, k2), "%s / %s", k1,
-	        k2);
+	        t_pause(id) && mem_key(id, k2, sizeof(k2))[0] && strcmp(k1, k2), "%s / %s", k1, k2);
 	/* A huskd restart: the key is in the record, the resume opens it. */
 	t_close();
 	t_open();
@@ -131,7 +73,7 @@ static void snapshot_keeps_its_key(void)
 		t_check("seal_snapshot_keeps_key", false, "no sandbox: %s", err);
 		return;
 	}
-	snapshot_of(id, "t-sealed", sid);
+	t_snapshot(id, "{\"name\":\"t-sealed\"}", sid);
 	if (store_snapshot_get(T.store, sid, &info, &priv))
 		priv = NULL;
 	snprintf(dir, sizeof(dir), "%s", json_string_value(json_object_get(priv, "dir")) ?: "");
@@ -161,15 +103,15 @@ static void snapshot_keeps_its_key(void)
 	snprintf(body, sizeof(body), "%s/memory.snap", dir);
 	/* The key is not in the store's files any more: not in a row, a free page or the log. */
 	t_check("seal_snapshot_delete_drops_key_and_memory",
-	        key[0] && access(body, F_OK) < 0 && !in_store_files(key + strlen(key) - 40),
+	        key[0] && access(body, F_OK) < 0 && !t_in_store_files(key + strlen(key) - 40),
 	        "key '%s'", key);
 	/* A paused sandbox's own key goes with its memory when it ends. */
-	if (pause_it(id))
+	if (t_pause(id))
 		mem_key(id, key, sizeof(key));
 	else
 		key[0] = '\0';
 	t_destroy(id);
-	t_check("seal_sandbox_end_drops_key", key[0] && !in_store_files(key + strlen(key) - 40),
+	t_check("seal_sandbox_end_drops_key", key[0] && !t_in_store_files(key + strlen(key) - 40),
 	        "key '%s'", key);
 }
 
@@ -184,8 +126,8 @@ static void shredded_org_cannot_resume(void)
 		t_check("seal_shredded_org_cannot_resume", false, "no sandbox: %s", err);
 		return;
 	}
-	snapshot_of(id, "t-shred", sid);
-	if (!pause_it(id)) {
+	t_snapshot(id, "{\"name\":\"t-shred\"}", sid);
+	if (!t_pause(id)) {
 		t_check("seal_shredded_org_cannot_resume", false, "no paused sandbox");
 		return;
 	}
@@ -203,7 +145,7 @@ static void shredded_org_cannot_resume(void)
 	/* The org's next sandbox seals with a new org key, and resumes. */
 	t_destroy(id);
 	id = t_create("{}", NULL, err, sizeof(err));
-	if (id && t_wait_state(id, SBX_IDLE) && pause_it(id)) {
+	if (id && t_wait_state(id, SBX_IDLE) && t_pause(id)) {
 		sbx_resume(T.m, id, t_done_cb, &d);
 		t_check("seal_new_org_key_after_shred",
 		        t_wait_done(&d) && d.ok && t_state(id) == SBX_IDLE, "%s", d.msg);

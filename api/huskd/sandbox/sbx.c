@@ -161,6 +161,8 @@ static void sbx_free(struct sandbox *sb)
 	free(sb->mem_file);
 	free(sb->mem_key);
 	free(sb->mem_key_next);
+	free(sb->disk_key);
+	json_decref(sb->disk_keys);
 	free(sb->cgroup);
 	free(sb);
 	/* It may have been the last user of a deleted snapshot. */
@@ -181,9 +183,11 @@ void sbx_drop(struct sandbox *sb)
 		return;
 	if (!sb->m->closing && sb->dir)
 		sbx_remove_dir(sb->dir);
-	/* Its memory is gone with its folder: so is the key that sealed it. */
-	if (!sb->m->closing)
+	/* Its memory and disk are gone with its folder: so are the keys that sealed them. */
+	if (!sb->m->closing) {
 		sbx_seal_forget(sb);
+		sbx_dkey_forget(sb);
+	}
 	sbx_free(sb);
 }
 

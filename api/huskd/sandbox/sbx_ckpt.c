@@ -84,8 +84,7 @@ static struct ckpt *ckpt_new(struct sandbox *sb, sbx_done_fn done, void *ctx)
 static int create_freeze(struct sandbox *sb, void *arg, char *err, size_t errlen)
 {
 	struct ckpt *c = arg;
-	struct img_create_opts o = {.backing = c->file, .backing_fmt = IMG_FMT_QCOW2};
-	char e[256] = "";
+	char e[512] = "";
 	int rc;
 
 	if (rename(sb->layer, c->file) < 0) {
@@ -93,7 +92,7 @@ static int create_freeze(struct sandbox *sb, void *arg, char *err, size_t errlen
 		snprintf(err, errlen, "cannot keep the layer: %s", strerror(-rc));
 		return rc;
 	}
-	rc = img_create(sb->layer, &o, e, sizeof(e));
+	rc = sbx_dkey_layer(sb, c->file, 0, e, sizeof(e));
 	if (rc) {
 		if (rename(c->file, sb->layer) < 0)
 			snprintf(err, errlen,
@@ -239,8 +238,7 @@ void sbx_ckpt_create(struct sbx_mgr *m, const char *id, const char *name, sbx_do
 static int restore_freeze(struct sandbox *sb, void *arg, char *err, size_t errlen)
 {
 	struct ckpt *c = arg;
-	struct img_create_opts o = {.backing = c->file, .backing_fmt = IMG_FMT_QCOW2};
-	char e[256] = "", path[4200];
+	char e[512] = "", path[4200];
 	json_t *v;
 	size_t i;
 	int rc;
@@ -253,7 +251,7 @@ static int restore_freeze(struct sandbox *sb, void *arg, char *err, size_t errle
 	}
 	snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
 	unlink(path);
-	rc = img_create(sb->layer, &o, e, sizeof(e));
+	rc = sbx_dkey_layer(sb, c->file, 0, e, sizeof(e));
 	if (rc)
 		snprintf(err, errlen, "cannot make a layer over the checkpoint: %s", e);
 	return rc;

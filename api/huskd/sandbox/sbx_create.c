@@ -160,8 +160,8 @@ static int plan_limits(json_t *body, struct sandbox *sb, struct sbx_err *err)
 static int layer_work(struct sandbox *sb, void *arg)
 {
 	struct create *c = arg;
-	struct img_create_opts o = {.backing = c->base.path, .backing_fmt = IMG_FMT_QCOW2};
 	struct img *b;
+	uint64_t size;
 	char e[256] = "";
 	int rc = img_open(&b, c->base.path, IMG_FMT_QCOW2, IMG_RDONLY, e, sizeof(e));
 
@@ -170,26 +170,26 @@ static int layer_work(struct sandbox *sb, void *arg)
 		snprintf(c->err, sizeof(c->err), "the base image is unusable: %s", e);
 		return rc;
 	}
-	o.size = img_size(b);
+	size = img_size(b);
 	(void)img_close(b);
 	/* The base's file system must fit: a smaller disk would cut it off. */
-	if (c->disk && (uint64_t)c->disk < o.size) {
+	if (c->disk && (uint64_t)c->disk < size) {
 		c->why = SBX_BAD_INPUT;
 		snprintf(c->err, sizeof(c->err),
 		         "resources.disk must be at least %llu MiB for this runtime",
-		         (unsigned long long)(o.size >> 20));
+		         (unsigned long long)(size >> 20));
 		return -EINVAL;
 	}
 	if (c->disk)
-		o.size = ((uint64_t)c->disk + 511) & ~511ull;
-	c->vsize = o.size;
+		size = ((uint64_t)c->disk + 511) & ~511ull;
+	c->vsize = size;
 	if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST) {
 		rc = -errno;
 		c->why = SBX_INTERNAL;
 		snprintf(c->err, sizeof(c->err), "cannot make %s: %s", sb->dir, strerror(-rc));
 		return rc;
 	}
-	rc = img_create(sb->layer, &o, e, sizeof(e));
+	rc = sbx_dkey_layer(sb, c->base.path, size, e, sizeof(e));
 	if (rc) {
 		c->why = SBX_INTERNAL;
 		snprintf(c->err, sizeof(c->err), "cannot create the sandbox's disk: %s", e);
@@ -408,6 +408,11 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 	if (!maker)
 		use_template(m, sb, c);
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
+	rc = sbx_dkey_plan(sb, c->base.snap_priv, c->priv, c->err, sizeof(c->err));
+	if (rc) {
+		sbx_fail(&err, SBX_INTERNAL, rc, "cannot make the sandbox's disk key: %s", c->err);
+		goto fail;
+	}
 	/* A template, or a snapshot with memory of this shape: resume it rather than boot. */
 	if (c->tmpl) {
 		c->warm = c->tmpl->snap;

@@ -20,36 +20,42 @@
 #include "keystore.h"
 #include "sbx_int.h"
 
-int sbx_seal_pipe(struct sandbox *sb, const char *wrapped, int *fd, char *err, size_t errlen)
+int sbx_seal_pipe(struct sandbox *sb, const char *wrapped, const struct sbx_dkeys *disk, int *fd,
+                  char *err, size_t errlen)
 {
-	uint8_t key[KEYSTORE_KEY_LEN];
-	char hex[2 * KEYSTORE_KEY_LEN + 2], why[400];
+	char hex[SBX_DKEY_HEX + 1] = "", *lines = NULL;
+	size_t nlines = 0;
 	int p[2], rc;
 
-	if (!sb->m->cfg.keys) {
-		snprintf(err, errlen, "its memory is sealed, and this huskd holds no keys");
-		return -ENOKEY;
+	if (wrapped) {
+		rc = sbx_dkey_unwrap(sb, wrapped, "memory", hex, err, errlen);
+		if (rc)
+			return rc;
+		strcat(hex, "\n");
 	}
-	rc = keystore_unwrap(sb->m->cfg.keys, wrapped, key, why, sizeof(why));
-	if (rc) {
-		snprintf(err, errlen, "cannot open its sealed memory: %s", why);
+	if (disk && (rc = sbx_dkey_lines(disk, &lines, &nlines))) {
+		OPENSSL_cleanse(hex, sizeof(hex));
+		snprintf(err, errlen, "cannot hand its disk keys to husk-vmm: %s", strerror(-rc));
 		return rc;
 	}
-	keystore_hex(key, hex);
-	OPENSSL_cleanse(key, sizeof(key));
-	strcat(hex, "\n");
-	/* A pipe's buffer holds the whole key: written and closed before the VMM starts. */
+	/* A pipe's buffer holds them all (sbx_dkey_lines keeps below it): written and closed
+	 * before the VMM starts. */
 	if (pipe2(p, O_CLOEXEC) < 0) {
 		rc = -errno;
 	} else {
 		rc = write(p[1], hex, strlen(hex)) == (ssize_t)strlen(hex) ? 0 : -EIO;
+		if (!rc && nlines)
+			rc = write(p[1], lines, nlines) == (ssize_t)nlines ? 0 : -EIO;
 		close(p[1]);
 		if (rc)
 			close(p[0]);
 	}
 	OPENSSL_cleanse(hex, sizeof(hex));
+	if (lines)
+		OPENSSL_cleanse(lines, nlines);
+	free(lines);
 	if (rc) {
-		snprintf(err, errlen, "cannot hand its key to husk-vmm: %s", strerror(-rc));
+		snprintf(err, errlen, "cannot hand its keys to husk-vmm: %s", strerror(-rc));
 		return rc;
 	}
 	*fd = p[0];

@@ -47,8 +47,8 @@ static void snap_end(struct snap *s, const struct sbx_err *err)
 static int freeze(struct sandbox *sb, void *arg, char *err, size_t errlen)
 {
 	struct snap *s = arg;
-	struct img_create_opts o = {.backing = s->disk, .backing_fmt = IMG_FMT_QCOW2};
-	char e[256] = "", src[4200];
+	char e[512] = "", src[4200];
+	struct sbx_dkeys dk;
 	struct img *img;
 	int rc;
 
@@ -67,20 +67,23 @@ static int freeze(struct sandbox *sb, void *arg, char *err, size_t errlen)
 	if (s->flatten && !sb->base) {
 		snprintf(err, errlen, "the sandbox's base image is not recorded");
 		rc = -EINVAL;
-	} else if (s->flatten) {
-		rc = img_open(&img, s->disk, IMG_FMT_QCOW2, 0, e, sizeof(e));
+	} else if (s->flatten && !(rc = sbx_dkey_open(sb, s->disk, &dk, e, sizeof(e)))) {
+		/* Its own images and those below, read and written through their keys. */
+		rc = img_open_secrets(&img, s->disk, IMG_FMT_QCOW2, 0, &dk.set, e, sizeof(e));
 		if (!rc) {
 			int crc;
 
-			rc = img_rebase(img, sb->base, IMG_FMT_QCOW2, 0, e, sizeof(e));
+			rc = img_rebase_secrets(img, sb->base, IMG_FMT_QCOW2, 0, &dk.set, e,
+			                        sizeof(e));
 			crc = img_close(img);
 			rc = rc ? rc : crc;
 		}
-		if (rc)
-			snprintf(err, errlen, "cannot flatten the layer onto its base: %s", e);
+		sbx_dkey_close(&dk);
 	}
+	if (rc && s->flatten && sb->base)
+		snprintf(err, errlen, "cannot flatten the layer onto its base: %s", e);
 	if (!rc) {
-		rc = img_create(sb->layer, &o, e, sizeof(e));
+		rc = sbx_dkey_layer(sb, s->disk, 0, e, sizeof(e));
 		if (rc)
 			snprintf(err, errlen, "cannot make a new layer: %s", e);
 	}
@@ -135,6 +138,9 @@ static int record(struct sandbox *sb, struct snap *s)
 	                 (json_int_t)sb->mem_mib, "vcpus", (json_int_t)sb->vcpus);
 	if (priv && s->memory)
 		json_object_set_new(priv, "memory", json_string(s->mem));
+	/* Its disk is the sandbox's layer, under the sandbox's key, over its base's images. */
+	if (priv && sbx_dkey_any(sb))
+		json_object_set_new(priv, "diskKeys", sbx_dkey_snapshot(sb, s->disk));
 	/* The memory is the sandbox's memory.snap of that instant: its key goes with it. */
 	if (priv && s->memory && sb->mem_key)
 		json_object_set_new(priv, "memKey", json_string(sb->mem_key));

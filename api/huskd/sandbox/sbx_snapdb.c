@@ -125,17 +125,20 @@ int sbx_snap_lineage(struct sbx_mgr *m, const char *org, const char *ref, int li
 
 /*
  * A deleted snapshot's memory goes at once, its key first: no sandbox starts
- * from a deleted snapshot, and only its disk may still be built on.
+ * from a deleted snapshot, and only its disk may still be built on. Its disk
+ * keys go from its record too: the sandboxes and snapshots built on its disk
+ * hold their own copies, and it goes with the last of them.
  */
-static int forget_memory(struct sbx_mgr *m, const char *id, const char *dir, json_t *priv)
+static int forget_data(struct sbx_mgr *m, const char *id, const char *dir, json_t *priv)
 {
 	char path[4200];
 	json_t *patch;
 	int rc;
 
-	if (!json_object_get(priv, "memory") && !json_object_get(priv, "memKey"))
+	if (!json_object_get(priv, "memory") && !json_object_get(priv, "memKey") &&
+	    !json_object_get(priv, "diskKeys"))
 		return 0;
-	patch = json_pack("{snsn}", "memory", "memKey");
+	patch = json_pack("{snsnsn}", "memory", "memKey", "diskKeys");
 
 	rc = patch ? store_snapshot_update(m->store, id, NULL, patch, NULL) : -ENOMEM;
 	json_decref(patch);
@@ -144,7 +147,8 @@ static int forget_memory(struct sbx_mgr *m, const char *id, const char *dir, jso
 		snprintf(path, sizeof(path), "%s/%s", dir, *f);
 		unlink(path);
 	}
-	if (!rc && json_object_get(priv, "memKey") && store_scrub(m->store))
+	if (!rc && (json_object_get(priv, "memKey") || json_object_get(priv, "diskKeys")) &&
+	    store_scrub(m->store))
 		log_warn(NULL,
 		         "snapshot %s: its deleted key may linger in the store's log until "
 		         "the next scrub",
@@ -167,7 +171,7 @@ int sbx_snap_delete(struct sbx_mgr *m, const char *org, const char *ref, json_t 
 		return rc;
 	snprintf(id, sizeof(id), "%s", json_string_value(json_object_get(info, "snapshotId")));
 	dir = json_string_value(json_object_get(priv, "dir"));
-	rc = forget_memory(m, id, dir, priv);
+	rc = forget_data(m, id, dir, priv);
 	if (!rc)
 		rc = store_snapshot_delete(m->store, id);
 	if (!rc)

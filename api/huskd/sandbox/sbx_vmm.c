@@ -264,8 +264,19 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		snprintf(err, errlen, "a network needs husk-jail beside huskd, and huskd as root");
 		return -EOPNOTSUPP;
 	}
-	if (restore && key && (rc = sbx_seal_pipe(sb, key, &spec.key_fd, err, errlen)))
-		return rc;
+	if ((restore && key) || sbx_dkey_any(sb)) {
+		struct sbx_dkeys dk;
+
+		rc = sbx_dkey_any(sb) ? sbx_dkey_open(sb, sb->layer, &dk, err, errlen) : 0;
+		if (!rc) {
+			rc = sbx_seal_pipe(sb, restore ? key : NULL, sbx_dkey_any(sb) ? &dk : NULL,
+			                   &spec.key_fd, err, errlen);
+			if (sbx_dkey_any(sb))
+				sbx_dkey_close(&dk);
+		}
+		if (rc)
+			return rc;
+	}
 	if (sbx_has_nic(sb)) {
 		rc = sbx_net_attach(sb, resolv, sizeof(resolv), err, errlen);
 		if (rc) {

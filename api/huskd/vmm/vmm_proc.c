@@ -227,6 +227,11 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		a = jail_args(s, argv, a, uid, sizeof(uid), slot, sizeof(slot), fsize,
 		              sizeof(fsize), keyfd);
 	argv[a++] = (char *)s->vmm;
+	/* A sealed snapshot's key, and those of encrypted disks, booting or not. */
+	if (s->key_fd >= 0) {
+		argv[a++] = "--key-fd";
+		argv[a++] = keyfd;
+	}
 	if (s->restore) {
 		/* A restored guest keeps the kernel and command line it booted with. */
 		argv[a++] = "--restore";
@@ -234,10 +239,6 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		if (s->mem_file) {
 			argv[a++] = "--mem-file";
 			argv[a++] = (char *)s->mem_file;
-		}
-		if (s->key_fd >= 0) {
-			argv[a++] = "--key-fd";
-			argv[a++] = keyfd;
 		}
 		if (s->extract) {
 			argv[a++] = "--extract-memory";

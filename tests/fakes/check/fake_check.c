@@ -12,6 +12,25 @@
 #include <unistd.h>
 
 #include "check_io.h"
+#include "img.h"
+
+/* --disk: a real image, as husk-vmm (and so the fake) opens the disk before it boots. */
+static const char *disk_arg(void)
+{
+	static char arg[4200];
+	struct img_create_opts o = {.size = 64 << 20};
+	char err[256], *p;
+
+	if (arg[0])
+		return arg;
+	p = path("disk.qcow2");
+	if (img_create(p, &o, err, sizeof(err))) {
+		fprintf(stderr, "fake-check: %s\n", err);
+		exit(1);
+	}
+	snprintf(arg, sizeof(arg), "%s,serial=s1", p);
+	return arg;
+}
 
 /* A booted fake: its agent's first connection, on dial 1. */
 static void boot_and_serve(int *lfd, pid_t *pid, char *boot_id, size_t len)
@@ -23,8 +42,8 @@ static void boot_and_serve(int *lfd, pid_t *pid, char *boot_id, size_t len)
 
 	*pid = spawn(NULL, "vmm1.log", "--kernel", "/nonexistent/bzImage", "--initrd",
 	             "/nonexistent/initrd", "--cmdline", "quiet husk.root=/dev/vda husk.dial=53",
-	             "--mem", "256M", "--vcpus", "2", "--disk", "/nonexistent/disk.qcow2,serial=s1",
-	             "--vsock", path("vsock.sock"), "--control", path("control.sock"), "--console",
+	             "--mem", "256M", "--vcpus", "2", "--disk", disk_arg(), "--vsock",
+	             path("vsock.sock"), "--control", path("control.sock"), "--console",
 	             path("console.log"), NULL);
 	c = ctl_connect(path("control.sock"));
 	check(!strcmp(ctl(c, "status", WAIT_MS), "OK running"), "control_status", "no OK running");
@@ -135,9 +154,8 @@ static void restore(int lfd, const char *boot_id)
 	int c;
 
 	pid = spawn(NULL, "vmm2.log", "--restore", path("memory.snap"), "--mem", "256M", "--vcpus",
-	            "2", "--disk", "/nonexistent/disk.qcow2,serial=s1", "--vsock",
-	            path("vsock.sock"), "--control", path("control.sock"), "--console",
-	            path("console.log"), NULL);
+	            "2", "--disk", disk_arg(), "--vsock", path("vsock.sock"), "--control",
+	            path("control.sock"), "--console", path("console.log"), NULL);
 	pr = accept_peer(lfd, WAIT_MS);
 	check(!strcmp(hello(pr, 2, "restore_dial_2"), boot_id), "restore_same_boot_id",
 	      "boot_id changed");

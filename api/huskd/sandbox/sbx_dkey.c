@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Encrypted disks (issue I, item 6): a sandbox's own disk files - its layer,
+ * its checkpoints' files, the disks of the snapshots it takes - are qcow2
+ * with LUKS (images/img/qcow_luks.c) under one data key of the sandbox's
+ * (diskKey), made for its org and kept only wrapped, as a pause's memory key
+ * is (sbx_seal.c). One key for all of them, not one per file: the files are
+ * renamed (a layer becomes a checkpoint's file or a snapshot's disk), and a
+ * key recorded under a name could be lost by a crash between the rename and
+ * the store's write. The images below its own - a snapshot's disk and the
+ * snapshots that one was made on - open with the keys the snapshot recorded
+ * (diskKeys: path -> wrapped key), copied at create. Runtime images and
+ * template makers' disks stay clear: every org starts from them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keystore.h"
+#include "sbx_int.h"
+
+/* Below what a pipe holds before huskd would block writing it (64 KiB). */
+#define PIPE_BUDGET 60000
+
+int sbx_dkey_plan(struct sandbox *sb, json_t *snap_priv, json_t *priv, char *err, size_t errlen)
+{
+	json_t *below = json_object_get(snap_priv, "diskKeys");
+	uint8_t key[KEYSTORE_KEY_LEN];
+	int rc;
+
+	if (json_object_size(below)) {
+		sb->disk_keys = json_deep_copy(below);
+		if (!sb->disk_keys || json_object_set(priv, "diskKeys", sb->disk_keys))
+			return -ENOMEM;
+	}
+	if (!sb->m->cfg.keys || !sb->m->cfg.seal || sb->hidden)
+		return 0;
+	rc = keystore_new_key(sb->m->cfg.keys, sb->org[0] ? sb->org : STORE_DEFAULT_ORG, key,
+	                      &sb->disk_key, err, errlen);
+	OPENSSL_cleanse(key, sizeof(key));
+	if (rc)
+		return rc;
+	return json_object_set_new(priv, "diskKey", json_string(sb->disk_key)) ? -ENOMEM : 0;
+}
+
+void sbx_dkey_adopt(struct sandbox *sb, json_t *priv)
+{
+	const char *own = json_string_value(json_object_get(priv, "diskKey"));
+
+	sb->disk_key = own ? strdup(own) : NULL;
+	if (json_object_size(json_object_get(priv, "diskKeys")))
+		sb->disk_keys = json_deep_copy(json_object_get(priv, "diskKeys"));
+}
+
+bool sbx_dkey_any(const struct sandbox *sb)
+{
+	return sb->disk_key || json_object_size(sb->disk_keys);
+}
+
+int sbx_dkey_unwrap(struct sandbox *sb, const char *wrapped, const char *what,
+                    char hex[SBX_DKEY_HEX], char *err, size_t errlen)
+{
+	uint8_t key[KEYSTORE_KEY_LEN];
+	char why[400];
+	int rc;
+
+	if (!sb->m->cfg.keys) {
+		snprintf(err, errlen, "its %s is encrypted, and this huskd holds no keys", what);
+		return -ENOKEY;
+	}
+	rc = keystore_unwrap(sb->m->cfg.keys, wrapped, key, why, sizeof(why));
+	if (rc) {
+		snprintf(err, errlen, "cannot open its encrypted %s: %s", what, why);
+		return rc;
+	}
+	keystore_hex(key, hex);
+	OPENSSL_cleanse(key, sizeof(key));
+	return 0;
+}
+
+int sbx_dkey_own(struct sandbox *sb, char hex[SBX_DKEY_HEX], char *err, size_t errlen)
+{
+	hex[0] = '\0';
+	return sb->disk_key ? sbx_dkey_unwrap(sb, sb->disk_key, "disk", hex, err, errlen) : 0;
+}
+
+int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, char *err, size_t errlen)
+{
+	struct img_create_opts o = {.size = size, .backing = backing, .backing_fmt = IMG_FMT_QCOW2};
+	char pass[SBX_DKEY_HEX];
+	int rc = sbx_dkey_own(sb, pass, err, errlen);
+
+	if (rc)
+		return rc;
+	o.pass = pass[0] ? pass : NULL;
+	o.pass_len = strlen(pass);
+	rc = img_create(sb->layer, &o, err, errlen);
+	OPENSSL_cleanse(pass, sizeof(pass));
+	return rc;
+}
+
+static int add(struct sbx_dkeys *k, const char *path, const char *hex, char *err, size_t errlen)
+{
+	char *p;
+
+	if (k->set.n == SBX_DKEYS_MAX) {
+		snprintf(err, errlen, "its disk is a chain of more than %d encrypted images",
+		         SBX_DKEYS_MAX);
+		return -E2BIG;
+	}
+	if (path[0] != '/' || !(p = strdup(path))) {
+		snprintf(err, errlen, "%s: not an absolute path", path);
+		return path[0] != '/' ? -EINVAL : -ENOMEM;
+	}
+	k->v[k->set.n] = (struct img_secret){.path = p, .pass = hex, .len = SBX_DKEY_HEX - 1};
+	k->set.n++;
+	return 0;
+}
+
+/*
+ * Its own images: from top down the chain to the first the base's keys name
+ * (its layer, its checkpoints' files, the disks of snapshots it took, which
+ * left its folder). Found by the chain itself, so a rename never loses one.
+ */
+static int add_own(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char *err,
+                   size_t errlen)
+{
+	char *path = strdup(top), *next = NULL;
+	int rc = path ? 0 : -ENOMEM, depth = 0;
+
+	while (!rc && path && !json_object_get(sb->disk_keys, path)) {
+		if (++depth > SBX_DKEYS_MAX) {
+			snprintf(err, errlen, "its disk's chain is deeper than %d", SBX_DKEYS_MAX);
+			rc = -ELOOP;
+			break;
+		}
+		struct img *img;
+		const char *name;
+
+		rc = img_open(&img, path, IMG_FMT_QCOW2, IMG_RDONLY | IMG_NOBACKING, err, errlen);
+		if (rc)
+			break;
+		name = img_backing_name(img);
+		next = name ? img_resolve(path, name) : NULL;
+		rc = name && !next ? -ENOMEM : 0;
+		if (!rc && img_encrypted(img))
+			rc = add(k, path, k->own, err, errlen);
+		(void)img_close(img);
+		free(path);
+		path = next;
+		next = NULL;
+	}
+	free(path);
+	return rc;
+}
+
+int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char *err,
+                  size_t errlen)
+{
+	const char *path;
+	json_t *v;
+	int rc;
+
+	*k = (struct sbx_dkeys){.set.v = k->v};
+	rc = sbx_dkey_own(sb, k->own, err, errlen);
+	if (!rc && k->own[0])
+		rc = add_own(sb, top, k, err, errlen);
+	json_object_foreach(sb->disk_keys, path, v)
+	{
+		if (rc)
+			break;
+		if (k->set.n == SBX_DKEYS_MAX) {
+			rc = add(k, path, "", err, errlen);
+			break;
+		}
+		rc = sbx_dkey_unwrap(sb, json_string_value(v) ?: "", "disk", k->hex[k->set.n], err,
+		                     errlen);
+		if (!rc)
+			rc = add(k, path, k->hex[k->set.n], err, errlen);
+	}
+	if (rc)
+		sbx_dkey_close(k);
+	return rc;
+}
+
+void sbx_dkey_close(struct sbx_dkeys *k)
+{
+	for (unsigned i = 0; i < k->set.n; i++)
+		free((char *)k->v[i].path);
+	OPENSSL_cleanse(k->hex, sizeof(k->hex));
+	OPENSSL_cleanse(k->own, sizeof(k->own));
+	*k = (struct sbx_dkeys){.set.v = k->v};
+}
+
+int sbx_dkey_lines(const struct sbx_dkeys *k, char **out, size_t *len)
+{
+	size_t n = 0, cap = 0;
+	char *buf = NULL;
+
+	for (unsigned i = 0; i < k->set.n; i++)
+		cap += strlen(k->v[i].path) + SBX_DKEY_HEX + 8;
+	if (cap > PIPE_BUDGET)
+		return -E2BIG;
+	buf = malloc(cap + 1);
+	if (!buf)
+		return -ENOMEM;
+	for (unsigned i = 0; i < k->set.n; i++)
+		n += (size_t)snprintf(buf + n, cap + 1 - n, "disk %s %s\n",
+		                      (const char *)k->v[i].pass, k->v[i].path);
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+json_t *sbx_dkey_snapshot(const struct sandbox *sb, const char *disk)
+{
+	json_t *keys = sb->disk_keys ? json_deep_copy(sb->disk_keys) : json_object();
+
+	if (keys && sb->disk_key && json_object_set_new(keys, disk, json_string(sb->disk_key))) {
+		json_decref(keys);
+		return NULL;
+	}
+	return keys;
+}
+
+void sbx_dkey_forget(struct sandbox *sb)
+{
+	bool had = sbx_dkey_any(sb);
+
+	free(sb->disk_key);
+	sb->disk_key = NULL;
+	json_decref(sb->disk_keys);
+	sb->disk_keys = NULL;
+	if (!had || !sb->stored)
+		return;
+	sbx_save(sb, json_pack("{snsn}", "diskKey", "diskKeys"));
+	if (store_scrub(sb->m->store))
+		log_warn(sb->id, "its deleted disk key may linger in the store's log until the "
+		                 "next scrub");
+}
