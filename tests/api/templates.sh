@@ -188,7 +188,7 @@ if [ -n "$c3" ] && wait_log "snapshot .* has a memory file" && c4=$(new --snapsh
 	h exec "$c4" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
 	pass snapshot_memory_file
 else
-	fail snapshot_memory_file "exit $cli_s: $(grep -i "memory file" "$T/huskd.log" | tail -n 2)"
+	fail snapshot_memory_file "exit $cli_s: $(cat "$T/e") $(grep -i "memory file" "$T/huskd.log" | tail -n 2) $(grep "\[$c4\]" "$T/huskd.log" | tail -n 4)"
 fi
 # Crypto-shredding: the org's key deleted, its sealed memory cannot be restored (cold paused
 # sealed in the first run; tchild's memory is sealed), nor can a disk sealed in the first

@@ -159,6 +159,27 @@ static void files_encrypted(void)
 	        "key '%s'", key);
 }
 
+/* A second snapshot's disk stands on the first's (its own file too): the child needs both. */
+static void second_snapshot_carries_first(void)
+{
+	char err[512], id[STORE_ID_LEN], s1[STORE_ID_LEN], s2[STORE_ID_LEN], body[300];
+	const char *made = t_create("{}", NULL, err, sizeof(err)), *child = NULL;
+
+	snprintf(id, sizeof(id), "%s", made ? made : "");
+	if (made && t_wait_state(id, SBX_IDLE)) {
+		t_snapshot(id, "{\"name\":\"t-disk-1\",\"memory\":false}", s1);
+		t_snapshot(id, "{\"name\":\"t-disk-2\",\"memory\":false}", s2);
+		snprintf(body, sizeof(body), "{\"snapshot\":\"%s\"}", s2);
+		child = s1[0] && s2[0] ? t_create(body, NULL, err, sizeof(err)) : NULL;
+	}
+	t_check("dkey_second_snapshot_child_starts", child && t_wait_state(child, SBX_IDLE), "%s",
+	        err);
+	if (child)
+		t_destroy(child);
+	if (made)
+		t_destroy(id);
+}
+
 static void seal_off_is_clear(void)
 {
 	char err[512], key[KEYSTORE_WRAPPED_MAX];
@@ -207,6 +228,7 @@ static void shredded_disk_cannot_start(void)
 void t_disk_keys(void)
 {
 	files_encrypted();
+	second_snapshot_carries_first();
 	seal_off_is_clear();
 	shredded_disk_cannot_start();
 }

@@ -122,25 +122,26 @@ static int add(struct sbx_dkeys *k, const char *path, const char *hex, char *err
 }
 
 /*
- * Its own images: from top down the chain to the first the base's keys name
- * (its layer, its checkpoints' files, the disks of snapshots it took, which
- * left its folder). Found by the chain itself, so a rename never loses one.
+ * fn(arg, path) for each of its own encrypted images: from top down the chain
+ * to the first the base's keys name (its layer, its checkpoints' files, the
+ * disks of snapshots it took, which left its folder). Found by the chain
+ * itself, so a rename never loses one.
  */
-static int add_own(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char *err,
-                   size_t errlen)
+static int walk_own(struct sandbox *sb, const char *top, int (*fn)(void *arg, const char *path),
+                    void *arg, char *err, size_t errlen)
 {
 	char *path = strdup(top), *next = NULL;
 	int rc = path ? 0 : -ENOMEM, depth = 0;
 
 	while (!rc && path && !json_object_get(sb->disk_keys, path)) {
+		struct img *img;
+		const char *name;
+
 		if (++depth > SBX_DKEYS_MAX) {
 			snprintf(err, errlen, "its disk's chain is deeper than %d", SBX_DKEYS_MAX);
 			rc = -ELOOP;
 			break;
 		}
-		struct img *img;
-		const char *name;
-
 		rc = img_open(&img, path, IMG_FMT_QCOW2, IMG_RDONLY | IMG_NOBACKING, err, errlen);
 		if (rc)
 			break;
@@ -148,7 +149,7 @@ static int add_own(struct sandbox *sb, const char *top, struct sbx_dkeys *k, cha
 		next = name ? img_resolve(path, name) : NULL;
 		rc = name && !next ? -ENOMEM : 0;
 		if (!rc && img_encrypted(img))
-			rc = add(k, path, k->own, err, errlen);
+			rc = fn(arg, path);
 		(void)img_close(img);
 		free(path);
 		path = next;
@@ -156,6 +157,19 @@ static int add_own(struct sandbox *sb, const char *top, struct sbx_dkeys *k, cha
 	}
 	free(path);
 	return rc;
+}
+
+struct own_add {
+	struct sbx_dkeys *k;
+	char *err;
+	size_t errlen;
+};
+
+static int own_add(void *arg, const char *path)
+{
+	struct own_add *a = arg;
+
+	return add(a->k, path, a->k->own, a->err, a->errlen);
 }
 
 int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char *err,
@@ -168,7 +182,7 @@ int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char
 	*k = (struct sbx_dkeys){.set.v = k->v};
 	rc = sbx_dkey_own(sb, k->own, err, errlen);
 	if (!rc && k->own[0])
-		rc = add_own(sb, top, k, err, errlen);
+		rc = walk_own(sb, top, own_add, &(struct own_add){k, err, errlen}, err, errlen);
 	json_object_foreach(sb->disk_keys, path, v)
 	{
 		if (rc)
@@ -216,15 +230,32 @@ int sbx_dkey_lines(const struct sbx_dkeys *k, char **out, size_t *len)
 	return 0;
 }
 
-json_t *sbx_dkey_snapshot(const struct sandbox *sb, const char *disk)
-{
-	json_t *keys = sb->disk_keys ? json_deep_copy(sb->disk_keys) : json_object();
+struct own_key {
+	json_t *keys;
+	const char *wrapped;
+};
 
-	if (keys && sb->disk_key && json_object_set_new(keys, disk, json_string(sb->disk_key))) {
-		json_decref(keys);
+static int own_key(void *arg, const char *path)
+{
+	struct own_key *o = arg;
+
+	return json_object_set_new(o->keys, path, json_string(o->wrapped)) ? -ENOMEM : 0;
+}
+
+json_t *sbx_dkey_snapshot(struct sandbox *sb, const char *disk, char *err, size_t errlen)
+{
+	struct own_key o = {.keys = sb->disk_keys ? json_deep_copy(sb->disk_keys) : json_object(),
+	                    .wrapped = sb->disk_key};
+	int rc = o.keys ? 0 : -ENOMEM;
+
+	/* Every image of its own the snapshot's disk stands on, under its own key. */
+	if (!rc && sb->disk_key)
+		rc = walk_own(sb, disk, own_key, &o, err, errlen);
+	if (rc) {
+		json_decref(o.keys);
 		return NULL;
 	}
-	return keys;
+	return o.keys;
 }
 
 void sbx_dkey_forget(struct sandbox *sb)

@@ -65,8 +65,9 @@ int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char
 void sbx_dkey_close(struct sbx_dkeys *k);
 /* The keys as husk-vmm's key pipe takes them ("disk HEX PATH" lines, malloc'd). */
 int sbx_dkey_lines(const struct sbx_dkeys *k, char **out, size_t *len);
-/* The diskKeys of a snapshot whose disk is disk (a file of its own, renamed). */
-json_t *sbx_dkey_snapshot(const struct sandbox *sb, const char *disk);
+/* The diskKeys of a snapshot whose disk is disk (a file of its own, renamed): those of
+ * every image it stands on. NULL with err. */
+json_t *sbx_dkey_snapshot(struct sandbox *sb, const char *disk, char *err, size_t errlen);
 /* Its files are gone: so are its keys, from the store's files too. */
 void sbx_dkey_forget(struct sandbox *sb);
 

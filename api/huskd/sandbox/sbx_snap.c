@@ -139,8 +139,17 @@ static int record(struct sandbox *sb, struct snap *s)
 	if (priv && s->memory)
 		json_object_set_new(priv, "memory", json_string(s->mem));
 	/* Its disk is the sandbox's layer, under the sandbox's key, over its base's images. */
-	if (priv && sbx_dkey_any(sb))
-		json_object_set_new(priv, "diskKeys", sbx_dkey_snapshot(sb, s->disk));
+	if (priv && sbx_dkey_any(sb)) {
+		json_t *keys = sbx_dkey_snapshot(sb, s->disk, e, sizeof(e));
+
+		if (!keys) {
+			log_error(sb->id, "snapshot %s: its disk's keys: %s", s->id, e);
+			json_decref(priv);
+			priv = NULL;
+		} else {
+			json_object_set_new(priv, "diskKeys", keys);
+		}
+	}
 	/* The memory is the sandbox's memory.snap of that instant: its key goes with it. */
 	if (priv && s->memory && sb->mem_key)
 		json_object_set_new(priv, "memKey", json_string(sb->mem_key));
