@@ -57,6 +57,14 @@ struct http_config {
 	/* Told (at most every 10 s) when connections were refused for the limit; may be NULL. */
 	void (*refused)(unsigned count, unsigned limit);
 	http_admit_fn admit; /* may be NULL: every request is read whole */
+	/*
+	 * A body over spool_over bytes (0: none is) goes, as it arrives, into an
+	 * unlinked file in spool_dir instead of memory, and the handler gets it
+	 * mapped from there (http_body): the server's memory stays the same
+	 * whatever the bodies' sizes. A file that cannot be made: 503.
+	 */
+	const char *spool_dir;
+	size_t spool_over;
 	/* PEM files: HTTPS on every listener (http_tls_check says why one is refused). */
 	const char *tls_cert, *tls_key;
 };

@@ -28,6 +28,8 @@ void http_limits_init(struct http_limits *lim, const struct http_config *cfg)
 	 */
 	lim->linger_ms = lim->idle_timeout_ms < 2000 ? lim->idle_timeout_ms : 2000;
 	lim->admit = cfg->admit;
+	lim->spool_dir = cfg->spool_dir;
+	lim->spool_over = cfg->spool_dir ? cfg->spool_over : 0;
 }
 
 static void set_timer(struct http_conn *c, enum http_timer_mode m)

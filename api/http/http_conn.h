@@ -50,6 +50,8 @@ struct http_limits {
 	unsigned idle_timeout_ms;
 	unsigned linger_ms;
 	http_admit_fn admit;
+	const char *spool_dir;
+	size_t spool_over;
 };
 
 enum http_conn_state {
@@ -129,8 +131,10 @@ struct http_req {
 	int last_cb; /* which of url/field/value the parser delivered last */
 	const char *method;
 
-	char *body;
+	char *body; /* malloc'd; or, spooled, mapped from body_fd once complete (len + 1) */
 	size_t body_len, body_cap;
+	bool spooled; /* the body is in the file body_fd, not in memory */
+	int body_fd;
 
 	char *resp_hdrs; /* extra response header lines */
 	size_t resp_hdrs_len;

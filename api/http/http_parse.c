@@ -4,10 +4,14 @@
  * and body limits are enforced as bytes arrive, so an oversized body is
  * refused from its Content-Length (or chunk size) before it is buffered.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "http_conn.h"
 
@@ -111,6 +115,40 @@ static int on_header_value(http_parser *p, const char *at, size_t n)
 	return head_add(p, at, n, CB_VALUE, 0);
 }
 
+static int write_all(int fd, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/* The body from here on goes to an unlinked file (what came so far with it). */
+static int spool(struct http_conn *c, struct http_req *r)
+{
+	int fd = open(c->lim->spool_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+
+	if (fd < 0)
+		return refuse(c, 503, "UNAVAILABLE", "no room to keep the request body");
+	if (r->body_len && write_all(fd, r->body, r->body_len)) {
+		close(fd);
+		return refuse(c, 503, "UNAVAILABLE", "no room to keep the request body");
+	}
+	free(r->body);
+	r->body = NULL;
+	r->body_cap = 0;
+	r->body_fd = fd;
+	r->spooled = true;
+	return 0;
+}
+
 static int on_message_begin(http_parser *p)
 {
 	struct http_conn *c = p->data;
@@ -205,7 +243,10 @@ static int on_headers_complete(http_parser *p)
 	}
 	if (has_len && cl > c->lim->max_body_bytes)
 		return refuse(c, 413, "PAYLOAD_TOO_LARGE", "request body too large");
-	if (has_len) {
+	if (has_len && c->lim->spool_over && cl > c->lim->spool_over) {
+		if (spool(c, r))
+			return -1;
+	} else if (has_len) {
 		r->body = malloc(cl + 1);
 		if (!r->body)
 			return nomem(c);
@@ -240,6 +281,16 @@ static int on_body(http_parser *p, const char *at, size_t n)
 
 	if (n > max - r->body_len)
 		return refuse(c, 413, "PAYLOAD_TOO_LARGE", "request body too large");
+	/* A chunked body that grows past the threshold moves to a file too. */
+	if (!r->spooled && c->lim->spool_over && r->body_len + n > c->lim->spool_over &&
+	    spool(c, r))
+		return -1;
+	if (r->spooled) {
+		if (write_all(r->body_fd, at, n))
+			return refuse(c, 503, "UNAVAILABLE", "no room to keep the request body");
+		r->body_len += n;
+		return 0;
+	}
 	if (r->body_len + n + 1 > r->body_cap) {
 		size_t cap = r->body_cap ? r->body_cap * 2 : 4096;
 		char *b;
@@ -264,8 +315,18 @@ static int on_message_complete(http_parser *p)
 	struct http_conn *c = p->data;
 	struct http_req *r = c->req;
 
-	if (r->body)
+	if (r->spooled) {
+		/* Mapped with a NUL after it, as a body in memory has. */
+		void *m = MAP_FAILED;
+
+		if (!write_all(r->body_fd, "", 1))
+			m = mmap(NULL, r->body_len + 1, PROT_READ, MAP_PRIVATE, r->body_fd, 0);
+		if (m == MAP_FAILED)
+			return refuse(c, 503, "UNAVAILABLE", "cannot read the request body back");
+		r->body = m;
+	} else if (r->body) {
 		r->body[r->body_len] = '\0';
+	}
 	/* One request at a time: the rest of the input waits for the answer. */
 	c->msg_done = true;
 	http_parser_pause(p, 1);

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "http_conn.h"
 
@@ -14,7 +16,13 @@ void http_req_free(struct http_req *r)
 		r->on_free(r, r->on_free_arg);
 	free(r->head);
 	free(r->hdr);
-	free(r->body);
+	if (r->spooled) {
+		if (r->body)
+			munmap(r->body, r->body_len + 1);
+		close(r->body_fd);
+	} else {
+		free(r->body);
+	}
 	free(r->resp_hdrs);
 	free(r);
 }

@@ -300,6 +300,7 @@ static int start(struct huskd *d, struct options *o)
 	                             .state = o->state,
 	                             .public_url = o->public_url,
 	                             .public_domain = o->public_domain};
+	static char spool[4200]; /* the server keeps the pointer */
 	char path[4200], err[512];
 	int rc;
 
@@ -358,6 +359,10 @@ static int start(struct huskd *d, struct options *o)
 		return 2;
 	}
 	o->http.admit = routes_admit;
+	/* Bodies over 1 MiB (uploads, file writes) wait in STATE/streams, not in memory. */
+	snprintf(spool, sizeof(spool), "%s/streams", o->state);
+	o->http.spool_dir = spool;
+	o->http.spool_over = 1 << 20;
 	rc = http_server_start(d->loop, &o->http, routes_handle, d->routes, &d->http);
 	if (rc) {
 		fprintf(stderr, "huskd: cannot listen on %s:%d%s%s: %s\n", o->http.tcp_host,

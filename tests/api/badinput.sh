@@ -9,7 +9,7 @@ port=18372
 # The fake VMM (tests/fakes): the body checks need a sandbox that exists.
 fake_images "$T/images" || { echo "FAIL badinput/images: husk-img cannot make one"; exit 1; }
 HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm start_huskd 1
-client badinput.mjs
+HUSKD_PID=$pid client badinput.mjs
 rc=$?
 stop_huskd badinput/huskd_clean_exit || rc=1
 sh "$(dirname "$0")/cli_badinput.sh" || rc=1

@@ -4,7 +4,8 @@
  * it). Prints "port N" once listening; SIGTERM stops it cleanly (so ASan's
  * leak check covers a stop with requests still open).
  *
- *   GET|POST|PUT /echo        {"success":true,"data":{method,path,query,len,body}}
+ *   GET|POST|PUT /echo        {"success":true,"data":{method,path,query,len,fnv,body}}
+ *                             (fnv: FNV-1a 64 of the body, 16 hex digits; body up to 256 bytes)
  *   GET /slow?ms=T            the same after T ms (a long-poll)
  *   GET /stream?n=N&size=S&ms=T  N chunks of S bytes every T ms, paced by the queue
  *   GET /big?size=N           N bytes in one answer
@@ -14,6 +15,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,12 @@ static void echo(struct http_req *r)
 	const char *body = http_body(r, &len);
 	json_t *d = json_pack("{s:s, s:s, s:s, s:I}", "method", http_method(r), "path",
 	                      http_path(r), "query", http_query(r), "len", (json_int_t)len);
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < len; i++)
+		h = (h ^ (uint8_t)body[i]) * 0x100000001b3ULL;
+	if (d)
+		json_object_set_new(d, "fnv", json_sprintf("%016llx", (unsigned long long)h));
 
 	if (d && len <= 256)
 		json_object_set_new(d, "body", json_stringn(body, len));
@@ -249,6 +257,8 @@ int main(int argc, char **argv)
 		{"request-timeout", 1, 0, 'r'},
 		{"idle-timeout", 1, 0, 'i'},
 		{"max-conns", 1, 0, 'c'},
+		{"spool-dir", 1, 0, 'S'},
+		{"spool-over", 1, 0, 'O'},
 		{0, 0, 0, 0},
 	};
 	struct http_config cfg = {.tcp_host = "127.0.0.1"};
@@ -281,6 +291,12 @@ int main(int argc, char **argv)
 			break;
 		case 'c':
 			cfg.max_connections = (unsigned)atoi(optarg);
+			break;
+		case 'S':
+			cfg.spool_dir = optarg;
+			break;
+		case 'O':
+			cfg.spool_over = strtoul(optarg, NULL, 0);
 			break;
 		default:
 			fprintf(stderr, "usage: http-echo [--port N] [--unix PATH] ...\n");

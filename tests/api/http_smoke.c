@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,51 @@ out:
 	hr_free(&r);
 	hc_close(&c);
 	report("chunked_request");
+}
+
+/* "\"fnv\":\"HASH\"" of n bytes at p, as http-echo answers it, into out. */
+static const char *fnv(const char *p, size_t n, char out[200])
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (uint8_t)p[i]) * 0x100000001b3ULL;
+	snprintf(out, 200, "\"fnv\":\"%016llx\"", (unsigned long long)h);
+	return out;
+}
+
+/*
+ * Bodies over the server's --spool-over (4096) wait in an unlinked file, not
+ * in memory: one declared by its length, and a chunked one that crosses the
+ * threshold midway (what came before moves into the file). Both reach the
+ * handler whole.
+ */
+static void t_spooled_bodies(void)
+{
+	static char big[300001], two[6001], head[200];
+	struct hconn c;
+	struct hresp r = {0};
+
+	for (size_t i = 0; i < sizeof(big) - 1; i++)
+		big[i] = (char)('a' + i * 7 % 26);
+	memcpy(two, big, sizeof(two) - 1);
+	CHECK(hc_tcp(&c, port) == 0);
+	snprintf(head, sizeof(head), "POST /echo HTTP/1.1\r\nContent-Length: %zu\r\n\r\n",
+	         sizeof(big) - 1);
+	CHECK(hc_sends(&c, head) == 0 && hc_sends(&c, big) == 0);
+	CHECK(hc_read(&c, &r, WAIT_MS) == 0 && r.status == 200);
+	CHECK(strstr(r.body, "\"len\":300000") && strstr(r.body, fnv(big, 300000, head)));
+	hr_free(&r);
+	CHECK(hc_sends(&c, "POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nbb8\r\n") ==
+	      0);
+	CHECK(hc_send(&c, two, 3000) == 0 && hc_sends(&c, "\r\nbb8\r\n") == 0);
+	CHECK(hc_send(&c, two + 3000, 3000) == 0 && hc_sends(&c, "\r\n0\r\n\r\n") == 0);
+	CHECK(hc_read(&c, &r, WAIT_MS) == 0 && r.status == 200);
+	CHECK(strstr(r.body, "\"len\":6000") && strstr(r.body, fnv(two, 6000, head)));
+out:
+	hr_free(&r);
+	hc_close(&c);
+	report("spooled_bodies");
 }
 
 static void t_expect_continue(void)
@@ -301,7 +347,7 @@ static pid_t spawn_server(const char *bin, const char *unix_path, int *port_out)
 		close(fds[1]);
 		execl(bin, bin, "--port", "0", "--unix", unix_path, "--max-body", b, "--max-header",
 		      "8192", "--request-timeout", rt, "--idle-timeout", it, "--max-conns", mc,
-		      (char *)NULL);
+		      "--spool-dir", "/tmp", "--spool-over", "4096", (char *)NULL);
 		_exit(127);
 	}
 	close(fds[1]);
@@ -383,6 +429,7 @@ int main(int argc, char **argv)
 	t_keepalive();
 	t_pipelining();
 	t_chunked_request();
+	t_spooled_bodies();
 	t_expect_continue();
 	t_oversized_body();
 	t_header_too_big();

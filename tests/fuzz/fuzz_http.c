@@ -144,6 +144,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		cfg = (struct http_config){0};
 	if (data[0] & 16)
 		cfg.admit = admit;
+	/* Bodies past 16 bytes into a file (O_TMPFILE under /tmp), as huskd's past 1 MiB. */
+	if (data[0] & 32) {
+		cfg.spool_dir = "/tmp";
+		cfg.spool_over = 16;
+	}
 	admitted = 0;
 	http_limits_init(&lim, &cfg);
 	step = (size_t)data[1] % 64 + 1;

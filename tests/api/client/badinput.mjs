@@ -16,6 +16,25 @@ async function req(method, path, { body, headers = {}, auth = true } = {}) {
 	return { status: r.status, json, text };
 }
 
+// A request written by send(sock) on a socket of its own: the answer's head (or 'error ...').
+async function raw(send) {
+	const { connect } = await import('node:net');
+	const u = new URL(base);
+	return new Promise((resolve) => {
+		const sock = connect(Number(u.port), u.hostname, () => send(sock));
+		let got = '';
+		sock.on('data', (d) => {
+			got += d;
+			if (got.includes('\r\n\r\n')) {
+				sock.destroy();
+				resolve(got);
+			}
+		});
+		sock.on('error', (e) => resolve(`error ${e.message}`));
+		sock.on('close', () => resolve(got));
+	});
+}
+
 async function expect(name, p, status, code) {
 	try {
 		const r = await p;
@@ -37,23 +56,9 @@ await expect('basic_auth', req('GET', '/sandbox', { headers: { Authorization: 'B
 // The key is checked before any body is read: a request without one that
 // announces a big body gets its 401 at once, with none of the body sent.
 {
-	const { connect } = await import('node:net');
-	const u = new URL(base);
-	const answer = await new Promise((resolve) => {
-		const sock = connect(Number(u.port), u.hostname, () =>
-			sock.write(`POST /sandbox HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000000\r\n\r\n`)
-		);
-		let got = '';
-		sock.on('data', (d) => {
-			got += d;
-			if (got.includes('\r\n\r\n')) {
-				sock.destroy();
-				resolve(got);
-			}
-		});
-		sock.on('error', (e) => resolve(`error ${e.message}`));
-		sock.on('close', () => resolve(got));
-	});
+	const answer = await raw(async (sock) =>
+		sock.write(`POST /sandbox HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000000\r\n\r\n`)
+	);
 	if (/^HTTP\/1\.1 401 /.test(answer)) console.log('PASS badinput/no_key_refused_before_body');
 	else {
 		failed++;
@@ -85,6 +90,32 @@ await expect('fs_write_bad_body', req('POST', `/fs/${sbx}`, { body: '{"files":"x
 await expect('fs_write_unknown_sandbox', req('POST', '/fs/sbx_nosuchthing', { body: '{"files":"x"}' }), 404, 'SANDBOX_NOT_FOUND');
 await expect('upload_zip', req('POST', `/fs/upload/${sbx}`, { body: Buffer.from('PK\x03\x04rest') }), 400);
 await expect('upload_not_gzip', req('POST', `/fs/upload/${sbx}`, { body: 'plain text' }), 400);
+// A big body waits in a file as it arrives, not in huskd's memory: with 47 of
+// an upload's 48 MiB sent (the socket took them), huskd's anonymous memory has
+// not grown by anything like it. Then the rest, and an answer (of any status).
+if (process.env.HUSKD_PID) {
+	const { readFileSync } = await import('node:fs');
+	const anon = () => Number(/RssAnon:\s+(\d+)/.exec(readFileSync(`/proc/${process.env.HUSKD_PID}/status`, 'utf8'))?.[1] ?? NaN);
+	const total = 48 << 20, part = Buffer.alloc(1 << 20);
+	let before = NaN, during = NaN;
+	const answer = await raw(async (sock) => {
+		before = anon();
+		sock.write(`POST /fs/upload/${sbx} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Length: ${total}\r\n\r\n`);
+		const first = Buffer.alloc(1 << 20);
+		first[0] = 0x1f;
+		first[1] = 0x8b;
+		for (let i = 0; i < 47; i++) await new Promise((ok) => sock.write(i ? part : first, ok));
+		during = anon();
+		sock.write(part);
+	});
+	const grown = (during - before) / 1024;
+	if (/^HTTP\/1\.1 \d{3} /.test(answer) && grown < 16) console.log(`PASS badinput/upload_body_not_in_memory`);
+	else {
+		failed++;
+		console.log(`FAIL badinput/upload_body_not_in_memory: RssAnon ${before} -> ${during} kB; ${JSON.stringify(answer.slice(0, 120))}`);
+	}
+	console.log(`  (measured) huskd RssAnon ${before} kB before a 48 MiB upload, ${during} kB with 47 MiB of it in`);
+}
 await expect('download_zip_format', req('GET', `/fs/download/${sbx}?format=zip`), 400);
 await expect('unknown_route', req('GET', '/nope'), 404);
 await expect('wrong_method', req('PUT', '/sandbox'), 405);
