@@ -57,13 +57,14 @@ static int xts_run(const EVP_CIPHER *xts, const uint8_t *key, uint8_t *buf, size
 {
 	EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
 	uint8_t iv[16] = {0};
-	int n, ok = ctx != NULL;
+	/* The key schedule once; then only each sector's IV changes. */
+	int n, ok = ctx && EVP_CipherInit_ex2(ctx, xts, key, NULL, enc, NULL);
 
 	for (size_t at = 0; ok && at < len; at += SECTOR) {
 		uint64_t s = htole64(first + at / SECTOR);
 
 		memcpy(iv, &s, 8);
-		ok = EVP_CipherInit_ex2(ctx, xts, key, iv, enc, NULL) &&
+		ok = EVP_CipherInit_ex2(ctx, NULL, NULL, iv, enc, NULL) &&
 		     EVP_CipherUpdate(ctx, buf + at, &n, buf + at, SECTOR);
 	}
 	EVP_CIPHER_CTX_free(ctx);
