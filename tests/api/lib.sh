@@ -71,9 +71,15 @@ h() {
 	return $cli_s
 }
 # vmm_pid ID: the pid of sandbox ID's husk-vmm (its serial is the id's last 20 characters).
+# By /proc: busybox's ps cuts long command lines, and a jailed, keyed, networked VMM's is long.
 vmm_pid() {
 	tail=$(echo "$1" | tail -c 21)
-	ps -o pid,args | awk -v t="serial=$tail" '$0 ~ t && /husk-vmm/ && !/awk/ {print $1; exit}'
+	for p in /proc/[0-9]*; do
+		cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
+		case $cmd in
+		*husk-vmm*"serial=$tail"*) echo "${p#/proc/}" ;;
+		esac
+	done | sort -n | head -n 1
 }
 
 # client SCRIPT ARGS...: runs a tests/api/client script against it.
