@@ -44,6 +44,8 @@ fi
 # Another sandbox, with a server in its namespace: the first must not reach it.
 h create --json --runtime base:latest --network --idle-timeout 20m
 other=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+# Up first (an exec waits for its agent): its VMM is past its exec, its command line final.
+h exec "$other" -- true
 other_pid=$(vmm_pid "$other")
 other_addr=
 other_httpd=
