@@ -187,8 +187,11 @@ int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char
 	{
 		if (rc)
 			break;
-		if (k->set.n == SBX_DKEYS_MAX) {
-			rc = add(k, path, "", err, errlen);
+		if (k->set.n == SBX_DKEYS_MAX) { /* k->hex has no room for another */
+			snprintf(err, errlen,
+			         "its disk is a chain of more than %d encrypted images",
+			         SBX_DKEYS_MAX);
+			rc = -E2BIG;
 			break;
 		}
 		rc = sbx_dkey_unwrap(sb, json_string_value(v) ?: "", "disk", k->hex[k->set.n], err,

@@ -264,14 +264,16 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		snprintf(err, errlen, "a network needs husk-jail beside huskd, and huskd as root");
 		return -EOPNOTSUPP;
 	}
-	if ((restore && key) || sbx_dkey_any(sb)) {
+	if (!restore)
+		key = NULL;
+	if (key || sbx_dkey_any(sb)) {
+		bool disk = sbx_dkey_any(sb);
 		struct sbx_dkeys dk;
 
-		rc = sbx_dkey_any(sb) ? sbx_dkey_open(sb, sb->layer, &dk, err, errlen) : 0;
+		rc = disk ? sbx_dkey_open(sb, sb->layer, &dk, err, errlen) : 0;
 		if (!rc) {
-			rc = sbx_seal_pipe(sb, restore ? key : NULL, sbx_dkey_any(sb) ? &dk : NULL,
-			                   &spec.key_fd, err, errlen);
-			if (sbx_dkey_any(sb))
+			rc = sbx_seal_pipe(sb, key, disk ? &dk : NULL, &spec.key_fd, err, errlen);
+			if (disk)
 				sbx_dkey_close(&dk);
 		}
 		if (rc)
