@@ -123,6 +123,23 @@ size_t http_header_count(const struct http_req *r);
 void http_header_at(const struct http_req *r, size_t i, const char **name, const char **value);
 /* r's body; *len gets its length (0 without a body). NUL-terminated for convenience. */
 const void *http_body(const struct http_req *r, size_t *len);
+/*
+ * Streamed bodies. Called from the admit callback: r's body is not kept;
+ * the handler runs as soon as the head is in and takes the body as it
+ * arrives (http_body_read). No body size limit or request timeout applies:
+ * the reader keeps its own. A request answered before its body ended closes
+ * its connection once answered (the rest of the body is dropped).
+ */
+void http_body_stream(struct http_req *r);
+typedef void (*http_body_fn)(struct http_req *r, const void *data, size_t len, void *arg);
+/*
+ * Takes a streamed body: data(r, bytes, len, arg) for each piece as it comes,
+ * then end(r, NULL, 0, arg) after the last. Call it from the handler (the
+ * body waits until then); the callbacks run from the loop, never inside this
+ * call, and stop once r is answered. A connection lost first gets r's
+ * on_close, as any unanswered request does.
+ */
+void http_body_read(struct http_req *r, http_body_fn data, http_body_fn end, void *arg);
 /* One pointer of the handler's own on r (NULL until set). */
 void http_set_user(struct http_req *r, void *p);
 void *http_user(const struct http_req *r);

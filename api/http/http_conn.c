@@ -236,8 +236,8 @@ static void conn_parse(struct http_conn *c)
 		http_parser_pause(&c->parser, 0);
 	n = http_parser_execute(&c->parser, &http_parse_settings, c->in + c->in_off, avail);
 	in_consume(c, n < avail ? n : avail);
-	if (c->msg_done) {
-		c->msg_done = false;
+	if (c->msg_done || c->head_done) {
+		c->msg_done = c->head_done = false;
 		conn_dispatch(c);
 		return;
 	}
@@ -252,11 +252,49 @@ static void conn_parse(struct http_conn *c)
 		conn_fail(c, 400, "INVALID_REQUEST", http_errno_description(e));
 }
 
+/* Parses a streamed body's buffered input: its reader gets the bytes, and the end. */
+static void conn_body_feed(struct http_conn *c)
+{
+	struct http_req *r = c->req;
+	size_t avail = c->in_len - c->in_off, n;
+
+	if (HTTP_PARSER_ERRNO(&c->parser) == HPE_PAUSED)
+		http_parser_pause(&c->parser, 0);
+	n = http_parser_execute(&c->parser, &http_parse_settings, c->in + c->in_off, avail);
+	in_consume(c, n < avail ? n : avail);
+	if (c->msg_done) {
+		c->msg_done = false;
+		if (r->on_body_end && r->resp != RESP_DONE)
+			r->on_body_end(r, NULL, 0, r->on_body_arg);
+		return;
+	}
+	/* A body that breaks the protocol: its request cannot be answered any more. */
+	if (HTTP_PARSER_ERRNO(&c->parser) != HPE_OK || n != avail)
+		conn_request_abort(c);
+}
+
+void http_body_stream(struct http_req *r)
+{
+	r->body_streamed = true;
+}
+
+void http_body_read(struct http_req *r, http_body_fn data, http_body_fn end, void *arg)
+{
+	struct http_conn *c = r->conn;
+
+	r->on_body = data;
+	r->on_body_end = end;
+	r->on_body_arg = arg;
+	if (c && c->req == r && r->body_open && !c->pumping)
+		set_timer(c, T_PUMP);
+}
+
 /* The current request is answered and its answer mostly sent: on to the next. */
 static void conn_finish(struct http_conn *c)
 {
 	struct http_req *r = c->req;
-	bool keep = r->keep_alive && !c->broken;
+	/* A streamed body not all read leaves the connection mid-request: close it. */
+	bool keep = r->keep_alive && !c->broken && !r->body_open;
 
 	c->req = NULL;
 	http_req_free(r);
@@ -282,7 +320,16 @@ static void conn_pump(struct http_conn *c)
 	conn_enter(c);
 	while (!c->abort_pending && c->state != C_CLOSED && c->state != C_CLOSING) {
 		if (c->state == C_HANDLING) {
-			if (c->req->resp != RESP_DONE || c->queued >= HTTP_DRAIN_LOW)
+			struct http_req *r = c->req;
+
+			if (r->body_open && r->on_body && r->resp != RESP_DONE) {
+				read_pause(c, false);
+				if (c->in_off < c->in_len) {
+					conn_body_feed(c);
+					continue;
+				}
+			}
+			if (r->resp != RESP_DONE || c->queued >= HTTP_DRAIN_LOW)
 				break;
 			conn_finish(c);
 			continue;
@@ -338,9 +385,9 @@ void http_conn_feed(struct http_conn *c, const void *data, size_t len)
 		conn_request_abort(c);
 		goto out;
 	}
-	if (c->state != C_HANDLING)
+	if (c->state != C_HANDLING || c->req->body_open)
 		conn_pump(c);
-	else if (c->in_len - c->in_off >= IN_PAUSE_BYTES)
+	if (c->state == C_HANDLING && c->in_len - c->in_off >= IN_PAUSE_BYTES)
 		read_pause(c, true);
 out:
 	conn_leave(c);

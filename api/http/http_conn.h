@@ -87,6 +87,7 @@ struct http_conn {
 	struct http_refusal refusal; /* err_msg when the admit callback refused */
 	bool fresh;                  /* no request started yet on this connection */
 	bool msg_done;               /* the parser paused at the end of a request */
+	bool head_done;              /* it paused after a streamed body's head */
 	bool pumping;
 	bool abort_pending;
 	bool eof;
@@ -135,6 +136,11 @@ struct http_req {
 	size_t body_len, body_cap;
 	bool spooled; /* the body is in the file body_fd, not in memory */
 	int body_fd;
+	bool body_streamed;   /* http_body_stream: handed on as it arrives, not kept */
+	bool body_open;       /* streamed and not all in yet */
+	http_body_fn on_body; /* http_body_read's; NULL until then (the body waits) */
+	http_body_fn on_body_end;
+	void *on_body_arg;
 
 	char *resp_hdrs; /* extra response header lines */
 	size_t resp_hdrs_len;

@@ -241,9 +241,11 @@ static int on_headers_complete(http_parser *p)
 		if (status)
 			return refuse(c, status, c->refusal.code, c->refusal.msg);
 	}
-	if (has_len && cl > c->lim->max_body_bytes)
+	if (r->body_streamed) {
+		r->body_open = true; /* the reader keeps its own limit */
+	} else if (has_len && cl > c->lim->max_body_bytes) {
 		return refuse(c, 413, "PAYLOAD_TOO_LARGE", "request body too large");
-	if (has_len && c->lim->spool_over && cl > c->lim->spool_over) {
+	} else if (has_len && c->lim->spool_over && cl > c->lim->spool_over) {
 		if (spool(c, r))
 			return -1;
 	} else if (has_len) {
@@ -261,6 +263,11 @@ static int on_headers_complete(http_parser *p)
 		memcpy(buf, continue_100, sizeof(continue_100) - 1);
 		conn_write(c, buf, sizeof(continue_100) - 1);
 	}
+	/* The handler runs now; the body is parsed as the handler takes it. */
+	if (r->body_streamed) {
+		c->head_done = true;
+		http_parser_pause(p, 1);
+	}
 	return 0;
 }
 
@@ -268,6 +275,8 @@ static int on_chunk_header(http_parser *p)
 {
 	struct http_conn *c = p->data;
 
+	if (c->req->body_streamed)
+		return 0;
 	if (p->content_length > c->lim->max_body_bytes - c->req->body_len)
 		return refuse(c, 413, "PAYLOAD_TOO_LARGE", "request body too large");
 	return 0;
@@ -279,6 +288,13 @@ static int on_body(http_parser *p, const char *at, size_t n)
 	struct http_req *r = c->req;
 	size_t max = c->lim->max_body_bytes;
 
+	if (r->body_streamed) {
+		r->body_len += n;
+		/* Answered already: the rest is dropped (the connection closes after). */
+		if (r->on_body && r->resp != RESP_DONE)
+			r->on_body(r, at, n, r->on_body_arg);
+		return 0;
+	}
 	if (n > max - r->body_len)
 		return refuse(c, 413, "PAYLOAD_TOO_LARGE", "request body too large");
 	/* A chunked body that grows past the threshold moves to a file too. */
@@ -315,7 +331,9 @@ static int on_message_complete(http_parser *p)
 	struct http_conn *c = p->data;
 	struct http_req *r = c->req;
 
-	if (r->spooled) {
+	if (r->body_streamed) {
+		r->body_open = false;
+	} else if (r->spooled) {
 		/* Mapped with a NUL after it, as a body in memory has. */
 		void *m = MAP_FAILED;
 

@@ -66,6 +66,9 @@ char *http_resp_head(struct http_req *r, int status, const char *ctype, long lon
 		n += snprintf(buf + n, cap - (size_t)n, "Content-Length: %lld\r\n", clen);
 	else if (clen < 0 && !r->http10)
 		n += snprintf(buf + n, cap - (size_t)n, "Transfer-Encoding: chunked\r\n");
+	/* A streamed body not all read: the connection ends with this answer. */
+	if (r->body_open)
+		r->keep_alive = false;
 	if (!r->keep_alive)
 		n += snprintf(buf + n, cap - (size_t)n, "Connection: close\r\n");
 	else if (r->http10)

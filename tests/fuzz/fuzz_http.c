@@ -4,7 +4,8 @@
  * sockets, through the unit tests' fake transport. The input's first bytes
  * pick small limits and the size of the pieces it is fed in; the rest is
  * client bytes. Between pieces the "handler" side acts on what the input
- * says: answers a held request, writes to or ends a stream, lets time pass
+ * says: answers a held request (one reading its body as it comes, too),
+ * writes to or ends a stream, lets time pass
  * (fires the timer), stops reading, or makes writes fail. A livelock (a
  * connection that never settles) traps, and so does anything ASan or UBSan
  * sees.
@@ -27,7 +28,23 @@ static void on_gone(struct http_req *r, void *arg)
 	held_gone = true;
 }
 
-/* The first letter of the path says what to do: hold, stream, or answer now. */
+/* A streamed body's pieces and end: only for the request still held, never after its answer. */
+static void body_piece(struct http_req *r, const void *p, size_t len, void *arg)
+{
+	(void)arg;
+	if (r != held || streaming || (len && !p))
+		__builtin_trap();
+}
+
+static void finish_held(void);
+
+static void body_end(struct http_req *r, const void *p, size_t len, void *arg)
+{
+	body_piece(r, p, len, arg);
+	finish_held();
+}
+
+/* The first letter of the path says what to do: hold, stream, read a body, or answer now. */
 static void handler(struct http_req *r, void *ctx)
 {
 	const char *p = http_path(r);
@@ -38,6 +55,14 @@ static void handler(struct http_req *r, void *ctx)
 	(void)ctx;
 	if (http_query_get(r, "k", v, sizeof(v)) == -3 || http_header(r, "Host") == (void *)1)
 		__builtin_trap();
+	if (p[0] == '/' && p[1] == 'b') {
+		held = r;
+		held_gone = false;
+		streaming = false;
+		http_on_close(r, on_gone, NULL);
+		http_body_read(r, body_piece, body_end, NULL);
+		return;
+	}
 	if (p[0] == '/' && (p[1] == 'h' || p[1] == 's')) {
 		held = r;
 		held_gone = false;
@@ -128,6 +153,9 @@ static int admit(struct http_req *r, void *ctx, struct http_refusal *out)
 	}
 	admitted++;
 	http_on_free(r, admitted_done, NULL);
+	/* "/b...": the body comes to the handler as it arrives. */
+	if (!strncmp(http_path(r), "/b", 2))
+		http_body_stream(r);
 	return 0;
 }
 
