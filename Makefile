@@ -194,7 +194,7 @@ $(FAKE_CHECK): $(call obj,san,$(FAKE_CHECK_SRCS)) $(call lib,proto,san) $(call l
 	$(call link,$(SAN_CFLAGS),-ljansson -lcrypto)
 
 # agent_session on a libuv loop, against the agent on the host (tests/agent/host.sh).
-$(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_fake.c) $(call lib,agent,san) $(call lib,proto,san)
+$(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_fake.c tests/agent/session_pull.c) $(call lib,agent,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-luv -ljansson)
 
 # The host side of an agent that dials home (tests/agent/dial.sh, t_dial.sh).

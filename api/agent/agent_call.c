@@ -116,6 +116,26 @@ static void input_finished(struct agent_session *s, struct agent_call *c)
 	}
 }
 
+/* One frame of c's streamed input: 0 sent, 1 none yet (c waits), or -errno. */
+static int pull(struct agent_session *s, struct agent_call *c, bool *end)
+{
+	static uint8_t buf[IN_CHUNK]; /* the loop's thread only; send_frame copies it */
+	long n;
+
+	*end = false;
+	n = c->in.read(c->in.read_arg, buf, sizeof(buf), end);
+	if (n < 0) {
+		n = 0;
+		*end = true;
+	}
+	if (!n && !*end) {
+		c->in_waiting = true;
+		return 1;
+	}
+	return send_frame(s, c->in.type, *end ? FRAME_F_END : 0, c->id, buf,
+	                  (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf));
+}
+
 /*
  * Sends input chunks while the write queue is below the high-water mark,
  * one chunk per call in turn: a call served goes to the tail, so two big
@@ -129,19 +149,25 @@ static void pump(struct agent_session *s)
 		bool end;
 		int ret;
 
-		while (c && !c->in_active)
+		while (c && (!c->in_active || c->in_waiting))
 			c = c->next;
 		if (!c)
 			return;
-		n = c->in.len - c->in_off < IN_CHUNK ? c->in.len - c->in_off : IN_CHUNK;
-		end = c->in_off + n == c->in.len;
-		ret = send_frame(s, c->in.type, end ? FRAME_F_END : 0, c->id,
-		                 (const uint8_t *)c->in.data + c->in_off, n);
+		if (c->in.read) {
+			ret = pull(s, c, &end);
+			if (ret == 1)
+				continue; /* none yet: agent_call_input_ready brings it back */
+		} else {
+			n = c->in.len - c->in_off < IN_CHUNK ? c->in.len - c->in_off : IN_CHUNK;
+			end = c->in_off + n == c->in.len;
+			ret = send_frame(s, c->in.type, end ? FRAME_F_END : 0, c->id,
+			                 (const uint8_t *)c->in.data + c->in_off, n);
+			c->in_off += n;
+		}
 		if (ret < 0) {
 			fail(s, ret);
 			return;
 		}
-		c->in_off += n;
 		if (end)
 			input_finished(s, c);
 		list_unlink(s, c);
@@ -241,7 +267,7 @@ int agent_call_start(struct agent_session *s, json_t *req, const struct agent_in
 	if (s->state != S_OPEN)
 		return -EPIPE;
 	if (!json_is_object(req) || (in && in->type != FRAME_STDIN && in->type != FRAME_DATA) ||
-	    (in && in->len && !in->data))
+	    (in && in->len && (!in->data || in->read)))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	js = json_dumps(req, JSON_COMPACT);
@@ -277,6 +303,14 @@ err_free:
 	free(js);
 	free(c);
 	return ret;
+}
+
+void agent_call_input_ready(struct agent_call *c)
+{
+	if (!c->in_active || !c->in_waiting)
+		return;
+	c->in_waiting = false;
+	pump(c->s);
 }
 
 void agent_call_cancel(struct agent_call *c)

@@ -28,6 +28,7 @@
  * process must ignore SIGPIPE (huskd does).
  */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
@@ -95,6 +96,15 @@ struct agent_input {
 	 */
 	void (*release)(void *release_arg);
 	void *release_arg;
+	/*
+	 * Instead of data and len: input that arrives later (a stream being
+	 * written). read(read_arg, buf, cap, &end) gives up to cap bytes (end
+	 * set: nothing follows them); 0 without end: none yet, and the session
+	 * asks again after agent_call_input_ready(); < 0: no more (END goes out).
+	 * Called from the loop as the write queue drains, never after release().
+	 */
+	long (*read)(void *read_arg, void *buf, size_t cap, bool *end);
+	void *read_arg;
 };
 
 struct agent_call_ops {
@@ -134,6 +144,9 @@ int agent_call_start(struct agent_session *s, json_t *req, const struct agent_in
  * released). A second cancel sends nothing.
  */
 void agent_call_cancel(struct agent_call *c);
+
+/* A call whose input read() had none: there is more now (may call read() at once). */
+void agent_call_input_ready(struct agent_call *c);
 
 /*
  * Feeds bytes as if they came from the socket (for the fuzz target and

@@ -33,6 +33,7 @@ struct agent_call {
 	struct agent_input in;
 	size_t in_off;
 	bool in_active;   /* frames of in still to send (at least the END one) */
+	bool in_waiting;  /* in.read() had nothing: skipped until agent_call_input_ready */
 	bool release_due; /* in is no longer needed: release() from the loop */
 	bool cancelled;   /* CANCEL sent, or the call is ending: none to send */
 };

@@ -149,7 +149,11 @@ static void t_peer_hangs_up(void)
 	struct call k[3] = {{0}}, late = {0};
 	size_t len = 2u << 20;
 	uint8_t *in = random_bytes(len, 2);
-	struct agent_input input = {FRAME_DATA, in, len, on_release, &k[0]};
+	struct agent_input input = {.type = FRAME_DATA,
+	                            .data = in,
+	                            .len = len,
+	                            .release = on_release,
+	                            .release_arg = &k[0]};
 	json_t *req = json_pack("{s:s}", "op", "info");
 	int dones = 0, ret, bad = 0;
 
@@ -194,7 +198,8 @@ static void t_inputs_share(void)
 	struct call k[2] = {{0}};
 	size_t len = 2u << 20;
 	uint8_t *in = random_bytes(len, 4);
-	struct agent_input input = {FRAME_DATA, in, len, NULL, NULL};
+	struct agent_input input = {
+		.type = FRAME_DATA, .data = in, .len = len, .release = NULL, .release_arg = NULL};
 	int dones = 0, bad = 0;
 
 	pair(&x, &p);

@@ -192,7 +192,7 @@ int connect_unix(const char *path)
 	return fd;
 }
 
-static struct agent_session *open_agent(const char *sock, struct sess *x)
+struct agent_session *open_agent(const char *sock, struct sess *x)
 {
 	int fd = connect_unix(sock);
 
@@ -271,7 +271,11 @@ static void t_stdin_5mib(const char *sock)
 	struct sess x = {0};
 	size_t len = 5u << 20;
 	uint8_t *in = random_bytes(len, 5);
-	struct agent_input input = {FRAME_STDIN, in, len, on_release, NULL};
+	struct agent_input input = {.type = FRAME_STDIN,
+	                            .data = in,
+	                            .len = len,
+	                            .release = on_release,
+	                            .release_arg = NULL};
 	struct call k = {0};
 	int dones = 0;
 
@@ -370,9 +374,14 @@ static void t_files(const char *sock)
 	struct sess x = {0};
 	size_t len = 3u << 20;
 	uint8_t *data = random_bytes(len, 3);
-	struct agent_input input = {FRAME_DATA, data, len, NULL, NULL};
+	struct agent_input input = {
+		.type = FRAME_DATA, .data = data, .len = len, .release = NULL, .release_arg = NULL};
 	struct call wr = {0}, rd = {0}, missing = {0}, empty = {0};
-	struct agent_input none = {FRAME_DATA, NULL, 0, on_release, &empty};
+	struct agent_input none = {.type = FRAME_DATA,
+	                           .data = NULL,
+	                           .len = 0,
+	                           .release = on_release,
+	                           .release_arg = &empty};
 	char path[4096], nopath[4096], epath[4096];
 	int dones = 0;
 
@@ -420,7 +429,11 @@ static void t_close_in_flight(const char *sock)
 	struct call k[4] = {{0}};
 	size_t len = 8u << 20;
 	uint8_t *in = random_bytes(len, 8);
-	struct agent_input input = {FRAME_STDIN, in, len, on_release, &k[3]};
+	struct agent_input input = {.type = FRAME_STDIN,
+	                            .data = in,
+	                            .len = len,
+	                            .release = on_release,
+	                            .release_arg = &k[3]};
 	int dones = 0, started = 0;
 
 	open_agent(sock, &x);
@@ -476,6 +489,7 @@ int main(int argc, char **argv)
 	t_cancel(argv[1]);
 	t_files(argv[1]);
 	t_close_in_flight(argv[1]);
+	session_pull_tests(argv[1]);
 	session_fake_tests();
 
 	check(!api_violations, "no_callback_inside_api", "%d callbacks ran inside the call",

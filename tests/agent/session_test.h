@@ -60,6 +60,10 @@ const char *code_of(const struct call *k);
 int connect_unix(const char *path);
 uint8_t *random_bytes(size_t len, uint64_t seed);
 
+/* A session on the agent's socket (exits the run if it cannot connect). */
+struct agent_session *open_agent(const char *sock, struct sess *x);
+/* session_pull.c: input that arrives while the call runs. */
+void session_pull_tests(const char *sock);
 /* session_fake.c: against a fake agent. */
 void session_fake_tests(void);
 

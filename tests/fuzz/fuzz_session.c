@@ -95,7 +95,11 @@ static const struct agent_session_ops sess_ops = {.hello = on_hello, .closed = o
 
 static void start_call(struct fz *z)
 {
-	struct agent_input in = {FRAME_STDIN, input, sizeof(input), NULL, NULL};
+	struct agent_input in = {.type = FRAME_STDIN,
+	                         .data = input,
+	                         .len = sizeof(input),
+	                         .release = NULL,
+	                         .release_arg = NULL};
 	json_t *req = json_pack("{s:s}", "op", "exec");
 	int i = z->ncalls;
 
