@@ -86,8 +86,19 @@ ROUTE(r_executions)
 	}
 }
 
+/* A signed URL; or, for a user stream, a key of its org instead of a signature. */
 ROUTE(r_stream)
 {
-	if (stream_check(ctx, r, p[0]) == 0)
-		stream_serve(ctx, r, p[0]);
+	struct routes *rt = ctx;
+	const char *org = sbx_streams_org(rt->m, p[0]);
+	const struct who *who;
+	char sig[8];
+
+	if (org && http_query_get(r, "sig", sig, sizeof(sig)) < 0 && (who = routes_key(rt, r)) &&
+	    !strcmp(who->org_id, org)) {
+		stream_serve(rt, r, p[0]);
+		return;
+	}
+	if (stream_check(rt, r, p[0]) == 0)
+		stream_serve(rt, r, p[0]);
 }

@@ -31,7 +31,8 @@ enum subject {
 	S_JOB,
 	S_EXECUTION,
 	S_BUILD,
-	S_RUNTIME
+	S_RUNTIME,
+	S_STREAM
 };
 
 /* Calls (r_call.c): a request from its admission to its end (the audit record). */
@@ -42,6 +43,8 @@ void routes_audit(struct routes *rt, struct http_req *r, const struct who *who,
                   const char *sandbox);
 /* The caller whose key the request carries; NULL only on routes that need no key. */
 const struct who *caller(const struct http_req *r);
+/* The valid key r carries (on an open route too), or NULL. */
+const struct who *routes_key(struct routes *rt, struct http_req *r);
 /* The caller's org id, or NULL (no key). */
 const char *caller_org(const struct http_req *r);
 /* Sets "org": {id, name} in a create or build body to the caller's; -1 after answering. */
@@ -78,6 +81,8 @@ void wait_kick(void *rt, const char *id);
 void wait_drop_all(struct routes *rt);
 /* Signed stream URLs (r_sign.c): signs data's (and data.executions[]'s) stream URLs. */
 void stream_sign(const struct routes *rt, json_t *data);
+/* obj's URL field key (…/streams/ID) signed. */
+void stream_sign_field(const struct routes *rt, json_t *obj, const char *key);
 /* 0 if r's exp and sig sign stream sid and have not expired; else -1 after a 403. */
 int stream_check(const struct routes *rt, struct http_req *r, const char *sid);
 /*
@@ -115,6 +120,8 @@ ROUTE(r_execution);
 ROUTE(r_execution_cancel);
 ROUTE(r_executions);
 ROUTE(r_stream);
+ROUTE(r_stream_create);
+ROUTE(r_stream_put);
 ROUTE(r_fs_write);
 ROUTE(r_fs_read);
 ROUTE(r_fs_list);

@@ -18,7 +18,7 @@ static const char *const not_found[] = {
 	[S_ARCHIVE] = "FILE_NOT_FOUND",        [S_CHECKPOINT] = "CHECKPOINT_NOT_FOUND",
 	[S_SNAPSHOT] = "SNAPSHOT_NOT_FOUND",   [S_JOB] = "JOB_NOT_FOUND",
 	[S_EXECUTION] = "EXECUTION_NOT_FOUND", [S_BUILD] = "SNAPSHOT_NOT_FOUND",
-	[S_RUNTIME] = "RUNTIME_NOT_FOUND",
+	[S_RUNTIME] = "RUNTIME_NOT_FOUND",     [S_STREAM] = "STREAM_NOT_FOUND",
 };
 
 /* The sandbox id in the request's path, for the log ("" if none). */

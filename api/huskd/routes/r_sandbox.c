@@ -83,10 +83,19 @@ static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply
 ROUTE(r_create)
 {
 	json_t *body = body_object(r);
+	struct sbx_err err;
 	struct create *c;
 
 	(void)p;
 	if (!body || body_set_org(r, body)) {
+		json_decref(body);
+		return;
+	}
+	/* Its command's streams are checked before anything is made for it. */
+	if (json_object_get(body, "command") &&
+	    sbx_streams_check(((struct routes *)ctx)->m, caller_org(r),
+	                      json_object_get(body, "stream"), &err)) {
+		reply_error(r, &err, S_STREAM);
 		json_decref(body);
 		return;
 	}

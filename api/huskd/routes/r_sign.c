@@ -69,6 +69,11 @@ void stream_sign(const struct routes *rt, json_t *data)
 	json_array_foreach(json_object_get(data, "executions"), i, v) sign_one(rt, v, exp);
 }
 
+void stream_sign_field(const struct routes *rt, json_t *obj, const char *key)
+{
+	sign_field(rt, obj, key, (long long)time(NULL) + (long long)(rt->cfg.stream_ttl_ms / 1000));
+}
+
 int stream_check(const struct routes *rt, struct http_req *r, const char *sid)
 {
 	char exp[24] = "", sig[SIG_HEX + 8] = "", want[SIG_HEX + 1];

@@ -119,3 +119,104 @@ void stream_serve(struct routes *rt, struct http_req *r, const char *sid)
 	http_on_close(r, reader_gone, rd);
 	reader_feed(rd);
 }
+
+/* ---- user streams: POST /streams, PUT /streams/ID ---- */
+
+/* The client's stdin flow reads a top-level id (no envelope): {"id", "name", "url", ...}. */
+ROUTE(r_stream_create)
+{
+	struct routes *rt = ctx;
+	json_t *body = NULL, *out = NULL, *name;
+	struct sbx_err err;
+	char base[512];
+	size_t len;
+
+	(void)p;
+	http_body(r, &len);
+	body = len ? body_object(r) : json_object();
+	if (!body)
+		return;
+	name = json_object_get(body, "name");
+	if (name && !json_is_string(name)) {
+		api_error(r, 400, "BAD_REQUEST", "name must be a string");
+	} else if (sbx_streams_create(rt->m, caller_org(r), json_string_value(name), &out, &err)) {
+		reply_error(r, &err, S_STREAM);
+	} else {
+		if (base_url(rt, r, base, sizeof(base)) == 0) {
+			json_object_set_new(
+				out, "url",
+				json_sprintf("%s/streams/%s", base,
+			                     json_string_value(json_object_get(out, "id"))));
+			stream_sign_field(rt, out, "url");
+		}
+		json_object_set_new(out, "success", json_true());
+		http_respond_json(r, 201, out);
+	}
+	json_decref(body);
+}
+
+struct put {
+	struct outbuf *ob;
+	uint64_t bytes;
+};
+
+/* The writer is done: readers (and a command's stdin) see the stream's end. */
+static void put_finish(struct http_req *r, struct put *pt)
+{
+	http_on_close(r, NULL, NULL);
+	outbuf_close(pt->ob);
+	outbuf_unref(pt->ob);
+	free(pt);
+}
+
+static void put_data(struct http_req *r, const void *data, size_t len, void *arg)
+{
+	struct put *pt = arg;
+
+	outbuf_append(pt->ob, data, len);
+	pt->bytes += len;
+	if (!outbuf_truncated(pt->ob))
+		return;
+	api_error(r, 413, "PAYLOAD_TOO_LARGE",
+	          "stream %s took its most bytes (huskd --output-limit); it ends there, and the "
+	          "rest of this body was dropped",
+	          outbuf_id(pt->ob));
+	put_finish(r, pt);
+}
+
+static void put_end(struct http_req *r, const void *data, size_t len, void *arg)
+{
+	struct put *pt = arg;
+
+	(void)data;
+	(void)len;
+	api_ok(r, 200,
+	       json_pack("{sssI}", "id", outbuf_id(pt->ob), "bytes", (json_int_t)pt->bytes));
+	put_finish(r, pt);
+}
+
+/* The writer went away: the stream ends where its bytes stopped. */
+static void put_gone(struct http_req *r, void *arg)
+{
+	put_finish(r, arg);
+	http_respond(r, 400, "text/plain", "", 0);
+}
+
+ROUTE(r_stream_put)
+{
+	struct routes *rt = ctx;
+	struct put *pt = calloc(1, sizeof(*pt));
+	struct sbx_err err;
+
+	if (!pt) {
+		api_error(r, 503, "UNAVAILABLE", "out of memory");
+		return;
+	}
+	if (sbx_streams_take(rt->m, caller_org(r), p[0], &pt->ob, &err)) {
+		free(pt);
+		reply_error(r, &err, S_STREAM);
+		return;
+	}
+	http_on_close(r, put_gone, pt);
+	http_body_read(r, put_data, put_end, pt);
+}

@@ -24,6 +24,7 @@ enum {
 	R_BUILD = 1 << 3,
 	R_ADMIN = 1 << 4,
 	R_OPERATOR = 1 << 5,
+	R_STREAMED = 1 << 6, /* its body is taken as it arrives (http_body_stream) */
 };
 
 static const struct route api_routes[] = {
@@ -66,6 +67,9 @@ static const struct route api_routes[] = {
 	{"DELETE", "/sandbox/snapshots/:snap", r_snap_delete, 0},
 	/* Stream URLs are capabilities (unguessable ids); the client fetches them without a key. */
 	{"GET", "/streams/:id", r_stream, R_OPEN},
+	/* User streams (API.md §6.2): a command's stdin, or where its output goes. */
+	{"POST", "/streams", r_stream_create, 0},
+	{"PUT", "/streams/:id", r_stream_put, R_STREAMED},
 	{"PATCH", "/sandbox/env/:id", r_env, R_SANDBOX},
 	{"POST", "/sandbox/sandboxes/:id/jobs", r_job_create, R_SANDBOX},
 	{"GET", "/sandbox/sandboxes/:id/jobs", r_job_list, R_SANDBOX},
@@ -102,6 +106,13 @@ static void unauthorized(struct routes *rt, char *msg, size_t len)
 	         "a valid API key is required: send 'Authorization: Bearer <key>' (keys are in "
 	         "%s/api-keys or HUSK_API_KEY; husk key create makes more)",
 	         rt->cfg.state);
+}
+
+const struct who *routes_key(struct routes *rt, struct http_req *r)
+{
+	const struct who *who = key_of(rt, r);
+
+	return who && !who->revoked ? who : NULL;
 }
 
 /* The caller's key (found already by routes_admit), or NULL (answered 401). */
@@ -144,8 +155,9 @@ int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out)
 	                 &t) != 0)
 		return 0;
 	if (router_match(api_routes, sizeof(api_routes) / sizeof(api_routes[0]), http_method(r),
-	                 http_path(r), &route, params) == 0 &&
-	    (route->flags & R_OPEN))
+	                 http_path(r), &route, params))
+		route = NULL;
+	if (route && (route->flags & R_OPEN))
 		return 0;
 	who = key_of(rt, r);
 	if (!who) {
@@ -179,6 +191,8 @@ int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out)
 		out->code = "UNAVAILABLE";
 		return 503;
 	}
+	if (route && (route->flags & R_STREAMED))
+		http_body_stream(r);
 	return 0;
 }
 

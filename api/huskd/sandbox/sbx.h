@@ -139,7 +139,7 @@ struct sbx_exec_req {
 	json_t *argv;        /* array of strings */
 	json_t *files;       /* [{path, content: base64}] written first, or NULL */
 	uint64_t timeout_ms; /* 0: the sandbox's timeout.execution */
-	json_t *stream;      /* {stdout, stderr}: "ignore" drops one, or NULL */
+	json_t *stream;      /* {stdout, stderr, stdin, timestamps} (sbx_streams_check), or NULL */
 	const char *base;    /* the base URL of stream links, "http://host:port" */
 };
 
@@ -165,6 +165,23 @@ int sbx_executions(struct sbx_mgr *m, const char *id, int limit, json_t **out)
  */
 int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, char *path,
                size_t pathlen) __attribute__((warn_unused_result));
+
+/* ---- User streams (sbx_streams.c; POST/PUT/GET /streams) ---- */
+struct outbuf;
+/* A new empty stream of org named name (may be NULL); *out {id, name, limit}. */
+int sbx_streams_create(struct sbx_mgr *m, const char *org, const char *name, json_t **out,
+                       struct sbx_err *err) __attribute__((warn_unused_result));
+/*
+ * Takes the writing of org's stream id (a PUT's body): *ob referenced; the
+ * writer appends, closes and lets go of it. A stream has one writer ever.
+ */
+int sbx_streams_take(struct sbx_mgr *m, const char *org, const char *id, struct outbuf **ob,
+                     struct sbx_err *err) __attribute__((warn_unused_result));
+/* A create's or execute's "stream" {stdin, stdout, stderr, timestamps} checked for org. */
+int sbx_streams_check(struct sbx_mgr *m, const char *org, json_t *stream, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* The org owning stream id, or NULL if it is no user stream. */
+const char *sbx_streams_org(struct sbx_mgr *m, const char *id);
 
 /* ---- Agent requests: files, env, jobs, archives (sbx_ops.c, sbx_jobs.c) ---- */
 

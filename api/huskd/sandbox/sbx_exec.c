@@ -32,10 +32,9 @@ struct execution {
 	char id[STORE_ID_LEN];
 	enum exec_phase phase;
 	json_t *req, *files;
-	struct outbuf *out[2];
-	bool in_flight;          /* its files or exec request have not had their done() */
-	bool recorded_running;   /* its record was born running (it started at once) */
-	struct agent_call *call; /* the exec request, while in flight */
+	struct exec_io io;     /* its streams; io.call the exec request while in flight */
+	bool in_flight;        /* its files or exec request have not had their done() */
+	bool recorded_running; /* its record was born running (it started at once) */
 	char cancel_why[256];
 	/* sbx_exec_cancel callers, answered once it ended. */
 	sbx_done_fn cancel_done;
@@ -74,8 +73,7 @@ static json_t *result_patch(struct execution *e, int rc, json_t *r, const char *
 			json_object_set(patch, "durationMs", json_object_get(r, "duration_ms"));
 	}
 	json_object_set_new(patch, "exitCode", json_integer(code));
-	if ((e->out[0] && outbuf_truncated(e->out[0])) ||
-	    (e->out[1] && outbuf_truncated(e->out[1])))
+	if (sbx_exec_io_truncated(&e->io))
 		json_object_set_new(patch, "outputTruncated", json_true());
 	return patch;
 }
@@ -84,8 +82,7 @@ static void exec_free(struct execution *e)
 {
 	struct sandbox *sb = e->sb;
 
-	for (int i = 0; i < 2; i++)
-		outbuf_unref(e->out[i]);
+	sbx_exec_io_free(&e->io);
 	json_decref(e->req);
 	json_decref(e->files);
 	free(e);
@@ -105,9 +102,7 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 	struct sbx_reply reply = {0};
 
 	e->phase = EXEC_ENDED;
-	for (int i = 0; i < 2; i++)
-		if (e->out[i])
-			outbuf_close(e->out[i]);
+	sbx_exec_io_end(&e->io);
 	if (store_execution_update(m->store, e->id, status, patch, NULL, &rec))
 		log_error(sb->id, "cannot record the end of %s", e->id);
 	log_debug(sb->id, "%s %s (exit %lld)", e->id, status,
@@ -138,11 +133,9 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 static bool exec_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct execution *e = arg;
-	struct outbuf *ob = e->out[type == FRAME_STDERR];
 
-	/* Past the output limit outbuf keeps no more; the command runs on. */
-	if (e->phase == EXEC_RUNNING && ob && (type == FRAME_STDOUT || type == FRAME_STDERR))
-		outbuf_append(ob, p, len);
+	if (e->phase == EXEC_RUNNING)
+		sbx_exec_io_output(&e->io, type, p, len);
 	return false;
 }
 
@@ -152,7 +145,7 @@ static void exec_done(void *arg, int rc, json_t *reply, const struct sbx_err *er
 	char why[600];
 
 	e->in_flight = false;
-	e->call = NULL;
+	e->io.call = NULL;
 	if (e->phase == EXEC_ENDED) {
 		exec_free(e); /* recorded already: the sandbox stopped */
 		return;
@@ -188,14 +181,15 @@ static const struct sbx_call_ops exec_ops = {
 
 static void run(struct sandbox *sb, struct execution *e)
 {
+	struct agent_input in;
 	struct agent_call *call;
 
 	e->phase = EXEC_RUNNING;
 	e->in_flight = true;
-	call = sbx_call_now(sb, e->req, NULL, &exec_ops, e);
+	call = sbx_call_now(sb, e->req, sbx_exec_io_input(&e->io, &in), &exec_ops, e);
 	/* NULL: done() ran already, and e may be gone. */
 	if (call)
-		e->call = call;
+		e->io.call = call;
 }
 
 static void files_done(struct sandbox *sb, const struct sbx_err *err, void *arg)
@@ -252,8 +246,8 @@ static void cancel(struct execution *e, const char *why)
 {
 	if (!e->cancel_why[0])
 		snprintf(e->cancel_why, sizeof(e->cancel_why), "%s", why);
-	if (e->phase == EXEC_RUNNING && e->call)
-		agent_call_cancel(e->call);
+	if (e->phase == EXEC_RUNNING && e->io.call)
+		agent_call_cancel(e->io.call);
 }
 
 void sbx_exec_abort(struct sandbox *sb, const char *why, bool failed)
@@ -267,30 +261,6 @@ void sbx_exec_abort(struct sandbox *sb, const char *why, bool failed)
 	if (failed)
 		e->cancel_why[0] = '\0';
 	exec_end(e, -ECANCELED, NULL, why);
-}
-
-/* An output stream of e unless the request says "ignore"; its URL goes in info. */
-static int exec_stream(struct execution *e, int which, const struct sbx_exec_req *req, json_t *info,
-                       json_t *priv)
-{
-	static const char *const names[] = {"stdout", "stderr"};
-	const char *want = json_string_value(json_object_get(req->stream, names[which]));
-	struct sbx_mgr *m = e->sb->m;
-	char sid[STORE_ID_LEN], key[32];
-	int rc;
-
-	if (want && !strcmp(want, "ignore"))
-		return 0;
-	rc = store_new_id("str_", sid);
-	if (!rc)
-		rc = outbuf_create(m->streams, sid, m->cfg.output_limit, &e->out[which]);
-	if (rc)
-		return rc;
-	snprintf(key, sizeof(key), "%sStreamUrl", names[which]);
-	json_object_set_new(info, key, json_sprintf("%s/streams/%s", req->base, sid));
-	snprintf(key, sizeof(key), "%sStream", names[which]);
-	json_object_set_new(priv, key, json_string(sid));
-	return 0;
 }
 
 static int check_request(const struct sbx_exec_req *req, struct sbx_err *err)
@@ -330,33 +300,38 @@ static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now
 		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 	}
 	e->sb = sb;
-	e->req = json_pack("{sssOsssOsbsIsIss*}", "op", "exec", "argv", req->argv, "cwd",
-	                   sbx_workspace(sb), "env", sb->env, "stdin", 0, "timeout_ms",
-	                   (json_int_t)timeout_ms, "grace_ms", (json_int_t)GRACE_MS, "user",
-	                   sbx_user(sb));
-	e->files = req->files ? json_incref(req->files) : NULL;
 	/* Starting at once: born running (one write to the store fewer on the way). */
 	*info = json_pack("{sssssssOss}", "executionId", e->id, "sandboxId", sb->id, "type", "exec",
 	                  "command", req->argv, "status", now ? "running" : "queued");
 	e->recorded_running = now;
-	rc = e->req && *info && priv ? 0 : -ENOMEM;
+	rc = *info && priv ? 0 : sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 	if (!rc)
-		rc = exec_stream(e, 0, req, *info, priv);
-	if (!rc)
-		rc = exec_stream(e, 1, req, *info, priv);
-	if (!rc)
-		rc = store_execution_insert(sb->m->store, *info, priv);
+		rc = sbx_exec_io_open(&e->io, sb, req, *info, priv, err);
+	if (rc) {
+		json_decref(*info);
+		*info = NULL;
+		json_decref(priv);
+		free(e);
+		return rc;
+	}
+	e->req = json_pack("{sssOsssOsbsIsIss*}", "op", "exec", "argv", req->argv, "cwd",
+	                   sbx_workspace(sb), "env", sb->env, "stdin", e->io.in != NULL,
+	                   "timeout_ms", (json_int_t)timeout_ms, "grace_ms", (json_int_t)GRACE_MS,
+	                   "user", sbx_user(sb));
+	e->files = req->files ? json_incref(req->files) : NULL;
+	rc = e->req ? 0 : sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+	if (!rc && (rc = store_execution_insert(sb->m->store, *info, priv)))
+		sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s", strerror(-rc));
 	json_decref(priv);
 	if (rc) {
-		for (int k = 0; k < 2; k++)
-			outbuf_unref(e->out[k]);
+		sbx_exec_io_end(&e->io);
+		sbx_exec_io_free(&e->io);
 		json_decref(*info);
 		*info = NULL;
 		json_decref(e->req);
 		json_decref(e->files);
 		free(e);
-		return sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s",
-		                strerror(-rc));
+		return rc;
 	}
 	sbx_hold(sb);
 	sb->exec = e;
@@ -410,6 +385,8 @@ static int exec_start(struct sandbox *sb, const char *id, const struct sbx_exec_
 	int rc;
 
 	rc = check_request(req, err);
+	if (!rc)
+		rc = sbx_streams_check(sb->m, sb->org, req->stream, err);
 	if (rc)
 		return rc;
 	if (sb->exec)
@@ -508,10 +485,11 @@ int sbx_executions(struct sbx_mgr *m, const char *id, int limit, json_t **out)
 int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, char *path,
                size_t pathlen)
 {
-	*live = NULL;
+	*live = sbx_streams_live(m, stream_id);
 	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
 		for (int i = 0; sb->exec && i < 2; i++)
-			if (sb->exec->out[i] && !strcmp(outbuf_id(sb->exec->out[i]), stream_id))
-				*live = sb->exec->out[i];
+			if (sb->exec->io.out[i] &&
+			    !strcmp(outbuf_id(sb->exec->io.out[i]), stream_id))
+				*live = sb->exec->io.out[i];
 	return outbuf_file(m->streams, stream_id, path, pathlen);
 }

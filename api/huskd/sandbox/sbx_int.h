@@ -116,6 +116,8 @@ struct sbx_mgr {
 	char net_why[300];            /* why there is none */
 	unsigned jail_next;           /* where the search for a free jail uid starts */
 	unsigned tool_uid;            /* the uid a tool run in a jail holds now (sbx_jail_tool) */
+	struct sbx_ustream *ustreams; /* user streams, newest first (sbx_streams.c) */
+	unsigned nustreams;
 	uv_timer_t *reaper;           /* old streams, abandoned builds (sbx_reap.c) */
 	int64_t reaped_to_ms;         /* streams of sandboxes deleted before this are gone */
 	struct cgroup_io_limits io;   /* each sandbox's disk limits */
@@ -243,6 +245,38 @@ void sbx_wake(struct sandbox *sb);
 void sbx_state_release(struct sandbox *sb);
 /* huskd stops: the sandbox is let go as it is (GONE here, its record untouched). */
 void sbx_state_forget(struct sandbox *sb);
+
+/* ---- sbx_exec_io.c: an execution's streams ---- */
+struct exec_io {
+	struct outbuf *out[2]; /* out[1] may be out[0] (both routed to one user stream) */
+	struct outbuf *in;     /* stream.stdin's, read from in_fd at in_off as it is written */
+	int in_fd;
+	uint64_t in_off;
+	bool stamps;             /* stream.timestamps: each output line begins with its time */
+	bool mid[2];             /* stamps: the last byte kept was not a line's end */
+	struct agent_call *call; /* the exec request, while in flight: woken for more stdin */
+};
+/* req's streams (stream.*): stdin opened, outputs made or taken; URLs in info, ids in priv. */
+int sbx_exec_io_open(struct exec_io *io, struct sandbox *sb, const struct sbx_exec_req *req,
+                     json_t *info, json_t *priv, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* An output frame's bytes (FRAME_STDOUT / FRAME_STDERR) into its stream. */
+void sbx_exec_io_output(struct exec_io *io, uint8_t type, const void *p, size_t len);
+/* The exec request's input (buf filled), or NULL without stdin. */
+const struct agent_input *sbx_exec_io_input(struct exec_io *io, struct agent_input *buf);
+/* The command ended: its outputs are complete. */
+void sbx_exec_io_end(struct exec_io *io);
+bool sbx_exec_io_truncated(const struct exec_io *io);
+void sbx_exec_io_free(struct exec_io *io);
+
+/* ---- sbx_streams.c: user streams ---- */
+/* org's stream id to read (a command's stdin): *ob referenced. */
+int sbx_streams_input(struct sbx_mgr *m, const char *org, const char *id, struct outbuf **ob,
+                      struct sbx_err *err) __attribute__((warn_unused_result));
+/* User stream id's outbuf while it is being written, else NULL. */
+struct outbuf *sbx_streams_live(struct sbx_mgr *m, const char *id);
+/* huskd stops: the registry is let go (the files stay for the reaper). */
+void sbx_streams_close(struct sbx_mgr *m);
 
 /* ---- sbx_reap.c: files nobody will ask for again ---- */
 /*

@@ -287,6 +287,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	m->on_change = NULL;
 	sbx_reap_stop(m);
 	sbx_import_close(m);
+	sbx_streams_close(m);
 	sbx_tmpl_close(m);
 	sbx_memfile_close(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */

@@ -2,10 +2,12 @@
 // (@agentuity/core): prints PASS/FAIL lines. HUSK_URL and HUSK_API_KEY say
 // where huskd is.
 import { readdirSync, readFileSync } from 'node:fs';
-import { Writable } from 'node:stream';
+import { Readable, Writable } from 'node:stream';
 import { SandboxClient } from '@agentuity/core';
 
 const client = new SandboxClient({ url: process.env.HUSK_URL, apiKey: process.env.HUSK_API_KEY });
+// run()'s stdin goes through huskd's own stream service (API.md §6.2).
+process.env.AGENTUITY_STREAM_URL = `${process.env.HUSK_URL}/streams`;
 let failed = 0;
 
 async function check(name, fn) {
@@ -44,6 +46,15 @@ await check('run_python', async () => {
 	});
 	if (r.exitCode !== 0) return `exit code ${r.exitCode}`;
 	if (r.stdout.trim() !== '6') return `stdout ${JSON.stringify(r.stdout)}`;
+});
+
+await check('run_with_stdin', async () => {
+	const r = await client.run(
+		{ runtime: 'python:3.13', command: { exec: ['python3', '-c', 'import sys; print(sys.stdin.read().upper())'] } },
+		{ stdin: Readable.from(['piped ', 'into python']) }
+	);
+	if (r.exitCode !== 0) return `exit code ${r.exitCode}`;
+	if (r.stdout.trim() !== 'PIPED INTO PYTHON') return `stdout ${JSON.stringify(r.stdout)}`;
 });
 
 await check('run_with_files_and_piped_stdout', async () => {

@@ -8,36 +8,13 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { SandboxClient } from '@agentuity/core';
+import { checks, request } from './checks.mjs';
 
 const base = process.env.HUSK_URL;
 const operator = process.env.HUSK_API_KEY;
 const phase = process.argv[2] ?? '1';
-let failed = 0;
-
-async function check(name, fn) {
-	try {
-		const why = await fn();
-		if (why) {
-			failed++;
-			console.log(`FAIL tenants/${name}: ${why}`);
-		} else console.log(`PASS tenants/${name}`);
-	} catch (e) {
-		failed++;
-		console.log(`FAIL tenants/${name}: ${e?.name}: ${e?.message}`);
-	}
-}
-
-async function req(key, method, path, body) {
-	const headers = key ? { Authorization: `Bearer ${key}` } : {};
-	if (body !== undefined) headers['Content-Type'] = 'application/json';
-	const r = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
-	const text = await r.text();
-	let json = null;
-	try {
-		json = JSON.parse(text);
-	} catch {}
-	return { status: r.status, json, text };
-}
+const { check, failed } = checks('tenants');
+const req = (key, method, path, body) => request(base, key, method, path, body);
 const want = (r, status, code) => (r.status === status && (!code || r.json?.code === code) ? '' : `got ${r.status} ${r.text.slice(0, 240)}, want ${status} ${code ?? ''}`);
 
 // The CLI with a key: [status, stdout, stderr].
@@ -77,7 +54,7 @@ if (phase === '4') {
 		if (want(p, 200) || s !== 0) return `pause ${p.status}; shred-org exit ${s}: ${out} ${err}`;
 		return log().includes(`delete ${me.orgId}`) && r.status >= 400 && /has been deleted/.test(r.text) ? '' : `resume ${r.status} ${r.text.slice(0, 300)}; KMS log: ${log()}`;
 	});
-	process.exit(failed ? 1 : 0);
+	process.exit(failed() ? 1 : 0);
 }
 
 if (phase === '3') {
@@ -120,7 +97,7 @@ if (phase === '3') {
 		return got.slice(0, 10).every((g) => g[0] === 200) && last[0] === 429 && ra > 60 && ra <= 360 && last[2].includes('key-rate') ? '' : JSON.stringify(got.map((g) => g.slice(0, 2)));
 	});
 	await check('other_keys_have_their_own_limits', async () => want(await req(operator, 'GET', '/whoami'), 200));
-	process.exit(failed ? 1 : 0);
+	process.exit(failed() ? 1 : 0);
 }
 
 if (phase === '2') {
@@ -148,7 +125,7 @@ if (phase === '2') {
 		return r.json?.data?.org?.name === 'acme' ? '' : `org ${JSON.stringify(r.json?.data?.org)}`;
 	});
 	for (const id of k.cleanup) await req(id.key, 'DELETE', `/sandbox/${id.id}`);
-	process.exit(failed ? 1 : 0);
+	process.exit(failed() ? 1 : 0);
 }
 
 // ---- keys ----
@@ -243,8 +220,21 @@ const callerScoped = new Set([
 	'POST /sandbox', 'GET /sandbox', 'GET /sandbox/runtimes', 'GET /sandbox/stats', 'GET /services/stats/:org',
 	'GET /sandbox/snapshots', 'GET /sandbox/snapshots/lineage', 'POST /sandbox/snapshots/build',
 	'GET /sandbox/snapshots/:snap', 'PATCH /sandbox/snapshots/:snap', 'DELETE /sandbox/snapshots/:snap', 'GET /whoami',
-	'GET /audit', 'GET /audit/verify',
+	'GET /audit', 'GET /audit/verify', 'POST /streams', 'PUT /streams/:id',
 ]);
+// User streams (POST /streams) are their org's: another org's key cannot write,
+// read (without the signed URL) or feed one to a command.
+await check('streams_scoped', async () => {
+	const s = (await req(acmeMember, 'POST', '/streams', { name: 'acme-in' })).json?.id;
+	const bput = await fetch(`${base}/streams/${s}`, { method: 'PUT', headers: { Authorization: `Bearer ${betaMember}` }, body: 'x' });
+	const bget = await fetch(`${base}/streams/${s}`, { headers: { Authorization: `Bearer ${betaMember}` } });
+	const bexec = await req(betaMember, 'POST', `/sandbox/${betaSb.id}/execute`, { command: ['cat'], stream: { stdin: s } });
+	const aput = await fetch(`${base}/streams/${s}`, { method: 'PUT', headers: { Authorization: `Bearer ${acmeMember}` }, body: 'mine' });
+	const aget = await fetch(`${base}/streams/${s}`, { headers: { Authorization: `Bearer ${acmeMember}` } });
+	const text = await aget.text();
+	if (!s || bput.status !== 404 || bget.status !== 403 || bexec.status !== 400) return `beta: put ${bput.status}, get ${bget.status}, execute ${bexec.status}`;
+	return aput.status === 200 && aget.status === 200 && text === 'mine' ? '' : `acme: put ${aput.status}, get ${aget.status} ${text}`;
+});
 await check('other_org_every_route_404', async () => {
 	const routes = execFileSync(process.env.HUSKD_BIN, ['--print-routes']).toString().trim().split('\n').map((l) => JSON.parse(l));
 	const build = (await req(acmeMember, 'POST', '/sandbox/snapshots/build', { runtime: 'base:latest', name: 'acme-build' })).json?.data?.snapshotId;
@@ -484,4 +474,4 @@ writeFileSync(
 	process.env.HUSK_KEYS,
 	JSON.stringify({ acmeMember, betaMember, revoked, acmeSandbox: acmeSb.id, streamUrl: ex.stdoutStreamUrl, cleanup: [{ key: acmeMember, id: acmeSb.id }, { key: betaMember, id: betaSb.id }] })
 );
-process.exit(failed ? 1 : 0);
+process.exit(failed() ? 1 : 0);

@@ -4,22 +4,10 @@
 // HUSK_URL (https://...), HUSK_API_KEY (the operator's), NODE_EXTRA_CA_CERTS.
 import { connect } from 'node:net';
 import { SandboxClient } from '@agentuity/core';
+import { checks } from './checks.mjs';
 
 const base = process.env.HUSK_URL;
-let failed = 0;
-
-async function check(name, fn) {
-	try {
-		const why = await fn();
-		if (why) {
-			failed++;
-			console.log(`FAIL tls/${name}: ${why}`);
-		} else console.log(`PASS tls/${name}`);
-	} catch (e) {
-		failed++;
-		console.log(`FAIL tls/${name}: ${e?.name}: ${e?.message} ${e?.cause ?? ''}`);
-	}
-}
+const { check, failed } = checks('tls');
 
 let member;
 await check('key_made_over_https', async () => {
@@ -51,4 +39,4 @@ await check('plain_http_gets_no_answer', async () => {
 	});
 	return got.startsWith('HTTP/') ? `answered: ${JSON.stringify(got.slice(0, 80))}` : '';
 });
-process.exit(failed ? 1 : 0);
+process.exit(failed() ? 1 : 0);

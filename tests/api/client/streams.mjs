@@ -1,0 +1,200 @@
+// User streams against huskd with the fake VMM (tests/api/streams.sh): a
+// command's stdin from a stream written while it runs, output routed into a
+// stream, timestamps, and the refusals. HUSK_URL, HUSK_API_KEY.
+// Prints PASS/FAIL lines "streams/<name>".
+import { createHash, randomBytes } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { SandboxClient } from '@agentuity/core';
+import { checks, request } from './checks.mjs';
+
+const base = process.env.HUSK_URL;
+const key = process.env.HUSK_API_KEY;
+// The published client creates run()'s stdin stream here (API.md §6.2).
+process.env.AGENTUITY_STREAM_URL = `${base}/streams`;
+const client = new SandboxClient({ apiKey: key, url: base });
+const { check, failed } = checks('streams');
+const req = (method, path, body, auth = true) => request(base, auth ? key : null, method, path, body);
+
+const sha = (b) => createHash('sha256').update(b).digest('hex');
+
+async function newStream(name = 'test') {
+	const r = await req('POST', '/streams', { name });
+	if (r.status !== 201 || !r.json?.id?.startsWith('str_')) throw new Error(`POST /streams: ${r.status} ${r.text}`);
+	return r.json;
+}
+
+// A PUT whose body the test writes piece by piece: push(text), end().
+function openPut(id) {
+	let ctl;
+	const body = new ReadableStream({ start: (c) => (ctl = c) });
+	const done = fetch(`${base}/streams/${id}`, {
+		method: 'PUT',
+		headers: { Authorization: `Bearer ${key}` },
+		body,
+		duplex: 'half',
+	}).then(async (r) => ({ status: r.status, text: await r.text() }));
+	return { push: (t) => ctl.enqueue(new TextEncoder().encode(t)), end: () => ctl.close(), done };
+}
+
+// Reads a stream URL until want(text) holds or it ends; the text so far.
+async function readUntil(url, want) {
+	const r = await fetch(url, { headers: { Authorization: `Bearer ${key}` } });
+	if (r.status !== 200) return `status ${r.status}`;
+	const dec = new TextDecoder();
+	let text = '';
+	for await (const chunk of r.body) {
+		text += dec.decode(chunk, { stream: true });
+		if (want(text)) break;
+	}
+	return text;
+}
+
+const made = await client.create({ runtime: 'base:latest' });
+const sbx = made.id;
+
+await check('run_with_stdin', async () => {
+	const r = await client.run({ runtime: 'base:latest', command: { exec: ['cat'] } }, { stdin: Readable.from(['hello ', 'from stdin']) });
+	if (r.exitCode !== 0) return `exit ${r.exitCode}`;
+	if (r.stdout !== 'hello from stdin') return `stdout ${JSON.stringify(r.stdout)}`;
+});
+
+await check('run_with_big_stdin', async () => {
+	const data = randomBytes(3 << 20);
+	const parts = [];
+	for (let i = 0; i < data.length; i += 100000) parts.push(data.subarray(i, i + 100000));
+	const out = [];
+	const sink = new (await import('node:stream')).Writable({
+		write(c, _e, cb) {
+			out.push(Buffer.from(c));
+			cb();
+		},
+	});
+	const r = await client.run({ runtime: 'base:latest', command: { exec: ['cat'] } }, { stdin: Readable.from(parts), stdout: sink });
+	const got = Buffer.concat(out);
+	if (r.exitCode !== 0) return `exit ${r.exitCode}`;
+	if (sha(got) !== sha(data)) return `${got.length} bytes back of ${data.length}, or different`;
+});
+
+await check('run_without_stdin_is_empty', async () => {
+	const r = await client.run({ runtime: 'base:latest', command: { exec: ['cat'] } });
+	if (r.exitCode !== 0 || r.stdout !== '') return `exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}`;
+});
+
+// The command reads stdin as it is written: its first line is out before the PUT ends.
+await check('stdin_live', async () => {
+	const s = await newStream();
+	const ex = await req('POST', `/sandbox/${sbx}/execute`, { command: ['cat'], stream: { stdin: s.id } });
+	if (ex.status !== 200) return `execute ${ex.status} ${ex.text}`;
+	const put = openPut(s.id);
+	put.push('first\n');
+	const early = await readUntil(ex.json.data.stdoutStreamUrl, (t) => t.includes('first\n'));
+	if (early !== 'first\n') return `before the end: ${JSON.stringify(early)}`;
+	const st = await req('GET', `/sandbox/execution/${ex.json.data.executionId}`);
+	if (st.json?.data?.status !== 'running') return `the command is ${st.json?.data?.status} while stdin is open`;
+	put.push('second\n');
+	put.end();
+	const p = await put.done;
+	if (p.status !== 200) return `PUT ${p.status} ${p.text}`;
+	const w = await req('GET', `/sandbox/execution/${ex.json.data.executionId}?wait=1m`);
+	if (w.json?.data?.status !== 'completed') return `execution ${w.json?.data?.status}`;
+	const all = await readUntil(ex.json.data.stdoutStreamUrl, () => false);
+	if (all !== 'first\nsecond\n') return `stdout ${JSON.stringify(all)}`;
+});
+
+// A stream written (and ended) before the command starts is its whole stdin; it can be read again.
+await check('stdin_written_before', async () => {
+	const s = await newStream();
+	const put = openPut(s.id);
+	put.push('already here');
+	put.end();
+	if ((await put.done).status !== 200) return 'PUT failed';
+	for (const round of [1, 2]) {
+		const ex = await req('POST', `/sandbox/${sbx}/execute`, { command: ['cat'], stream: { stdin: s.id } });
+		if (ex.status !== 200) return `execute ${ex.status} ${ex.text}`;
+		const w = await req('GET', `/sandbox/execution/${ex.json.data.executionId}?wait=1m`);
+		const out = await readUntil(ex.json.data.stdoutStreamUrl, () => false);
+		if (w.json?.data?.status !== 'completed' || out !== 'already here') return `round ${round}: ${w.json?.data?.status}, ${JSON.stringify(out)}`;
+	}
+	const again = await readUntil(s.url, () => false);
+	if (again !== 'already here') return `its signed url read ${JSON.stringify(again)}`;
+});
+
+// Output into a stream of the caller's: the answer's URL names it, and a key of the org reads it.
+await check('stdout_and_stderr_into_a_stream', async () => {
+	const s = await newStream('out');
+	const ex = await req('POST', `/sandbox/${sbx}/execute`, { command: ['stderr', 'to the same'], stream: { stdout: s.id, stderr: s.id } });
+	if (ex.status !== 200) return `execute ${ex.status} ${ex.text}`;
+	const d = ex.json.data;
+	if (!d.stdoutStreamUrl?.includes(`/streams/${s.id}?`) || d.stdoutStreamUrl !== d.stderrStreamUrl) return `urls ${d.stdoutStreamUrl} ${d.stderrStreamUrl}`;
+	await req('GET', `/sandbox/execution/${d.executionId}?wait=1m`);
+	const r = await fetch(`${base}/streams/${s.id}`, { headers: { Authorization: `Bearer ${key}` } });
+	const text = await r.text();
+	if (r.status !== 200 || text !== 'to the same\n') return `GET with the key: ${r.status} ${JSON.stringify(text)}`;
+	const put = await req('PUT', `/streams/${s.id}`, 'more');
+	if (put.status !== 409) return `a PUT into a written stream: ${put.status}`;
+});
+
+await check('timestamps', async () => {
+	const ex = await req('POST', `/sandbox/${sbx}/execute`, { command: ['echo', 'stamped'], stream: { timestamps: true } });
+	await req('GET', `/sandbox/execution/${ex.json?.data?.executionId}?wait=1m`);
+	const out = await readUntil(ex.json.data.stdoutStreamUrl, () => false);
+	if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z stamped\n$/.test(out)) return `stdout ${JSON.stringify(out)}`;
+	const plain = await req('POST', `/sandbox/${sbx}/execute`, { command: ['echo', 'plain'] });
+	await req('GET', `/sandbox/execution/${plain.json?.data?.executionId}?wait=1m`);
+	const p = await readUntil(plain.json.data.stdoutStreamUrl, () => false);
+	if (p !== 'plain\n') return `without timestamps: ${JSON.stringify(p)}`;
+});
+
+// Past huskd's --output-limit (4 MiB here) a PUT is refused and the stream ends at the limit.
+await check('put_over_the_limit', async () => {
+	const s = await newStream();
+	const r = await fetch(`${base}/streams/${s.id}`, { method: 'PUT', headers: { Authorization: `Bearer ${key}` }, body: Buffer.alloc(5 << 20, 0x61) }).catch((e) => ({ status: `error ${e.message}` }));
+	if (r.status !== 413) return `status ${r.status}`;
+	const got = await readUntil(s.url, () => false);
+	if (got.length !== 4 << 20) return `the stream holds ${got.length} bytes`;
+});
+
+// The writer vanishing mid-body ends the stream there: the command sees the end of its stdin.
+await check('put_aborted_ends_stdin', async () => {
+	const s = await newStream();
+	const ex = await req('POST', `/sandbox/${sbx}/execute`, { command: ['cat'], stream: { stdin: s.id } });
+	const ac = new AbortController();
+	let ctl;
+	const body = new ReadableStream({ start: (c) => (ctl = c) });
+	const put = fetch(`${base}/streams/${s.id}`, { method: 'PUT', headers: { Authorization: `Bearer ${key}` }, body, duplex: 'half', signal: ac.signal }).catch(() => null);
+	ctl.enqueue(new TextEncoder().encode('partial'));
+	const early = await readUntil(ex.json.data.stdoutStreamUrl, (t) => t.includes('partial'));
+	if (early !== 'partial') return `before the abort: ${JSON.stringify(early)}`;
+	ac.abort();
+	await put;
+	const w = await req('GET', `/sandbox/execution/${ex.json.data.executionId}?wait=1m`);
+	if (w.json?.data?.status !== 'completed') return `execution ${w.json?.data?.status}`;
+});
+
+await check('refusals', async () => {
+	const bad = [];
+	const expect = async (what, p, status, code) => {
+		const r = await p;
+		if (r.status !== status || (code && r.json?.code !== code) || !(r.json?.message || r.text)) bad.push(`${what}: ${r.status} ${r.text.slice(0, 120)}`);
+	};
+	const s = await newStream();
+	await expect('unknown_stdin', req('POST', `/sandbox/${sbx}/execute`, { command: ['cat'], stream: { stdin: 'str_nosuch' } }), 400);
+	await expect('unknown_stdout', req('POST', `/sandbox/${sbx}/execute`, { command: ['true'], stream: { stdout: 'str_nosuch' } }), 400);
+	await expect('stream_not_object', req('POST', `/sandbox/${sbx}/execute`, { command: ['true'], stream: 'x' }), 400);
+	await expect('stdin_not_string', req('POST', `/sandbox/${sbx}/execute`, { command: ['true'], stream: { stdin: 5 } }), 400);
+	await expect('timestamps_not_bool', req('POST', `/sandbox/${sbx}/execute`, { command: ['true'], stream: { timestamps: 'yes' } }), 400);
+	await expect('create_unknown_stdin', req('POST', '/sandbox', { runtime: 'base:latest', command: { exec: ['cat'], mode: 'oneshot' }, stream: { stdin: 'str_nosuch' } }), 400);
+	await expect('put_unknown', req('PUT', '/streams/str_nosuch', 'x'), 404, 'STREAM_NOT_FOUND');
+	await expect('name_not_string', req('POST', '/streams', { name: 5 }), 400);
+	await expect('name_control_chars', req('POST', '/streams', { name: 'a\nb' }), 400);
+	await expect('no_key_create', req('POST', '/streams', { name: 'x' }, false), 401);
+	await expect('no_key_put', req('PUT', `/streams/${s.id}`, 'x', false), 401);
+	await expect('get_unsigned_without_key', req('GET', `/streams/${s.id}`, undefined, false), 403);
+	await expect('put_once', req('PUT', `/streams/${s.id}`, 'one'), 200);
+	await expect('put_twice', req('PUT', `/streams/${s.id}`, 'two'), 409);
+	await expect('stdout_written_already', req('POST', `/sandbox/${sbx}/execute`, { command: ['true'], stream: { stdout: s.id } }), 400);
+	if (bad.length) return bad.join('; ');
+});
+
+await client.destroy(sbx).catch(() => {});
+process.exit(failed() ? 1 : 0);
