@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Background jobs: processes that outlive the request that started them.
- * Their output is captured in a bounded ring per stream; stop sends SIGTERM
- * (or SIGKILL at once) to the job's process group and answers once it ends.
+ * Their output is captured in a bounded ring per stream; job.output reads
+ * it, and with "follow" goes on sending it as it comes until the stream's
+ * pipe closes. stop sends SIGTERM (or SIGKILL at once) to the job's process
+ * group and answers once it ends.
  */
 #include <errno.h>
 #include <signal.h>
@@ -18,37 +20,8 @@
 #include "agent.h"
 #include "evloop.h"
 #include "exec_opts.h"
+#include "jobs.h"
 #include "proc.h"
-
-#define JOB_OUTPUT_MAX (1U << 20) /* per stream; older bytes are dropped */
-#define JOB_KEEP_FINISHED 64
-#define JOB_MAX_RUNNING 256
-#define JOB_CHUNK 65536
-
-struct ring {
-	uint8_t *buf;
-	uint64_t start; /* offset of the oldest byte kept, counted from the job's start */
-	uint64_t len;
-};
-
-struct stop_wait {
-	struct req r;
-	struct job *job;
-	struct stop_wait *next;
-};
-
-struct job {
-	struct agent *a;
-	char id[24];
-	struct child *ch;
-	json_t *argv;
-	struct ring out, err;
-	int timer_fd;
-	bool stopping;
-	int64_t started_at, ended_at; /* wall clock, ms */
-	struct stop_wait *waiters;
-	struct job *next;
-};
 
 static int64_t wall_ms(void)
 {
@@ -71,7 +44,7 @@ static void ring_append(struct ring *r, const uint8_t *p, size_t n)
 	}
 }
 
-static bool job_running(const struct job *j)
+bool job_running(const struct job *j)
 {
 	return j->ch && !j->ch->exited;
 }
@@ -125,9 +98,11 @@ static bool job_read(struct job *j, int *fd, struct ring *r)
 		return false;
 	if (n <= 0) {
 		job_close_fd(j, fd);
+		job_follow_pump_all(j, r); /* the end, for those that have it all */
 		return false;
 	}
 	ring_append(r, buf, (size_t)n);
+	job_follow_pump_all(j, r);
 	return true;
 }
 
@@ -187,6 +162,8 @@ static void job_timer_event(void *ctx, uint32_t ev)
 static void job_free(struct job *j)
 {
 	answer_waiters(j);
+	while (j->follows)
+		job_follow_end(j->follows);
 	job_close_fd(j, &j->timer_fd);
 	if (j->ch) {
 		job_close_fd(j, &j->ch->out_fd);
@@ -310,6 +287,11 @@ static void job_output(struct conn *c, uint32_t id, struct job *j, json_t *req)
 		from = end;
 	if (end - from > limit)
 		end = from + limit;
+	if (json_is_true(json_object_get(req, "follow"))) {
+		if (job_follow_start(c, id, j, r, from, truncated))
+			conn_send_error(c, id, "io_error", "out of memory");
+		return;
+	}
 	for (pos = from; pos < end;) {
 		uint8_t chunk[JOB_CHUNK];
 		size_t n = 0;
@@ -318,11 +300,7 @@ static void job_output(struct conn *c, uint32_t id, struct job *j, json_t *req)
 			chunk[n++] = r->buf[pos++ % JOB_OUTPUT_MAX];
 		conn_send(c, FRAME_DATA, 0, id, chunk, n);
 	}
-	conn_send_json(c, FRAME_RESULT, id,
-	               json_pack("{s:I, s:I, s:I, s:b, s:b}", "offset", (json_int_t)from,
-	                         "next_offset", (json_int_t)end, "total",
-	                         (json_int_t)(r->start + r->len), "truncated", truncated, "running",
-	                         job_running(j)));
+	conn_send_json(c, FRAME_RESULT, id, job_output_result(j, r, from, end, truncated));
 }
 
 static void stop_conn_lost(struct req *r)

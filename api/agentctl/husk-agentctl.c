@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,8 @@ static void usage(FILE *f)
 	        "  get REMOTE LOCAL          read a file ('-' for stdout)\n"
 	        "  tar-put LOCALDIR REMOTEDIR, tar-get REMOTEDIR LOCALDIR\n"
 	        "  ls|stat|mkdir|rm PATH, rmdir [-r] PATH\n"
-	        "  job-start -- ARGV..., job-list, job-get ID, job-output ID [stderr], job-stop ID "
+	        "  job-start -- ARGV..., job-list, job-get ID, job-output ID [stderr] [--follow], "
+	        "job-stop ID "
 	        "[force]\n"
 	        "  env-set K=V|K=..., env-get, info\n"
 	        "  call JSON      any request; prints its result\n",
@@ -278,8 +280,10 @@ int main(int argc, char **argv)
 	else if (!strcmp(cmd, "job-get") && n == 1)
 		ret = simple(c, REQ1("job.get", "id"));
 	else if (!strcmp(cmd, "job-output") && n >= 1) {
-		json_t *req = json_pack("{s:s, s:s, s:s}", "op", "job.output", "id", a[0], "stream",
-		                        n > 1 ? a[1] : "stdout"),
+		bool follow = !strcmp(a[n - 1], "--follow");
+		json_t *req = json_pack("{s:s, s:s, s:s, s:b}", "op", "job.output", "id", a[0],
+		                        "stream", n - follow > 1 ? a[1] : "stdout", "follow",
+		                        follow),
 		       *res = NULL;
 
 		ret = agent_stream_out(c, req, STDOUT_FILENO, &res);

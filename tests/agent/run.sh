@@ -161,6 +161,19 @@ else
 	bad jobs "id '$job', listed $listed, output '$output', stop: $(cat "$T/out")"
 fi
 
+# A followed job's output comes as it is written and ends with the job's pipe.
+x job-start -- sh -c 'echo one; sleep 1; echo two >&2; echo three'
+job=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$T/out")
+x job-output "$job" --follow
+out=$(cat "$T/out")
+x job-output "$job" stderr --follow
+err=$(cat "$T/out")
+if [ "$out" = "$(printf 'one\nthree')" ] && [ "$err" = two ]; then
+	ok job_output_follow
+else
+	bad job_output_follow "stdout '$out', stderr '$err'"
+fi
+
 x info
 grep -q '"protocol":1' "$T/out" && ok info || bad info "$(cat "$T/out")"
 

@@ -31,7 +31,7 @@ a=${ids%% *}
 # (by /proc: busybox's pkill reads only the start of a long command line)
 killed=
 for p in /proc/[0-9]*; do
-	if tr '\0' ' ' <"$p/cmdline" 2>/dev/null | grep -q "husk-vmm .*sandboxes/$a/"; then
+	if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "husk-vmm .*sandboxes/$a/"; then
 		kill -9 "${p#/proc/}" && killed=1
 	fi
 done

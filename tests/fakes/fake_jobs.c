@@ -171,6 +171,61 @@ static void job_start(struct conn *c, uint32_t id, json_t *req)
 	conn_send_json(c, FRAME_RESULT, id, job_json(j));
 }
 
+/*
+ * job.output with "follow": the fake's jobs make all their output at start,
+ * so a follower has only to wait for its job's end (or a CANCEL) to send
+ * its RESULT. It finds the job by id: a finished one may be pruned meanwhile.
+ */
+struct follow {
+	struct req r;
+	char job[24];
+	uint64_t pos;
+};
+
+static struct job *job_by_id(struct fake *fk, const char *id)
+{
+	struct job *j = fk->jobs;
+
+	while (j && strcmp(j->id, id))
+		j = j->next;
+	return j;
+}
+
+static void follow_end(struct follow *f)
+{
+	struct job *j = job_by_id(conn_fake(f->r.c), f->job);
+
+	req_unregister(&f->r);
+	conn_send_json(f->r.c, FRAME_RESULT, f->r.id,
+	               json_pack("{s:I, s:I, s:b, s:b}", "offset", (json_int_t)f->pos,
+	                         "next_offset", (json_int_t)f->pos, "truncated", 0, "running",
+	                         j && j->running));
+	free(f);
+}
+
+static void follow_tick(struct req *r)
+{
+	struct follow *f = (struct follow *)r;
+	struct job *j = job_by_id(conn_fake(r->c), f->job);
+
+	if (!j || !j->running)
+		follow_end(f);
+}
+
+static void follow_frame(struct req *r, const struct frame *fr)
+{
+	if (fr->type == FRAME_CANCEL)
+		follow_end((struct follow *)r);
+}
+
+static void follow_drop(struct req *r)
+{
+	free(r);
+}
+
+static const struct req_ops follow_ops = {
+	.on_frame = follow_frame, .tick = follow_tick, .drop = follow_drop};
+
 static void job_output(struct conn *c, uint32_t id, struct job *j, json_t *req)
 {
 	const char *stream = json_string_value(json_object_get(req, "stream"));
@@ -196,6 +251,18 @@ static void job_output(struct conn *c, uint32_t id, struct job *j, json_t *req)
 		while (n < sizeof(chunk) && pos < end)
 			chunk[n++] = r->buf[pos++ % FAKE_JOB_OUTPUT];
 		conn_send(c, FRAME_DATA, 0, id, chunk, n);
+	}
+	if (json_is_true(json_object_get(req, "follow")) && j->running) {
+		struct follow *f = calloc(1, sizeof(*f));
+
+		if (!f) {
+			conn_send_error(c, id, "io_error", "out of memory");
+			return;
+		}
+		snprintf(f->job, sizeof(f->job), "%s", j->id);
+		f->pos = end;
+		req_register(c, &f->r, id, &follow_ops);
+		return;
 	}
 	conn_send_json(c, FRAME_RESULT, id,
 	               json_pack("{s:I, s:I, s:I, s:b, s:b}", "offset", (json_int_t)from,

@@ -177,8 +177,14 @@ UNIT_TEST(store_abandon_unfinished_after_restart)
 	CHECK(store_job_insert(s, job, NULL) == 0);
 	json_decref(job);
 
-	CHECK(store_abandon_unfinished(s, sbx, "huskd restarted", &n) == 0);
-	CHECK(n == 3);
+	/* Jobs run on in the guest: kept unless asked for. */
+	CHECK(store_abandon_unfinished(s, sbx, "huskd restarted", false, &n) == 0);
+	CHECK(n == 2);
+	CHECK(store_job_get(s, sbx, "job_1", &job, NULL) == 0);
+	CHECK(!strcmp(tstore_str(job, "status"), "pending"));
+	json_decref(job);
+	CHECK(store_abandon_unfinished(s, sbx, "its guest is gone", true, &n) == 0);
+	CHECK(n == 1);
 	CHECK(store_execution_get(s, "exec_run", &e, NULL) == 0);
 	CHECK(!strcmp(tstore_str(e, "status"), "failed"));
 	CHECK(tstore_int(e, "exitCode") == 1);
@@ -191,6 +197,6 @@ UNIT_TEST(store_abandon_unfinished_after_restart)
 	CHECK(store_job_get(s, sbx, "job_1", &job, NULL) == 0);
 	CHECK(!strcmp(tstore_str(job, "status"), "failed"));
 	json_decref(job);
-	CHECK(store_abandon_unfinished(s, sbx, "again", &n) == 0 && n == 0);
+	CHECK(store_abandon_unfinished(s, sbx, "again", true, &n) == 0 && n == 0);
 	store_close(s);
 }

@@ -185,34 +185,72 @@ ROUTE(r_env)
 	json_decref(body);
 }
 
+struct job_call {
+	struct routes *rt;
+	struct http_req *r;
+};
+
+/* The Job (or {jobs}) with its stream URLs signed. */
 static void job_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
 {
-	reply_done(ctx, err, reply, S_JOB);
+	struct job_call *jc = ctx;
+
+	if (!err && reply && reply->data)
+		stream_sign(jc->rt, reply->data);
+	reply_done(jc->r, err, reply, S_JOB);
+	free(jc);
+}
+
+static struct job_call *job_call(struct routes *rt, struct http_req *r)
+{
+	struct job_call *jc = calloc(1, sizeof(*jc));
+
+	if (!jc)
+		api_error(r, 503, "UNAVAILABLE", "out of memory");
+	else
+		*jc = (struct job_call){.rt = rt, .r = r};
+	return jc;
 }
 
 ROUTE(r_job_create)
 {
 	struct routes *rt = ctx;
-	json_t *body = body_object(r);
+	json_t *body = body_object(r), *streams;
+	struct job_call *jc;
+	char base[512];
 
 	if (!body)
 		return;
-	sbx_job_create(rt->m, p[0], json_object_get(body, "command"), job_done, r);
+	streams = json_object_get(body, "streams");
+	if (base_url(rt, r, base, sizeof(base)))
+		api_error(r, 400, "BAD_REQUEST", "the Host header is too long");
+	else if (streams && !json_is_object(streams))
+		api_error(
+			r, 400, "BAD_REQUEST",
+			"streams must be an object {stdout?, stderr?} of stream ids or \"ignore\"");
+	else if ((jc = job_call(rt, r)))
+		sbx_job_create(rt->m, p[0], json_object_get(body, "command"), streams, base,
+		               job_done, jc);
 	json_decref(body);
 }
 
 ROUTE(r_job_list)
 {
 	struct routes *rt = ctx;
+	struct job_call *jc = job_call(rt, r);
 
-	sbx_job_list(rt->m, p[0], job_done, r);
+	if (jc)
+		sbx_job_list(rt->m, p[0], query_int(r, "limit", 0), job_done, jc);
 }
 
 ROUTE(r_job_get)
 {
 	struct routes *rt = ctx;
 
-	sbx_job_get(rt->m, p[0], p[1], job_done, r);
+	struct job_call *jc = job_call(rt, r);
+
+	if (jc)
+		sbx_job_get(rt->m, p[0], p[1], job_done, jc);
 }
 
 ROUTE(r_job_stop)
@@ -220,6 +258,9 @@ ROUTE(r_job_stop)
 	struct routes *rt = ctx;
 	char force[8] = "";
 
+	struct job_call *jc;
+
 	http_query_get(r, "force", force, sizeof(force));
-	sbx_job_stop(rt->m, p[0], p[1], !strcmp(force, "true"), job_done, r);
+	if ((jc = job_call(rt, r)))
+		sbx_job_stop(rt->m, p[0], p[1], !strcmp(force, "true"), job_done, jc);
 }

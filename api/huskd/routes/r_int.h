@@ -79,7 +79,7 @@ void wait_status(struct routes *rt, struct http_req *r, const char *sandbox_id, 
 void wait_execution(struct routes *rt, struct http_req *r, const char *exec_id, uint64_t ms);
 void wait_kick(void *rt, const char *id);
 void wait_drop_all(struct routes *rt);
-/* Signed stream URLs (r_sign.c): signs data's (and data.executions[]'s) stream URLs. */
+/* Signed stream URLs (r_sign.c): data's, data.executions[]'s and data.jobs[]'s. */
 void stream_sign(const struct routes *rt, json_t *data);
 /* obj's URL field key (…/streams/ID) signed. */
 void stream_sign_field(const struct routes *rt, json_t *obj, const char *key);

@@ -67,6 +67,7 @@ void stream_sign(const struct routes *rt, json_t *data)
 
 	sign_one(rt, data, exp);
 	json_array_foreach(json_object_get(data, "executions"), i, v) sign_one(rt, v, exp);
+	json_array_foreach(json_object_get(data, "jobs"), i, v) sign_one(rt, v, exp);
 }
 
 void stream_sign_field(const struct routes *rt, json_t *obj, const char *key)

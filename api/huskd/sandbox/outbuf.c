@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct watch {
@@ -38,8 +39,28 @@ int outbuf_file(const char *dir, const char *id, char *out, size_t outlen)
 	return 0;
 }
 
+static int outbuf_open(const char *dir, const char *id, uint64_t limit, bool append,
+                       struct outbuf **out);
+
 int outbuf_create(const char *dir, const char *id, uint64_t limit, struct outbuf **out)
 {
+	return outbuf_open(dir, id, limit, false, out);
+}
+
+int outbuf_reopen(const char *dir, const char *id, uint64_t limit, struct outbuf **out)
+{
+	return outbuf_open(dir, id, limit, true, out);
+}
+
+uint64_t outbuf_len(const struct outbuf *ob)
+{
+	return ob->len;
+}
+
+static int outbuf_open(const char *dir, const char *id, uint64_t limit, bool append,
+                       struct outbuf **out)
+{
+	struct stat st;
 	struct outbuf *ob = calloc(1, sizeof(*ob));
 	int rc;
 
@@ -51,12 +72,17 @@ int outbuf_create(const char *dir, const char *id, uint64_t limit, struct outbuf
 		return rc == -ENOENT ? -EINVAL : rc;
 	}
 	snprintf(ob->id, sizeof(ob->id), "%s", id);
-	ob->fd = open(ob->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (ob->fd < 0) {
+	ob->fd = open(ob->path, O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC),
+	              0600);
+	if (ob->fd < 0 || fstat(ob->fd, &st)) {
 		rc = -errno;
+		if (ob->fd >= 0)
+			close(ob->fd);
 		free(ob);
 		return rc;
 	}
+	ob->len = (uint64_t)st.st_size;
+	ob->truncated = ob->len >= limit;
 	ob->limit = limit;
 	ob->refs = 1;
 	*out = ob;

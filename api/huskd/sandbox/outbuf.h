@@ -17,6 +17,11 @@ struct outbuf;
 /* Creates stream id's file in dir. limit: bytes kept; the rest is counted, then dropped. */
 int outbuf_create(const char *dir, const char *id, uint64_t limit, struct outbuf **out)
 	__attribute__((warn_unused_result));
+/* Opens stream id's file in dir to append to it (a huskd restart: the writer goes on). */
+int outbuf_reopen(const char *dir, const char *id, uint64_t limit, struct outbuf **out)
+	__attribute__((warn_unused_result));
+/* Bytes in its file. */
+uint64_t outbuf_len(const struct outbuf *ob);
 /* Appends (up to the limit); watchers are told. */
 void outbuf_append(struct outbuf *ob, const void *data, size_t len);
 /* No more data: the file is marked complete; watchers are told. */

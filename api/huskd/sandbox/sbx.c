@@ -143,6 +143,7 @@ static void sbx_free(struct sandbox *sb)
 	struct sbx_mgr *m = sb->m;
 	struct sandbox **pp = &m->sandboxes;
 
+	sbx_job_tails_end(sb, !m->closing);
 	while (*pp && *pp != sb)
 		pp = &(*pp)->next;
 	if (*pp)

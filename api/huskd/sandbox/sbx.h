@@ -204,8 +204,14 @@ void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const vo
 /* PATCH env: vars of strings (null deletes); done: {"env": {...}}. */
 void sbx_env_set(struct sbx_mgr *m, const char *id, json_t *vars, sbx_done_fn done, void *ctx);
 /* Jobs (background processes); done: the Job, or {"jobs": [...]}. */
-void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, sbx_done_fn done, void *ctx);
-void sbx_job_list(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
+/*
+ * streams {stdout?, stderr?}: user stream ids or "ignore" (API.md §5.4); the
+ * Job's stdoutStreamUrl/stderrStreamUrl are under base ("http://host:port").
+ */
+void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, json_t *streams,
+                    const char *base, sbx_done_fn done, void *ctx);
+/* limit: the newest that many (0: all). */
+void sbx_job_list(struct sbx_mgr *m, const char *id, int limit, sbx_done_fn done, void *ctx);
 void sbx_job_get(struct sbx_mgr *m, const char *id, const char *job, sbx_done_fn done, void *ctx);
 void sbx_job_stop(struct sbx_mgr *m, const char *id, const char *job, bool force, sbx_done_fn done,
                   void *ctx);

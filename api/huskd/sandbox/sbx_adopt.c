@@ -72,6 +72,11 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 /* Marks a sandbox that cannot be taken up failed, and lets it go. */
 static void adopt_fail(struct sandbox *sb, const char *why)
 {
+	int n = 0;
+
+	/* Its jobs went with its guest. */
+	if (store_abandon_unfinished(sb->m->store, sb->id, why, true, &n) == 0 && n)
+		log_warn(sb->id, "%d unfinished job(s) marked failed", n);
 	sb->end_status = "failed";
 	log_error(sb->id, "failed: %s", why);
 	sbx_to(sb, SBX_STOPPING, why, NULL);
@@ -106,7 +111,10 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 		sbx_to(sb, SBX_STOPPING, "huskd restarted while it made a template", NULL);
 		return;
 	}
-	if (store_abandon_unfinished(m->store, id, "huskd restarted while it ran", &n) == 0 && n)
+	/* Its jobs run on in the guest (their records follow the agent's); its command does not. */
+	if (store_abandon_unfinished(m->store, id, "huskd restarted while it ran", false, &n) ==
+	            0 &&
+	    n)
 		log_warn(id, "%d unfinished command(s) marked failed: huskd restarted", n);
 	if (!strcmp(status, "paused")) {
 		/* Paused to its snapshot file: no VMM to adopt; the next request resumes it. */

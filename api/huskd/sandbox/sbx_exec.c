@@ -233,6 +233,7 @@ void sbx_up(struct sandbox *sb, const char *reason)
 	if (!reason)
 		reason = sb->up_reason;
 	sb->up_reason = NULL;
+	sbx_job_tails_up(sb);
 	if (!sb->exec) {
 		sbx_to(sb, SBX_IDLE, reason, NULL);
 		return;
@@ -486,6 +487,8 @@ int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, c
                size_t pathlen)
 {
 	*live = sbx_streams_live(m, stream_id);
+	if (!*live)
+		*live = sbx_job_tail_live(m, stream_id);
 	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
 		for (int i = 0; sb->exec && i < 2; i++)
 			if (sb->exec->io.out[i] &&

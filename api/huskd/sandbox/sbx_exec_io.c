@@ -56,28 +56,27 @@ static int open_stdin(struct exec_io *io, struct sandbox *sb, const char *id, st
 }
 
 /*
- * Output stream which unless the request says "ignore": the user stream it
- * names (stderr naming stdout's shares it), else one of its own. Its URL
- * goes in info, its id in priv.
+ * Output stream which unless stream says "ignore": the user stream it names
+ * (stderr naming stdout's shares it), else one of its own. Its URL goes in
+ * info, its id in priv.
  */
-static int open_output(struct exec_io *io, struct sandbox *sb, int which,
-                       const struct sbx_exec_req *req, json_t *info, json_t *priv,
-                       struct sbx_err *err)
+static int open_output(struct sandbox *sb, int which, json_t *stream, const char *base,
+                       struct outbuf *out[2], json_t *info, json_t *priv, struct sbx_err *err)
 {
 	static const char *const names[] = {"stdout", "stderr"};
-	const char *want = json_string_value(json_object_get(req->stream, names[which]));
-	const char *other = json_string_value(json_object_get(req->stream, "stdout"));
+	const char *want = json_string_value(json_object_get(stream, names[which]));
+	const char *other = json_string_value(json_object_get(stream, "stdout"));
 	char sid[STORE_ID_LEN], key[32];
 	int rc;
 
 	if (want && !strcmp(want, "ignore"))
 		return 0;
-	if (want && which == 1 && other && !strcmp(want, other) && io->out[0]) {
-		outbuf_ref(io->out[0]);
-		io->out[1] = io->out[0];
+	if (want && which == 1 && other && !strcmp(want, other) && out[0]) {
+		outbuf_ref(out[0]);
+		out[1] = out[0];
 		snprintf(sid, sizeof(sid), "%s", want);
 	} else if (want) {
-		rc = sbx_streams_take(sb->m, sb->org, want, &io->out[which], err);
+		rc = sbx_streams_take(sb->m, sb->org, want, &out[which], err);
 		if (rc)
 			return sbx_fail(err, SBX_BAD_INPUT, rc, "stream.%s: %s", names[which],
 			                err->msg);
@@ -86,16 +85,34 @@ static int open_output(struct exec_io *io, struct sandbox *sb, int which,
 		rc = store_new_id("str_", sid);
 		if (!rc)
 			rc = outbuf_create(sb->m->streams, sid, sb->m->cfg.output_limit,
-			                   &io->out[which]);
+			                   &out[which]);
 		if (rc)
-			return sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s",
+			return sbx_fail(err, SBX_INTERNAL, rc, "cannot make an output stream: %s",
 			                strerror(-rc));
 	}
 	snprintf(key, sizeof(key), "%sStreamUrl", names[which]);
-	json_object_set_new(info, key, json_sprintf("%s/streams/%s", req->base, sid));
+	json_object_set_new(info, key, json_sprintf("%s/streams/%s", base, sid));
 	snprintf(key, sizeof(key), "%sStream", names[which]);
 	json_object_set_new(priv, key, json_string(sid));
 	return 0;
+}
+
+int sbx_exec_io_outputs(struct sandbox *sb, json_t *stream, const char *base, struct outbuf *out[2],
+                        json_t *info, json_t *priv, struct sbx_err *err)
+{
+	int rc = open_output(sb, 0, stream, base, out, info, priv, err);
+
+	if (!rc)
+		rc = open_output(sb, 1, stream, base, out, info, priv, err);
+	if (rc)
+		for (int i = 0; i < 2; i++) {
+			/* A user stream taken for the output stays taken: it ends, empty. */
+			if (out[i])
+				outbuf_close(out[i]);
+			outbuf_unref(out[i]);
+			out[i] = NULL;
+		}
+	return rc;
 }
 
 int sbx_exec_io_open(struct exec_io *io, struct sandbox *sb, const struct sbx_exec_req *req,
@@ -109,14 +126,9 @@ int sbx_exec_io_open(struct exec_io *io, struct sandbox *sb, const struct sbx_ex
 	if (in && strcmp(in, "ignore"))
 		rc = open_stdin(io, sb, in, err);
 	if (!rc)
-		rc = open_output(io, sb, 0, req, info, priv, err);
-	if (!rc)
-		rc = open_output(io, sb, 1, req, info, priv, err);
-	if (rc) {
-		/* A user stream taken for the output stays taken: it ends, empty. */
-		sbx_exec_io_end(io);
+		rc = sbx_exec_io_outputs(sb, req->stream, req->base, io->out, info, priv, err);
+	if (rc)
 		sbx_exec_io_free(io);
-	}
 	return rc;
 }
 

@@ -131,6 +131,8 @@ struct net_policy;
 
 struct sandbox {
 	struct sbx_mgr *m;
+	struct sbx_job_tail *tails; /* its jobs' output followed (sbx_job_tail.c) */
+	bool tails_loaded;          /* ... and those of the store looked for, once */
 	char id[STORE_ID_LEN];
 	enum sbx_state state;
 	const char *recorded;   /* the public status last recorded (a static string) */
@@ -260,6 +262,10 @@ struct exec_io {
 int sbx_exec_io_open(struct exec_io *io, struct sandbox *sb, const struct sbx_exec_req *req,
                      json_t *info, json_t *priv, struct sbx_err *err)
 	__attribute__((warn_unused_result));
+/* stream's stdout and stderr (a command's, a job's): made or taken; URLs in info, ids in priv. */
+int sbx_exec_io_outputs(struct sandbox *sb, json_t *stream, const char *base, struct outbuf *out[2],
+                        json_t *info, json_t *priv, struct sbx_err *err)
+	__attribute__((warn_unused_result));
 /* An output frame's bytes (FRAME_STDOUT / FRAME_STDERR) into its stream. */
 void sbx_exec_io_output(struct exec_io *io, uint8_t type, const void *p, size_t len);
 /* The exec request's input (buf filled), or NULL without stdin. */
@@ -268,6 +274,17 @@ const struct agent_input *sbx_exec_io_input(struct exec_io *io, struct agent_inp
 void sbx_exec_io_end(struct exec_io *io);
 bool sbx_exec_io_truncated(const struct exec_io *io);
 void sbx_exec_io_free(struct exec_io *io);
+
+/* ---- sbx_job_tail.c: jobs' output streams ---- */
+/* job's output followed into out (stdout, stderr; either NULL: ignored), from now on. */
+void sbx_job_tails_start(struct sandbox *sb, const char *job, const char *agent_job,
+                         struct outbuf *out[2]);
+/* The sandbox is up: broken follows (and, once, those of the store) start again. */
+void sbx_job_tails_up(struct sandbox *sb);
+/* The sandbox ends (complete: the streams end with it) or huskd stops (they stay open). */
+void sbx_job_tails_end(struct sandbox *sb, bool complete);
+/* A job's stream being followed, by id, else NULL. */
+struct outbuf *sbx_job_tail_live(struct sbx_mgr *m, const char *stream_id);
 
 /* ---- sbx_streams.c: user streams ---- */
 /* org's stream id to read (a command's stdin): *ob referenced. */

@@ -3,13 +3,14 @@
  * Jobs (API.md §5.4): background processes, which run beside the one
  * execution at a time. The agent runs them (job.start and friends); huskd
  * keeps a record per job, refreshed from the agent whenever one is asked
- * for.
+ * for, and follows its output into its streams (sbx_job_tail.c).
  */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "outbuf.h"
 #include "sbx_int.h"
 
 struct job_op {
@@ -19,6 +20,9 @@ struct job_op {
 	json_t *ctx; /* create: the record to insert */
 	bool stopping;
 	int kind;
+	int limit;             /* list: how many, newest first (0: all) */
+	json_t *priv;          /* create: the record's private part (its stream ids) */
+	struct outbuf *out[2]; /* create: its output streams, followed once it runs */
 	sbx_done_fn done;
 	void *done_ctx;
 };
@@ -62,7 +66,7 @@ static json_t *answer_list(struct job_op *op, json_t *agent_jobs)
 	json_t *jobs = NULL, *rec, *aj, *priv = NULL;
 	size_t i, j;
 
-	if (store_job_list(op->m->store, op->sandbox, 0, &jobs))
+	if (store_job_list(op->m->store, op->sandbox, op->limit, &jobs))
 		return NULL;
 	/* Each record is matched with the agent's job by the id kept privately. */
 	json_array_foreach(json_object_get(jobs, "jobs"), i, rec)
@@ -88,10 +92,24 @@ static json_t *answer_list(struct job_op *op, json_t *agent_jobs)
 	return jobs;
 }
 
+/* Its streams end (a job that never started wrote nothing) and are let go. */
+static void job_op_free(struct job_op *op)
+{
+	for (int i = 0; i < 2; i++) {
+		if (op->out[i])
+			outbuf_close(op->out[i]);
+		outbuf_unref(op->out[i]);
+	}
+	json_decref(op->priv);
+	json_decref(op->ctx);
+	free(op);
+}
+
 static void job_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 {
 	struct job_op *op = arg;
 	struct sbx_reply reply = {0};
+	struct sandbox *sb;
 	struct sbx_err e;
 	json_t *priv;
 
@@ -99,13 +117,21 @@ static void job_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 		sbx_agent_error(out, &e, NULL);
 		err = &e;
 	} else if (!rc && op->kind == JOB_CREATE) {
-		priv = json_pack("{sO}", "agentJob", json_object_get(out, "id"));
+		priv = op->priv;
+		json_object_set(priv, "agentJob", json_object_get(out, "id"));
 		if (store_job_insert(op->m->store, op->ctx, priv) ||
 		    store_job_update(op->m->store, op->job, "running", NULL, NULL, &reply.data)) {
 			sbx_fail(&e, SBX_INTERNAL, -EIO, "cannot record the job");
 			err = &e;
+		} else if ((sb = sbx_find(op->m, op->sandbox))) {
+			sbx_job_tails_start(sb, op->job,
+			                    json_string_value(json_object_get(out, "id")), op->out);
+			/* The tails hold them now: let go without ending them. */
+			for (int i = 0; i < 2; i++) {
+				outbuf_unref(op->out[i]);
+				op->out[i] = NULL;
+			}
 		}
-		json_decref(priv);
 	} else if (!rc && op->kind == JOB_ONE) {
 		job_refresh(op, op->job, out, op->stopping, &reply.data);
 		if (!reply.data) {
@@ -121,8 +147,7 @@ static void job_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	}
 	op->done(op->done_ctx, rc || reply.data == NULL ? err : NULL, &reply);
 	json_decref(reply.data);
-	json_decref(op->ctx);
-	free(op);
+	job_op_free(op);
 }
 
 static const struct sbx_call_ops job_ops = {.done = job_done};
@@ -137,9 +162,8 @@ static void job_send(struct sbx_mgr *m, const char *id, struct job_op *op, json_
 		if (sb)
 			sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 		op->done(op->done_ctx, &err, NULL);
-		json_decref(op->ctx);
 		json_decref(req);
-		free(op);
+		job_op_free(op);
 		return;
 	}
 	sbx_call(sb, req, NULL, &job_ops, op);
@@ -162,7 +186,8 @@ static struct job_op *job_op_new(struct sbx_mgr *m, const char *id, int kind, sb
 	return op;
 }
 
-void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, sbx_done_fn done, void *ctx)
+void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, json_t *streams,
+                    const char *base, sbx_done_fn done, void *ctx)
 {
 	struct sandbox *sb;
 	struct job_op *op;
@@ -191,18 +216,32 @@ void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, sbx_done_fn
 		return;
 	}
 	op->ctx = json_pack("{sssssO}", "jobId", op->job, "sandboxId", id, "command", argv);
-	sb = sbx_find(m, id);
+	op->priv = json_object();
+	sb = sbx_lookup(m, id, &err);
+	if (!sb || !op->ctx || !op->priv ||
+	    (json_object_get(streams, "stdin") &&
+	     sbx_fail(&err, SBX_BAD_INPUT, -EINVAL, "streams takes stdout and stderr only")) ||
+	    sbx_streams_check(m, sb->org, streams, &err) ||
+	    sbx_exec_io_outputs(sb, streams, base, op->out, op->ctx, op->priv, &err)) {
+		if (sb && (!op->ctx || !op->priv))
+			sbx_fail(&err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
+		done(ctx, &err, NULL);
+		job_op_free(op);
+		return;
+	}
 	job_send(m, id, op,
 	         json_pack("{sssOssss*}", "op", "job.start", "argv", argv, "cwd", sbx_workspace(sb),
 	                   "user", sb ? sbx_user(sb) : NULL));
 }
 
-void sbx_job_list(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)
+void sbx_job_list(struct sbx_mgr *m, const char *id, int limit, sbx_done_fn done, void *ctx)
 {
 	struct job_op *op = job_op_new(m, id, JOB_LIST, done, ctx);
 
-	if (op)
-		job_send(m, id, op, json_pack("{ss}", "op", "job.list"));
+	if (!op)
+		return;
+	op->limit = limit > 0 ? limit : 0;
+	job_send(m, id, op, json_pack("{ss}", "op", "job.list"));
 }
 
 /* GET or DELETE one job: the agent is asked (job.get, job.stop), the record refreshed. */

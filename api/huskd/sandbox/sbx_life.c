@@ -174,6 +174,7 @@ static void stopping(struct sandbox *sb)
 		         sb->end_reason);
 		sbx_exec_abort(sb, why, failed);
 	}
+	sbx_job_tails_end(sb, true);
 	sbx_plan_abort(sb, sb->end_reason);
 	sbx_dial_close(sb);
 	sbx_vmm_stop(sb);
@@ -306,6 +307,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 		/* What waited or ran is told, so its owner (a request) can go. */
 		if (sb->exec)
 			sbx_exec_abort(sb, "huskd stopped while the command was under way", true);
+		sbx_job_tails_end(sb, false);
 		if (sb->waiters)
 			sbx_waiters_run(sb, &err);
 		sbx_state_forget(sb);

@@ -293,7 +293,7 @@ int store_job_list(struct store *s, const char *sandbox_id, int limit, json_t **
 	__attribute__((warn_unused_result));
 
 /*
- * *out = the ids of the output streams of every execution of the sandboxes
+ * *out = the ids of the output streams of every execution and job of the sandboxes
  * deleted in [from_ms, to_ms) (a JSON array of strings; the caller frees it).
  */
 int store_streams_of_deleted(struct store *s, int64_t from_ms, int64_t to_ms, json_t **out)
@@ -302,10 +302,11 @@ int store_streams_of_deleted(struct store *s, int64_t from_ms, int64_t to_ms, js
 /*
  * After a restart, for a sandbox whose commands huskd can no longer follow:
  * its queued/running executions become "failed" (exitCode 1 unless they had
- * one) and its pending/running jobs "failed", each with error = reason, in
- * one transaction. *count (may be NULL) gets how many records changed.
+ * one) and, with jobs, its pending/running jobs "failed", each with error =
+ * reason, in one transaction. *count (may be NULL) gets how many records
+ * changed.
  */
-int store_abandon_unfinished(struct store *s, const char *sandbox_id, const char *reason,
+int store_abandon_unfinished(struct store *s, const char *sandbox_id, const char *reason, bool jobs,
                              int *count) __attribute__((warn_unused_result));
 
 /* ---- Runtimes ------------------------------------------------------------- */

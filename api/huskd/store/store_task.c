@@ -323,7 +323,7 @@ static int task_abandon(const struct task_kind *k, struct store *s, const char *
 }
 
 int store_abandon_unfinished(struct store *s, const char *sandbox_id, const char *reason,
-                             int *count)
+                             bool jobs_too, int *count)
 {
 	json_t *exec_patch = json_pack("{s:s?, s:i}", "error", reason, "exitCode", 1);
 	json_t *job_patch = json_pack("{s:s?}", "error", reason);
@@ -337,7 +337,7 @@ int store_abandon_unfinished(struct store *s, const char *sandbox_id, const char
 	ret = store_begin(s);
 	if (ret == 0)
 		ret = task_abandon(&executions, s, sandbox_id, exec_patch, &n);
-	if (ret == 0)
+	if (ret == 0 && jobs_too)
 		ret = task_abandon(&jobs, s, sandbox_id, job_patch, &n);
 	ret = store_end(s, ret);
 	store_unlock(s);
@@ -397,7 +397,11 @@ int store_streams_of_deleted(struct store *s, int64_t from_ms, int64_t to_ms, js
 	static const char sql[] = "SELECT json_extract(e.private, '$.stdoutStream'), "
 				  "json_extract(e.private, '$.stderrStream') FROM executions e "
 				  "JOIN sandboxes x ON x.id = e.sandbox_id "
-				  "WHERE x.deleted_ms >= ? AND x.deleted_ms < ?";
+				  "WHERE x.deleted_ms >= ?1 AND x.deleted_ms < ?2 "
+				  "UNION ALL SELECT json_extract(j.private, '$.stdoutStream'), "
+				  "json_extract(j.private, '$.stderrStream') FROM jobs j "
+				  "JOIN sandboxes x ON x.id = j.sandbox_id "
+				  "WHERE x.deleted_ms >= ?1 AND x.deleted_ms < ?2";
 	json_t *ids = json_array();
 	sqlite3_stmt *st;
 	int ret;

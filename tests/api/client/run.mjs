@@ -176,6 +176,36 @@ await check('jobs', async () => {
 	await sb.destroy();
 });
 
+// A job's output streams (issue L item 2) live, and followed again across a pause.
+await check('job_output_streams_across_pause', async () => {
+	const base = process.env.HUSK_URL;
+	const auth = { Authorization: `Bearer ${process.env.HUSK_API_KEY}` };
+	const sb = await client.create({ runtime: 'base:latest' });
+	const job = await client.createJob(sb.id, { command: ['sh', '-c', 'echo one; while [ ! -e /tmp/go ]; do sleep 0.1; done; echo two; echo err >&2'] });
+	const rec = (await (await fetch(`${base}/sandbox/sandboxes/${sb.id}/jobs/${job.id}`, { headers: auth })).json()).data;
+	let text = '', sawOne;
+	const one = new Promise((ok) => (sawOne = ok));
+	const reading = (async () => {
+		const r = await fetch(rec.stdoutStreamUrl);
+		const dec = new TextDecoder();
+		for await (const chunk of r.body) {
+			text += dec.decode(chunk, { stream: true });
+			if (text.includes('one\n')) sawOne();
+		}
+		sawOne();
+		return text;
+	})();
+	await one;
+	if (text !== 'one\n') return `before the pause: ${JSON.stringify(text)}`;
+	await client.pause(sb.id);
+	await client.resume(sb.id);
+	await sb.writeFiles([{ path: '/tmp/go', content: Buffer.from('') }]);
+	const out = await reading;
+	const err = await (await fetch(rec.stderrStreamUrl)).text();
+	await sb.destroy();
+	if (out !== 'one\ntwo\n' || err !== 'err\n') return `stdout ${JSON.stringify(out)}, stderr ${JSON.stringify(err)}`;
+});
+
 await check('idle_timeout_reaps', async () => {
 	const sb = await client.create({ runtime: 'base:latest', timeout: { idle: '3s' } });
 	await sb.execute({ command: ['true'] });

@@ -49,6 +49,23 @@ async function readUntil(url, want) {
 	return text;
 }
 
+// Phase 2 (tests/api/streams.sh, after huskd's restart): the job's output is followed again.
+if (process.argv[2] === 'restarted') {
+	const kept = JSON.parse((await import('node:fs')).readFileSync(process.env.STREAMS_KEEP, 'utf8'));
+	await check('job_stream_after_restart', async () => {
+		let ended = false;
+		const reading = readUntil(kept.url, () => false).then((t) => ((ended = true), t));
+		const j = (await req('GET', `/sandbox/sandboxes/${kept.sbx}/jobs/${kept.job}`)).json?.data;
+		if (j?.status !== 'running') return `the job is ${j?.status}`;
+		if (ended) return 'the stream ended while the job ran';
+		await req('DELETE', `/sandbox/sandboxes/${kept.sbx}/jobs/${kept.job}`);
+		const text = await reading;
+		if (text !== '') return `stdout ${JSON.stringify(text)}`;
+	});
+	await client.destroy(kept.sbx).catch(() => {});
+	process.exit(failed() ? 1 : 0);
+}
+
 const made = await client.create({ runtime: 'base:latest' });
 const sbx = made.id;
 
@@ -196,5 +213,59 @@ await check('refusals', async () => {
 	if (bad.length) return bad.join('; ');
 });
 
-await client.destroy(sbx).catch(() => {});
+// Jobs (API.md §5.4): stdoutStreamUrl / stderrStreamUrl, `streams`, `limit`.
+const jobOf = async (jobId) => (await req('GET', `/sandbox/sandboxes/${sbx}/jobs/${jobId}`)).json?.data;
+
+await check('job_stream_urls', async () => {
+	const job = await client.createJob(sbx, { command: ['echo', 'from a job'] });
+	const got = await client.getJob(sbx, job.id);
+	const j = await jobOf(job.id);
+	if (!j?.stdoutStreamUrl?.includes('?exp=') || !j?.stderrStreamUrl) return `urls ${JSON.stringify(j)}`;
+	const out = await readUntil(j.stdoutStreamUrl, () => false);
+	const err = await readUntil(j.stderrStreamUrl, () => false);
+	if (out !== 'from a job\n' || err !== '') return `stdout ${JSON.stringify(out)}, stderr ${JSON.stringify(err)}`;
+	if (got.id !== job.id) return `getJob ${JSON.stringify(got)}`;
+});
+
+// A running job's stream stays open (no EOF) until the job ends: here, its stop.
+await check('job_stream_ends_with_the_job', async () => {
+	const job = await client.createJob(sbx, { command: ['sleep', '600'] });
+	const j = await jobOf(job.id);
+	let ended = false;
+	const reading = readUntil(j.stdoutStreamUrl, () => false).then((t) => ((ended = true), t));
+	const listed = (await req('GET', `/sandbox/sandboxes/${sbx}/jobs`)).json?.data?.jobs ?? [];
+	if (ended) return 'the stream ended while the job ran';
+	if (!listed.some((x) => x.jobId === job.id && x.stdoutStreamUrl?.includes('&sig='))) return `listed ${JSON.stringify(listed.slice(0, 2))}`;
+	await job.stop();
+	const text = await reading;
+	if (text !== '') return `stdout ${JSON.stringify(text)}`;
+});
+
+await check('job_streams_ignore_and_routed', async () => {
+	const s = await newStream('job-out');
+	const r = await req('POST', `/sandbox/sandboxes/${sbx}/jobs`, { command: ['stderr', 'job err'], streams: { stdout: 'ignore', stderr: s.id } });
+	const j = r.json?.data;
+	if (r.status !== 200 || j?.stdoutStreamUrl || !j?.stderrStreamUrl?.includes(`/streams/${s.id}?`)) return `create ${r.status} ${r.text.slice(0, 300)}`;
+	const text = await readUntil(s.url, () => false);
+	if (text !== 'job err\n') return `the routed stream holds ${JSON.stringify(text)}`;
+	const bad = await req('POST', `/sandbox/sandboxes/${sbx}/jobs`, { command: ['true'], streams: { stdout: 'str_nosuch' } });
+	const bad2 = await req('POST', `/sandbox/sandboxes/${sbx}/jobs`, { command: ['true'], streams: 'x' });
+	if (bad.status !== 400 || bad2.status !== 400) return `bad streams: ${bad.status} ${bad2.status}`;
+});
+
+await check('job_list_limit', async () => {
+	for (let i = 0; i < 3; i++) await client.createJob(sbx, { command: ['true'] });
+	const two = (await req('GET', `/sandbox/sandboxes/${sbx}/jobs?limit=2`)).json?.data?.jobs;
+	const all = (await req('GET', `/sandbox/sandboxes/${sbx}/jobs`)).json?.data?.jobs;
+	const viaClient = await client.listJobs(sbx, 2);
+	if (two?.length !== 2 || !(all?.length > 3) || viaClient.jobs.length !== 2) return `limit 2: ${two?.length}, all ${all?.length}, client ${viaClient.jobs.length}`;
+	if (two[0].jobId !== all[0].jobId) return 'not the newest first';
+});
+
+if (process.env.STREAMS_KEEP) {
+	// For the second phase (after huskd's restart): a running job whose stream must end when it stops.
+	const job = await client.createJob(sbx, { command: ['sleep', '600'] });
+	const j = await jobOf(job.id);
+	(await import('node:fs')).writeFileSync(process.env.STREAMS_KEEP, JSON.stringify({ sbx, job: job.id, url: j.stdoutStreamUrl }));
+} else await client.destroy(sbx).catch(() => {});
 process.exit(failed() ? 1 : 0);
