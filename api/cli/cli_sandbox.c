@@ -129,8 +129,8 @@ int sandbox_get(struct cli *c, int argc, char **argv)
 	                                    {"region", "region"},
 	                                    {NULL, NULL}};
 	c->usage = "husk get ID [--json]\nShows a sandbox: status, runtime, resources, "
-		   "executions.\n";
-	return cli_show_id(c, argc, argv, "ID", "/sandbox", NULL, NULL, fields);
+		   "executions; a deleted one too, as the reference CLI does.\n";
+	return cli_show_id(c, argc, argv, "ID", "/sandbox", "?includeDeleted=true", NULL, fields);
 }
 
 int sandbox_delete_confirmed(struct cli *c, const char *target, const char *what, bool confirmed,

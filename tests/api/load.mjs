@@ -320,7 +320,7 @@ async function main() {
 		const left = await listAll();
 		const ids = new Set([...expectStatus.keys(), ...(left.sandboxes ?? []).map((s) => s.sandboxId)]);
 		await track('destroy all', Promise.all([...ids].map((id) => client.destroy(id))));
-		const infos = await Promise.all([...ids].map((id) => client.get(id)));
+		const infos = await Promise.all([...ids].map(async (id) => (await api('GET', `/sandbox/${id}?includeDeleted=true`)).json?.data ?? { sandboxId: id }));
 		for (const info of infos) if (info.status !== 'deleted') fail('destroy_all', `${info.sandboxId}: ${info.status} after destroy`);
 		const list = await listAll();
 		if (list.total !== 0) fail('destroy_all', `GET /sandbox still lists ${list.total}: ${JSON.stringify(list.sandboxes.map((s) => [s.sandboxId, s.status]))}`);

@@ -190,7 +190,7 @@ export const destroyMid = async (ctx, j) => {
 	expectRecord(name, `${sb.id} its execution`, r, 'cancelled', 'nonzero');
 	if (out.checker.bad || err.checker.n || (!yes && out.checker.n)) fail('healthy_streams_complete', `${sb.id}: output of a destroyed command: ${out.checker.bad ?? ''} ${out.checker.n}/${err.checker.n} bytes`);
 	else ok('healthy_streams_complete');
-	const info = await client.get(sb.id);
+	const info = (await api('GET', `/sandbox/${sb.id}?includeDeleted=true`)).json?.data ?? {};
 	if (info.status !== 'deleted') fail(name, `${sb.id}: status ${info.status} after destroy, want deleted`);
 	else ok(name);
 	const again = await api('POST', `/sandbox/${sb.id}/execute`, { command: ['true'] });
@@ -236,7 +236,7 @@ export const whileCreating = async (ctx, j) => {
 	if (destroy) {
 		await client.destroy(sb.id);
 		expectRecord(name, `${sb.id} queued execution of a sandbox destroyed while starting`, await track(`wait ${ex.executionId}`, client.getExecution(ex.executionId, '1m')), 'cancelled', 'nonzero');
-		const info = await client.get(sb.id);
+		const info = (await api('GET', `/sandbox/${sb.id}?includeDeleted=true`)).json?.data ?? {};
 		if (info.status !== 'deleted') fail(name, `${sb.id}: status ${info.status} after destroy, want deleted`);
 	} else {
 		const c = await api('DELETE', `/sandbox/execution/${ex.executionId}`);

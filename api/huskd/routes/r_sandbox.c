@@ -109,13 +109,32 @@ ROUTE(r_create)
 	sbx_create(c->rt->m, body, created, c);
 }
 
+/* includeDeleted=true: whether a deleted sandbox is shown (else it is not found). */
+static bool include_deleted(struct http_req *r)
+{
+	char v[8];
+
+	return http_query_get(r, "includeDeleted", v, sizeof(v)) > 0 && !strcmp(v, "true");
+}
+
 ROUTE(r_get)
 {
 	struct routes *rt = ctx;
 	char wait[256], ms[32];
 	struct sbx_err err;
 	json_t *info = NULL;
+	bool deleted_too = include_deleted(r);
 
+	/* A deleted sandbox is out of sight unless asked for (API.md §4.1), as the reference's. */
+	if (!deleted_too && sbx_get(rt->m, p[0], &info, &err) == 0 &&
+	    !strcmp(json_string_value(json_object_get(info, "status")) ?: "", "deleted")) {
+		api_error(r, 404, "SANDBOX_NOT_FOUND",
+		          "sandbox %s was deleted (includeDeleted=true shows its record)", p[0]);
+		json_decref(info);
+		return;
+	}
+	json_decref(info);
+	info = NULL;
 	if (http_query_get(r, "waitForStatus", wait, sizeof(wait)) > 0) {
 		uint64_t n = http_query_get(r, "waitMs", ms, sizeof(ms)) > 0
 		                     ? strtoull(ms, NULL, 10)
@@ -185,6 +204,8 @@ ROUTE(r_list)
 	if (http_query_get(r, "sort", sort, sizeof(sort)) > 0)
 		q.sort = sort;
 	q.ascending = http_query_get(r, "direction", dir, sizeof(dir)) > 0 && !strcmp(dir, "asc");
+	if (include_deleted(r))
+		q.deleted = 1;
 	if (http_query_get(r, "deletedOnly", del, sizeof(del)) > 0 && !strcmp(del, "true"))
 		q.deleted = 2;
 	query_page(r, 50, 100, &q.limit, &q.offset);

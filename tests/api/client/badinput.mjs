@@ -219,6 +219,25 @@ await expect('runtimes_bad_direction', req('GET', '/sandbox/runtimes?sort=name&d
 	}
 }
 
+// A deleted sandbox is out of sight unless asked for: get answers 404, list leaves
+// it out; includeDeleted=true shows it in both.
+{
+	const made2 = await req('POST', '/sandbox', { body: '{"name":"to-delete"}' });
+	const id = made2.json?.data?.sandboxId;
+	await req('GET', `/sandbox/${id}?waitForStatus=idle&waitMs=60000`);
+	await req('DELETE', `/sandbox/${id}`);
+	const hidden = await req('GET', `/sandbox/${id}`);
+	const shown = await req('GET', `/sandbox/${id}?includeDeleted=true`);
+	const listed = (await req('GET', '/sandbox?name=to-delete')).json?.data?.sandboxes?.length;
+	const listedAll = (await req('GET', '/sandbox?name=to-delete&includeDeleted=true')).json?.data?.sandboxes ?? [];
+	const good = hidden.status === 404 && hidden.json?.code === 'SANDBOX_NOT_FOUND' && /includeDeleted=true/.test(hidden.json?.message) && shown.json?.data?.status === 'deleted' && listed === 0 && listedAll.length === 1 && listedAll[0].status === 'deleted';
+	if (good) console.log('PASS badinput/include_deleted');
+	else {
+		failed++;
+		console.log(`FAIL badinput/include_deleted: get ${hidden.status} ${hidden.text.slice(0, 120)}; with includeDeleted ${shown.status} ${shown.json?.data?.status}; listed ${listed}, with includeDeleted ${listedAll.length}`);
+	}
+}
+
 // Its fake VMM would outlive huskd.
 if (made.status === 201) await req('DELETE', `/sandbox/${sbx}`);
 

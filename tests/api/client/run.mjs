@@ -151,8 +151,11 @@ await check('interactive_session', async () => {
 	const types = (events.events ?? []).map((e) => e.type);
 	if (!types.includes('create') || !types.includes('lifecycle:started')) return `events ${types}`;
 	await sb.destroy();
-	const info = await client.get(sb.id);
-	if (info.status !== 'deleted') return `after destroy: ${info.status}`;
+	// Out of sight unless asked for (includeDeleted), as the reference's get.
+	const gone = await client.get(sb.id).then((i) => `found, ${i.status}`, (e) => e.name);
+	if (gone !== 'SandboxNotFoundError') return `client.get after destroy: ${gone}`;
+	const info = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}?includeDeleted=true`, { headers: { Authorization: `Bearer ${process.env.HUSK_API_KEY}` } })).json();
+	if (info.data?.status !== 'deleted') return `after destroy, with includeDeleted: ${JSON.stringify(info).slice(0, 200)}`;
 });
 
 await check('jobs', async () => {
