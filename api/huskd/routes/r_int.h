@@ -59,6 +59,13 @@ void reply_done(struct http_req *r, const struct sbx_err *err, const struct sbx_
 void done_sandbox(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
 void done_file(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
 
+/* A list's query (GET /sandbox, GET /cli/sandbox) into q; -1 after answering 400. */
+struct list_query_bufs {
+	char name[256], status[32], live[8], sort[32], dir[8], del[8], mode[16];
+	char project[256], snapshot[256];
+};
+int list_query(struct http_req *r, struct list_query_bufs *b, struct sbx_list_query *q);
+
 /* The request body as a JSON object, or NULL after answering 400. */
 json_t *body_object(struct http_req *r);
 /* A query parameter as an int (atoi), def when absent. */
@@ -121,6 +128,8 @@ ROUTE(r_execution_cancel);
 ROUTE(r_executions);
 ROUTE(r_stream);
 ROUTE(r_stream_create);
+ROUTE(r_cli_list);
+ROUTE(r_cli_resolve);
 ROUTE(r_stream_put);
 ROUTE(r_fs_write);
 ROUTE(r_fs_read);

@@ -173,42 +173,50 @@ ROUTE(r_destroy)
 		api_ok(r, 200, NULL);
 }
 
+int list_query(struct http_req *r, struct list_query_bufs *b, struct sbx_list_query *q)
+{
+	*q = (struct sbx_list_query){.org = caller_org(r)};
+	if (http_query_get(r, "name", b->name, sizeof(b->name)) > 0)
+		q->name = b->name;
+	if (http_query_get(r, "status", b->status, sizeof(b->status)) > 0)
+		q->status = b->status;
+	if (http_query_get(r, "mode", b->mode, sizeof(b->mode)) > 0) {
+		if (strcmp(b->mode, "oneshot") && strcmp(b->mode, "interactive")) {
+			api_error(r, 400, "BAD_REQUEST", "mode must be oneshot or interactive");
+			return -1;
+		}
+		q->mode = b->mode;
+	}
+	if (http_query_get(r, "projectId", b->project, sizeof(b->project)) > 0)
+		q->project_id = b->project;
+	if (http_query_get(r, "snapshotId", b->snapshot, sizeof(b->snapshot)) > 0)
+		q->snapshot_id = b->snapshot;
+	if (http_query_get(r, "live", b->live, sizeof(b->live)) > 0)
+		q->live = !strcmp(b->live, "true") ? 1 : -1;
+	if (http_query_get(r, "sort", b->sort, sizeof(b->sort)) > 0)
+		q->sort = b->sort;
+	q->ascending = http_query_get(r, "direction", b->dir, sizeof(b->dir)) > 0 &&
+	               !strcmp(b->dir, "asc");
+	if (include_deleted(r))
+		q->deleted = 1;
+	if (http_query_get(r, "deletedOnly", b->del, sizeof(b->del)) > 0 && !strcmp(b->del, "true"))
+		q->deleted = 2;
+	query_page(r, 50, 100, &q->limit, &q->offset);
+	return 0;
+}
+
 ROUTE(r_list)
 {
 	struct routes *rt = ctx;
-	char name[256] = "", status[32] = "", live[8] = "", sort[32] = "", dir[8] = "", del[8] = "";
-	char mode[16] = "", project[256] = "", snapshot[256] = "";
-	struct sbx_list_query q = {.org = caller_org(r)};
+	struct list_query_bufs b;
+	struct sbx_list_query q;
 	struct sbx_err err;
 	json_t *out = NULL, *v;
 	size_t i;
 
 	(void)p;
-	if (http_query_get(r, "name", name, sizeof(name)) > 0)
-		q.name = name;
-	if (http_query_get(r, "status", status, sizeof(status)) > 0)
-		q.status = status;
-	if (http_query_get(r, "mode", mode, sizeof(mode)) > 0) {
-		if (strcmp(mode, "oneshot") && strcmp(mode, "interactive")) {
-			api_error(r, 400, "BAD_REQUEST", "mode must be oneshot or interactive");
-			return;
-		}
-		q.mode = mode;
-	}
-	if (http_query_get(r, "projectId", project, sizeof(project)) > 0)
-		q.project_id = project;
-	if (http_query_get(r, "snapshotId", snapshot, sizeof(snapshot)) > 0)
-		q.snapshot_id = snapshot;
-	if (http_query_get(r, "live", live, sizeof(live)) > 0)
-		q.live = !strcmp(live, "true") ? 1 : -1;
-	if (http_query_get(r, "sort", sort, sizeof(sort)) > 0)
-		q.sort = sort;
-	q.ascending = http_query_get(r, "direction", dir, sizeof(dir)) > 0 && !strcmp(dir, "asc");
-	if (include_deleted(r))
-		q.deleted = 1;
-	if (http_query_get(r, "deletedOnly", del, sizeof(del)) > 0 && !strcmp(del, "true"))
-		q.deleted = 2;
-	query_page(r, 50, 100, &q.limit, &q.offset);
+	if (list_query(r, &b, &q))
+		return;
 	if (sbx_list(rt->m, &q, &out, &err)) {
 		reply_error(r, &err, S_SANDBOX);
 		return;

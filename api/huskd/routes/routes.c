@@ -83,6 +83,9 @@ static const struct route api_routes[] = {
 	{"POST", "/fs/rmdir/:id", r_fs_rmdir, R_SANDBOX},
 	{"GET", "/fs/download/:id", r_fs_download, R_SANDBOX},
 	{"POST", "/fs/upload/:id", r_fs_upload, R_SANDBOX},
+	/* The reference CLI's lookups (API.md §5.12): scoped to the caller's org by the handler. */
+	{"GET", "/cli/sandbox", r_cli_list, 0},
+	{"GET", "/cli/sandbox/:id", r_cli_resolve, 0},
 	/* husk's own (API.md §9): keys and orgs. */
 	{"POST", "/keys", r_key_create, R_ADMIN},
 	{"GET", "/keys", r_key_list, R_ADMIN},

@@ -220,8 +220,18 @@ const callerScoped = new Set([
 	'POST /sandbox', 'GET /sandbox', 'GET /sandbox/runtimes', 'GET /sandbox/stats', 'GET /services/stats/:org',
 	'GET /sandbox/snapshots', 'GET /sandbox/snapshots/lineage', 'POST /sandbox/snapshots/build',
 	'GET /sandbox/snapshots/:snap', 'PATCH /sandbox/snapshots/:snap', 'DELETE /sandbox/snapshots/:snap', 'GET /whoami',
-	'GET /audit', 'GET /audit/verify', 'POST /streams', 'PUT /streams/:id',
+	'GET /audit', 'GET /audit/verify', 'POST /streams', 'PUT /streams/:id', 'GET /cli/sandbox',
+	'GET /cli/sandbox/:id',
 ]);
+// The reference CLI's lookups (API.md §5.12) see the key's own org only.
+await check('cli_lookups_scoped', async () => {
+	const mine = (await req(acmeMember, 'GET', '/cli/sandbox')).json?.data?.sandboxes?.map((x) => x.id) ?? [];
+	const own = await req(acmeMember, 'GET', `/cli/sandbox/${acmeSb.id}`);
+	const other = await req(betaMember, 'GET', `/cli/sandbox/${acmeSb.id}`);
+	if (!mine.includes(acmeSb.id) || mine.includes(betaSb.id)) return `acme's list ${mine}`;
+	if (own.status !== 200 || own.json?.data?.orgId !== acmeOrgId || own.json?.data?.id !== acmeSb.id) return `resolve own: ${own.status} ${own.text.slice(0, 200)}`;
+	return other.status === 404 && other.json?.code === 'NOT_FOUND' ? '' : `resolve another org's: ${other.status} ${other.text.slice(0, 200)}`;
+});
 // User streams (POST /streams) are their org's: another org's key cannot write,
 // read (without the signed URL) or feed one to a command.
 await check('streams_scoped', async () => {
