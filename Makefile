@@ -244,11 +244,11 @@ $(IMGWRITE): $(call obj,san,tests/img/imgwrite.c) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),-lcrypto)
 
 $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
-	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto)
+	$(call link,$(REL_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto -larchive)
 
 # huskd with sanitizers, for the API tests.
 $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto -larchive)
 
 $(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
 	$(call link,$(REL_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
@@ -257,15 +257,16 @@ $(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san)
 	$(call link,$(SAN_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS) api/huskd/net/dns_msg.c api/huskd/net/net_policy.c \
-	api/huskd/routes/r_target.c api/huskd/tenant/tenant.c api/huskd/keys/keystore.c api/huskd/keys/keystore_kms.c) \
+	api/huskd/routes/r_target.c api/huskd/tenant/tenant.c api/huskd/keys/keystore.c api/huskd/keys/keystore_kms.c \
+	api/huskd/sandbox/zipconv.c) \
 	$(call lib,http,san) $(call lib,img,san) $(call lib,evloop,san) $(call lib,proto,san)
-	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3 -lresolv -lcrypto)
+	$(call link,$(SAN_CFLAGS),$(VMM_LIBS) $(HTTP_LIBS) -lsqlite3 -lresolv -lcrypto -larchive)
 
 # The sandbox manager's tests (tests/huskd): the real manager and store, husk-vmm played by fake-vmm.
 SBX_TEST_SRCS := $(sort $(wildcard tests/huskd/*.c)) api/huskd/huskd_log.c \
 	$(sort $(wildcard api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c api/huskd/keys/*.c)) $(STORE_SRCS)
 $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
-	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto -larchive)
 
 # The HTTP layer over real sockets (tests/api): a test server and the client that drives it.
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)
@@ -358,7 +359,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
 	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
 	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate \
-	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls
+	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls $(BUILD)/fuzz/fuzz_zipconv
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -386,6 +387,8 @@ $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
 $(BUILD)/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c api/huskd/routes/r_target.c
 $(BUILD)/fuzz/fuzz_oci: tests/fuzz/fuzz_oci.c images/oci/oci_json.c images/oci/oci_layer.c
 $(BUILD)/fuzz/fuzz_oci: FUZZ_LIBS := -larchive
+$(BUILD)/fuzz/fuzz_zipconv: tests/fuzz/fuzz_zipconv.c api/huskd/sandbox/zipconv.c
+$(BUILD)/fuzz/fuzz_zipconv: FUZZ_LIBS := -larchive
 $(BUILD)/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c api/http/http_tls.c
 $(BUILD)/fuzz/fuzz_tls: FUZZ_LIBS := -lssl -lcrypto
 $(FUZZ_TARGETS):

@@ -141,8 +141,10 @@ suite tenants tests/api/tenants.sh
 suite tls tests/api/tls.sh
 # User streams, host only (fake VMM): run() with stdin, stdin written live, output into a stream.
 suite streams tests/api/streams.sh
+# Every route, query parameter and answer shape of the published client's API list, served.
+suite conformance tests/api/conformance.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci build/fuzz/fuzz_tls
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci build/fuzz/fuzz_tls build/fuzz/fuzz_zipconv
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).

@@ -116,6 +116,11 @@ const char *http_query(const struct http_req *r);
  * A key without '=' has the value "". The first occurrence wins.
  */
 int http_query_get(const struct http_req *r, const char *key, char *out, size_t outlen);
+/*
+ * For conformance tests: fn(r, key) on every http_query_get, so a test can
+ * see which query parameters a route reads (NULL: off, the default).
+ */
+void http_trace_queries(void (*fn)(const struct http_req *r, const char *key));
 /* The value of header name in r (case-insensitive, first of repeats); NULL if absent. */
 const char *http_header(const struct http_req *r, const char *name);
 /* r's headers in order, repeats included: how many, and the i-th (i < the count). */

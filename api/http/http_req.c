@@ -128,11 +128,21 @@ int http_pct_decode(const char *in, size_t inlen, char *out, size_t outlen, int 
 	return (int)o;
 }
 
+static void (*query_trace)(const struct http_req *r, const char *key);
+
+void http_trace_queries(void (*fn)(const struct http_req *r, const char *key))
+{
+	query_trace = fn;
+}
+
 int http_query_get(const struct http_req *r, const char *key, char *out, size_t outlen)
 {
 	const char *q = http_query(r);
 	size_t klen = strlen(key);
 	char name[256];
+
+	if (query_trace)
+		query_trace(r, key);
 
 	while (*q) {
 		const char *end = strchr(q, '&'), *eq;

@@ -136,6 +136,28 @@ static int controller_on(const char *dir, const char *name)
 	return fclose(f) != 0 ? -1 : 0;
 }
 
+/* HUSKD_TRACE_QUERIES=FILE: each query parameter a route reads, "METHOD PATH KEY" (tests). */
+static FILE *query_trace;
+
+static void trace_query(const struct http_req *r, const char *key)
+{
+	fprintf(query_trace, "%s %s %s\n", http_method(r), http_path(r), key);
+	fflush(query_trace);
+}
+
+static void setup_query_trace(void)
+{
+	const char *path = getenv("HUSKD_TRACE_QUERIES");
+
+	if (!path || !*path)
+		return;
+	query_trace = fopen(path, "ae");
+	if (query_trace)
+		http_trace_queries(trace_query);
+	else
+		log_warn(NULL, "HUSKD_TRACE_QUERIES: cannot open %s: %s", path, strerror(errno));
+}
+
 static const char *setup_cgroups(void)
 {
 	static const char dir[] = "/sys/fs/cgroup/husk";
@@ -350,6 +372,7 @@ static int start(struct huskd *d, struct options *o)
 	o->sbx.keys = d->keystore;
 	rcfg.keystore = d->keystore;
 	o->sbx.cgroup_dir = setup_cgroups();
+	setup_query_trace();
 	rc = sbx_mgr_open(d->loop, d->store, &o->sbx, &d->mgr);
 	rcfg.tenants = d->tenants;
 	if (!rc)

@@ -97,13 +97,16 @@ ROUTE(r_fs_rmdir)
 	fs_simple(r, p[0], ctx, 2);
 }
 
-/* tar.gz is the one format; zip would need a zip tool in every runtime. */
-static int format_ok(struct http_req *r)
+/* format: "tar.gz" (the default) or "zip" into *zip; else 0 after a 400. */
+static int format_of(struct http_req *r, bool *zip, bool *given)
 {
 	char fmt[16] = "";
 
-	if (http_query_get(r, "format", fmt, sizeof(fmt)) > 0 && strcmp(fmt, "tar.gz")) {
-		api_error(r, 400, "BAD_REQUEST", "format '%s' is not supported; use tar.gz", fmt);
+	*given = http_query_get(r, "format", fmt, sizeof(fmt)) > 0;
+	*zip = *given && !strcmp(fmt, "zip");
+	if (*given && !*zip && strcmp(fmt, "tar.gz")) {
+		api_error(r, 400, "BAD_REQUEST",
+		          "format '%s' is not one huskd serves: zip or tar.gz", fmt);
 		return 0;
 	}
 	return 1;
@@ -117,15 +120,27 @@ static void download_done(void *ctx, const struct sbx_err *err, const struct sbx
 		stream_file(ctx, reply->fd, "application/gzip");
 }
 
+static void download_zip_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	if (err)
+		reply_error(ctx, err, S_ARCHIVE);
+	else
+		stream_file(ctx, reply->fd, "application/zip");
+}
+
 ROUTE(r_fs_download)
 {
 	struct routes *rt = ctx;
 	char path[4096] = ".";
+	bool zip, given;
 
-	if (!format_ok(r))
+	if (!format_of(r, &zip, &given))
 		return;
 	http_query_get(r, "path", path, sizeof(path));
-	sbx_fs_download(rt->m, p[0], path, download_done, r);
+	if (zip)
+		sbx_fs_download_zip(rt->m, p[0], path, download_zip_done, r);
+	else
+		sbx_fs_download(rt->m, p[0], path, download_done, r);
 }
 
 static void upload_done(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
@@ -137,27 +152,35 @@ static void upload_done(void *ctx, const struct sbx_err *err, const struct sbx_r
 		api_ok(ctx, 200, NULL);
 }
 
+/* zip or tar.gz, as format says or, without it, as the body's first bytes say. */
 ROUTE(r_fs_upload)
 {
-	static const unsigned char gz[] = {0x1f, 0x8b}, zip[] = {'P', 'K', 3, 4};
+	static const unsigned char gz[] = {0x1f, 0x8b}, pk[] = {'P', 'K', 3, 4};
 	struct routes *rt = ctx;
 	char path[4096] = ".";
 	size_t len = 0;
 	const unsigned char *body = http_body(r, &len);
+	bool zip, given;
 
-	if (!format_ok(r))
+	if (!format_of(r, &zip, &given))
 		return;
-	if (len >= 4 && !memcmp(body, zip, 4)) {
-		api_error(r, 400, "BAD_REQUEST", "zip archives are not supported; send a tar.gz");
+	if (!given)
+		zip = len >= 4 && !memcmp(body, pk, 4);
+	if (zip && (len < 4 || memcmp(body, pk, 4))) {
+		api_error(r, 400, "BAD_REQUEST", "the body is not a zip archive (format=zip)");
 		return;
 	}
-	if (len < 2 || memcmp(body, gz, 2)) {
-		api_error(r, 400, "BAD_REQUEST", "the body is not a gzip-compressed tar archive");
+	if (!zip && (len < 2 || memcmp(body, gz, 2))) {
+		api_error(r, 400, "BAD_REQUEST",
+		          "the body is not a gzip-compressed tar archive: send a tar.gz, or a zip");
 		return;
 	}
 	http_query_get(r, "path", path, sizeof(path));
 	/* The body lives as long as r, which is answered only when the upload is done. */
-	sbx_fs_upload(rt->m, p[0], path, body, len, upload_done, r);
+	if (zip)
+		sbx_fs_upload_zip(rt->m, p[0], path, body, len, upload_done, r);
+	else
+		sbx_fs_upload(rt->m, p[0], path, body, len, true, upload_done, r);
 }
 
 ROUTE(r_env)

@@ -196,11 +196,20 @@ void sbx_fs_mkdir(struct sbx_mgr *m, const char *id, const char *path, bool pare
 /* rm / rmdir: {"found": bool} (a missing path is no error). */
 void sbx_fs_rm(struct sbx_mgr *m, const char *id, const char *path, bool dir, bool recursive,
                sbx_done_fn done, void *ctx);
-/* A folder as tar.gz bytes / a tar.gz unpacked into a folder (bytes borrowed until done). */
+/* A folder as tar.gz bytes / a tar (gzip: .tar.gz) unpacked into a folder (bytes borrowed until
+ * done). */
 void sbx_fs_download(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done,
                      void *ctx);
-void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const void *tgz, size_t len,
-                   sbx_done_fn done, void *ctx);
+void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const void *tar, size_t len,
+                   bool gzip, sbx_done_fn done, void *ctx);
+/*
+ * The same as zip (sbx_zip.c): a download's tar converted, an upload's zip
+ * converted to a tar first (bytes borrowed until done); neither extracted here.
+ */
+void sbx_fs_download_zip(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done,
+                         void *ctx);
+void sbx_fs_upload_zip(struct sbx_mgr *m, const char *id, const char *path, const void *zip,
+                       size_t len, sbx_done_fn done, void *ctx);
 /* PATCH env: vars of strings (null deletes); done: {"env": {...}}. */
 void sbx_env_set(struct sbx_mgr *m, const char *id, json_t *vars, sbx_done_fn done, void *ctx);
 /* Jobs (background processes); done: the Job, or {"jobs": [...]}. */

@@ -118,6 +118,14 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 	json_decref(rec);
 	if (sb->state == SBX_RUNNING) {
 		if (sb->oneshot) {
+			/* Its command ran to its end (a oneshot's whole purpose): said before it
+			 * ends. */
+			sbpatch = json_pack("{sssOss}", "executionId", e->id, "exitCode",
+			                    json_object_get(patch, "exitCode"), "status", status);
+			if (store_event_append(m->store, sb->id, "lifecycle:completed", sbpatch,
+			                       NULL))
+				log_warn(sb->id, "cannot record its lifecycle:completed event");
+			json_decref(sbpatch);
 			sbpatch = json_pack("{sO}", "exitCode", json_object_get(patch, "exitCode"));
 			sbx_end(sb, "terminated", "its command ended", sbpatch);
 			json_decref(sbpatch);

@@ -248,6 +248,9 @@ void sbx_state_release(struct sandbox *sb);
 /* huskd stops: the sandbox is let go as it is (GONE here, its record untouched). */
 void sbx_state_forget(struct sandbox *sb);
 
+/* The most bytes an archive of the files API holds (download, upload, zip or not). */
+#define ARCHIVE_MAX (512u << 20)
+
 /* ---- sbx_exec_io.c: an execution's streams ---- */
 struct exec_io {
 	struct outbuf *out[2]; /* out[1] may be out[0] (both routed to one user stream) */

@@ -19,7 +19,6 @@
 /* A list's or env's answer, held in memory. */
 #define READ_MAX (512u << 20)
 /* Archives pass through memory: bigger ones belong to a snapshot, not an HTTP body. */
-#define ARCHIVE_MAX (512u << 20)
 
 struct op {
 	struct sandbox *sb;
@@ -377,14 +376,16 @@ void sbx_fs_download(struct sbx_mgr *m, const char *id, const char *path, sbx_do
 	        ctx);
 }
 
-void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const void *tgz, size_t len,
-                   sbx_done_fn done, void *ctx)
+void sbx_fs_upload(struct sbx_mgr *m, const char *id, const char *path, const void *tar, size_t len,
+                   bool gzip, sbx_done_fn done, void *ctx)
 {
 	char full[4096];
 
 	workspace_path(sbx_workspace(sbx_find(m, id)), path, full, sizeof(full));
 	archive(m, id,
-	        json_pack("[sssss]", "sh", "-c", "mkdir -p \"$1\" && tar -xzf - -C \"$1\"", "sh",
-	                  full),
-	        tgz, len, done, ctx);
+	        json_pack("[sssss]", "sh", "-c",
+	                  gzip ? "mkdir -p \"$1\" && tar -xzf - -C \"$1\""
+	                       : "mkdir -p \"$1\" && tar -xf - -C \"$1\"",
+	                  "sh", full),
+	        tar, len, done, ctx);
 }

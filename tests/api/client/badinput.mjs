@@ -88,7 +88,9 @@ if (made.status !== 201) {
 }
 await expect('fs_write_bad_body', req('POST', `/fs/${sbx}`, { body: '{"files":"x"}' }), 400);
 await expect('fs_write_unknown_sandbox', req('POST', '/fs/sbx_nosuchthing', { body: '{"files":"x"}' }), 404, 'SANDBOX_NOT_FOUND');
-await expect('upload_zip', req('POST', `/fs/upload/${sbx}`, { body: Buffer.from('PK\x03\x04rest') }), 400);
+await expect('upload_zip_not_a_zip', req('POST', `/fs/upload/${sbx}`, { body: Buffer.from('PK\x03\x04rest') }), 400, 'ARCHIVE_FAILED');
+await expect('upload_format_mismatch', req('POST', `/fs/upload/${sbx}?format=zip`, { body: Buffer.from([0x1f, 0x8b, 8, 0]) }), 400);
+await expect('upload_unknown_format', req('POST', `/fs/upload/${sbx}?format=rar`, { body: Buffer.from([0x1f, 0x8b, 8, 0]) }), 400);
 await expect('upload_not_gzip', req('POST', `/fs/upload/${sbx}`, { body: 'plain text' }), 400);
 // A big body waits in a file as it arrives, not in huskd's memory: with 47 of
 // an upload's 48 MiB sent (the socket took them), huskd's anonymous memory has
@@ -116,7 +118,7 @@ if (process.env.HUSKD_PID) {
 	}
 	console.log(`  (measured) huskd RssAnon ${before} kB before a 48 MiB upload, ${during} kB with 47 MiB of it in`);
 }
-await expect('download_zip_format', req('GET', `/fs/download/${sbx}?format=zip`), 400);
+await expect('download_unknown_format', req('GET', `/fs/download/${sbx}?format=rar`), 400);
 await expect('unknown_route', req('GET', '/nope'), 404);
 await expect('wrong_method', req('PUT', '/sandbox'), 405);
 await expect('oversized_body', req('POST', '/sandbox', { body: 'x'.repeat(65 << 20) }), 413);

@@ -20,11 +20,13 @@ export function checks(suite) {
 	return { check, failed: () => failed };
 }
 
-// A request to base + path with key (none if null) and a JSON body: {status, json, text}.
+// A request to base + path with key (none if null) and a JSON body (a Buffer goes as
+// it is): {status, json, text}.
 export async function request(base, key, method, path, body) {
 	const headers = key ? { Authorization: `Bearer ${key}` } : {};
-	if (body !== undefined) headers['Content-Type'] = 'application/json';
-	const r = await fetch(base + path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+	const raw = Buffer.isBuffer(body);
+	if (body !== undefined && !raw) headers['Content-Type'] = 'application/json';
+	const r = await fetch(base + path, { method, headers, body: body === undefined || raw ? body : JSON.stringify(body) });
 	const text = await r.text();
 	let json = null;
 	try {

@@ -152,8 +152,8 @@ await check('interactive_session', async () => {
 	if (!types.includes('create') || !types.includes('lifecycle:started')) return `events ${types}`;
 	await sb.destroy();
 	// Out of sight unless asked for (includeDeleted), as the reference's get.
-	const gone = await client.get(sb.id).then((i) => `found, ${i.status}`, (e) => e.name);
-	if (gone !== 'SandboxNotFoundError') return `client.get after destroy: ${gone}`;
+	const gone = await client.get(sb.id).then((i) => `found, ${i.status}`, (e) => `${e._tag ?? e.name} ${e.status}`);
+	if (!/ 404$/.test(gone)) return `client.get after destroy: ${gone}`;
 	const info = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}?includeDeleted=true`, { headers: { Authorization: `Bearer ${process.env.HUSK_API_KEY}` } })).json();
 	if (info.data?.status !== 'deleted') return `after destroy, with includeDeleted: ${JSON.stringify(info).slice(0, 200)}`;
 });
@@ -207,6 +207,38 @@ await check('job_output_streams_across_pause', async () => {
 	const err = await (await fetch(rec.stderrStreamUrl)).text();
 	await sb.destroy();
 	if (out !== 'one\ntwo\n' || err !== 'err\n') return `stdout ${JSON.stringify(out)}, stderr ${JSON.stringify(err)}`;
+});
+
+// zip (issue L item 4): a folder downloaded as zip is a standard zip (Python's zipfile
+// reads it), and a zip uploaded - with format=zip, or found by its bytes - unpacks.
+await check('files_as_zip', async () => {
+	const { createHash, randomBytes } = await import('node:crypto');
+	const auth = { Authorization: `Bearer ${process.env.HUSK_API_KEY}` };
+	const sb = await client.create({ runtime: 'python:3.13' });
+	const blob = randomBytes(300000);
+	await sb.writeFiles([
+		{ path: 'src/app.py', content: Buffer.from('print("zipped")\n') },
+		{ path: 'src/sub/data.bin', content: blob },
+	]);
+	const dl = await fetch(`${process.env.HUSK_URL}/fs/download/${sb.id}?path=src&format=zip`, { headers: auth });
+	const zip = Buffer.from(await dl.arrayBuffer());
+	if (dl.status !== 200 || zip.subarray(0, 4).toString('latin1') !== 'PK\x03\x04') return `download: ${dl.status} ${dl.headers.get('content-type')}, ${zip.length} bytes`;
+	await sb.writeFiles([{ path: 'dl.zip', content: zip }]);
+	const py = 'import zipfile,hashlib; z=zipfile.ZipFile("dl.zip"); n=sorted(x for x in z.namelist() if not x.endswith("/")); print(n, hashlib.sha256(z.read([x for x in n if x.endswith("data.bin")][0])).hexdigest())';
+	const ex = await sb.execute({ command: ['python3', '-c', py] });
+	const listed = (await output(ex.stdoutStreamUrl)).trim();
+	const want = createHash('sha256').update(blob).digest('hex');
+	if (ex.exitCode !== 0 || !listed.includes('app.py') || !listed.includes('sub/data.bin') || !listed.endsWith(want)) return `zipfile read: exit ${ex.exitCode}: ${listed}`;
+	for (const [dest, q] of [['unzipped', '&format=zip'], ['sniffed', '']]) {
+		const up = await fetch(`${process.env.HUSK_URL}/fs/upload/${sb.id}?path=${dest}${q}`, { method: 'POST', headers: auth, body: zip });
+		if (up.status !== 200) return `upload to ${dest}: ${up.status} ${await up.text()}`;
+		const app = await text(await sb.readFile(`${dest}/app.py`));
+		if (app.trim() !== 'print("zipped")') return `${dest}/app.py reads ${JSON.stringify(app)}`;
+		const sum = await sb.execute({ command: ['sha256sum', `${dest}/sub/data.bin`] });
+		const got = (await output(sum.stdoutStreamUrl)).split(' ')[0];
+		if (got !== want) return `${dest}/sub/data.bin: sha256 ${got}, want ${want}`;
+	}
+	await sb.destroy();
 });
 
 await check('idle_timeout_reaps', async () => {

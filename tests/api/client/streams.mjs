@@ -97,6 +97,16 @@ await check('run_without_stdin_is_empty', async () => {
 	if (r.exitCode !== 0 || r.stdout !== '') return `exit ${r.exitCode}, stdout ${JSON.stringify(r.stdout)}`;
 });
 
+// A oneshot's command ran to its end: lifecycle:completed (with its exit code), then terminated.
+await check('oneshot_events_completed', async () => {
+	const r = await client.run({ runtime: 'base:latest', command: { exec: ['exit', '3'] } });
+	const ev = (await client.listEvents(r.sandboxId)).events ?? [];
+	const types = ev.map((e) => e.type);
+	const done = ev.find((e) => e.type === 'lifecycle:completed');
+	if (r.exitCode !== 3 || !done || types.indexOf('lifecycle:completed') > types.indexOf('lifecycle:terminated')) return `exit ${r.exitCode}, events ${types}`;
+	if (done.event?.exitCode !== 3) return `its event ${JSON.stringify(done)}`;
+});
+
 // The command reads stdin as it is written: its first line is out before the PUT ends.
 await check('stdin_live', async () => {
 	const s = await newStream();
