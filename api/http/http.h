@@ -193,6 +193,12 @@ size_t http_stream_queued(const struct http_req *r);
 void http_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg), void *arg);
 /* Ends r's stream; r must not be used afterwards. */
 void http_stream_end(struct http_req *r);
+/*
+ * Ends a stream as failed: the connection is closed without the last chunk,
+ * so the client sees a cut body (an error), never a complete one. r is done
+ * with, as after http_stream_end (its on_close does not run).
+ */
+void http_stream_abort(struct http_req *r);
 
 /*
  * cb(r, arg) runs once when r is being freed, whatever ended it: answered,

@@ -241,16 +241,22 @@ void http_on_drain(struct http_req *r, void (*cb)(struct http_req *r, void *arg)
 	r->drain_armed = cb != NULL;
 }
 
+/* Whether r's stream can be ended now; a request whose connection is gone is freed. */
+static bool stream_endable(struct http_req *r)
+{
+	if (!r->conn) {
+		http_req_free(r);
+		return false;
+	}
+	return r->resp == RESP_STREAM;
+}
+
 void http_stream_end(struct http_req *r)
 {
 	struct http_conn *c = r->conn;
 	char *buf;
 
-	if (!c) {
-		http_req_free(r);
-		return;
-	}
-	if (r->resp != RESP_STREAM)
+	if (!stream_endable(r))
 		return;
 	conn_enter(c);
 	if (!r->http10 && !r->head_only) {
@@ -264,6 +270,19 @@ void http_stream_end(struct http_req *r)
 	}
 	r->resp = RESP_DONE;
 	conn_answered(c);
+	conn_leave(c);
+}
+
+void http_stream_abort(struct http_req *r)
+{
+	struct http_conn *c = r->conn;
+
+	if (!stream_endable(r))
+		return;
+	conn_enter(c);
+	/* No last chunk: the client sees the body cut, never a whole one. */
+	conn_request_abort(c);
+	r->resp = RESP_DONE;
 	conn_leave(c);
 }
 

@@ -3,6 +3,7 @@
 #include "sbx_test.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -13,6 +14,7 @@
 
 #include "img.h"
 #include "keystore.h"
+#include "outbuf.h"
 #include "vmm_proc.h"
 
 struct t_env T;
@@ -141,21 +143,42 @@ void t_done_cb(void *ctx, const struct sbx_err *err, const struct sbx_reply *rep
 
 		d->bytes[n > 0 ? n : 0] = '\0';
 		d->len = reply->len;
+		if (reply->live) {
+			outbuf_ref(reply->live);
+			d->live = reply->live;
+			d->live_fd = fcntl(reply->fd, F_DUPFD_CLOEXEC, 0);
+		}
 	}
 }
 
 static bool is_done(void *arg)
 {
-	return ((struct t_done *)arg)->done;
+	struct t_done *d = arg;
+
+	return d->done && (!d->live || outbuf_closed(d->live));
 }
 
 bool t_wait_done(struct t_done *d)
 {
-	return t_wait(is_done, d, T_WAIT_MS);
+	bool ok = t_wait(is_done, d, T_WAIT_MS);
+	ssize_t n;
+
+	/* A read answered as it came: what its file holds at the end. */
+	if (ok && d->live) {
+		n = pread(d->live_fd, d->bytes, sizeof(d->bytes) - 1, 0);
+		d->bytes[n > 0 ? n : 0] = '\0';
+		d->len = (size_t)outbuf_len(d->live);
+		d->failed = outbuf_failed(d->live);
+	}
+	return ok;
 }
 
 void t_done_reset(struct t_done *d)
 {
+	if (d->live) {
+		outbuf_unref(d->live);
+		close(d->live_fd);
+	}
 	json_decref(d->data);
 	*d = (struct t_done){0};
 }

@@ -77,6 +77,10 @@ struct t_done {
 	json_t *data;
 	char bytes[256]; /* the start of an answer that is a file (a read), NUL-ended */
 	size_t len;      /* that file's whole length */
+	/* A file still being written (a read answered as it comes): waited for by t_wait_done. */
+	struct outbuf *live;
+	int live_fd;
+	bool failed; /* it ended failed (cut) */
 };
 void t_done_cb(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
 /* Waits for d->done; false if it never came. */

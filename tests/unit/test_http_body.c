@@ -180,3 +180,24 @@ UNIT_TEST(http_body_streamed_client_gone)
 	CHECK(bs.closes == 1 && bs.ends == 0 && f.closed);
 	fake_free(&f);
 }
+
+UNIT_TEST(http_stream_abort_cuts_the_body)
+{
+	struct http_limits lim;
+	struct fake_conn f = {0};
+	struct http_req *r;
+
+	start(&f, &lim, 0);
+	bs.read_later = true;
+	CHECK(fake_feeds(&f, "GET /in HTTP/1.1\r\n\r\nGET /x HTTP/1.1\r\n\r\n") == 0);
+	r = bs.r;
+	http_on_close(r, NULL, NULL);
+	http_stream_begin(r, 200, "text/plain");
+	CHECK(http_stream_write(r, "part", 4) == 0);
+	http_stream_abort(r);
+	CHECK(fake_run(&f) == 0);
+	/* Closed after the bytes, without the terminating chunk; the next request never runs. */
+	CHECK(f.closed && strstr(f.out, "4\r\npart\r\n") && !strstr(f.out, "0\r\n\r\n"));
+	CHECK(bs.calls == 1 && bs.closes == 0);
+	fake_free(&f);
+}

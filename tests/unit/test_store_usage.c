@@ -73,6 +73,10 @@ UNIT_TEST(store_usage_clips_to_the_window)
 	CHECK(status_at(s, d, 20001, "idle") == 0);
 
 	tstore_now = T(10000);
+	/* What a consumed in its life (alive 1000-now: 9000 ms), as its cgroup's figures say. */
+	u = json_pack("{sisi}", "cpuTimeMs", 900, "memoryByteSec", 9000);
+	CHECK(store_sandbox_update(s, a, u, NULL, NULL) == 0);
+	json_decref(u);
 	CHECK(store_usage(s, NULL, T(4000), T(12000), &u) == 0);
 	CHECK(!strcmp(tstore_str(u, "from"), "2026-05-01T12:00:04.000Z"));
 	CHECK(json_array_size(json_object_get(u, "sandboxes")) == 2);
@@ -84,7 +88,10 @@ UNIT_TEST(store_usage_clips_to_the_window)
 	CHECK(tstore_int(r, "execMs") == 1000 + 500);
 	CHECK(tstore_int(r, "cpuAllocatedMs") == 6000);
 	CHECK(tstore_int(r, "memoryAllocatedByteSec") == 6ll * 512 * 1024 * 1024);
+	/* Consumed: its share for 6000 of its 9000 ms alive. */
+	CHECK(tstore_int(r, "cpuTimeMs") == 600 && tstore_int(r, "memoryByteSec") == 6000);
 	r = row(u, c);
+	CHECK(tstore_int(r, "cpuTimeMs") == 0); /* no figures recorded: none consumed known */
 	CHECK(r);
 	CHECK(tstore_int(r, "aliveMs") == 2000);
 	CHECK(tstore_int(r, "executions") == 1 && tstore_int(r, "execMs") == 600);
@@ -94,6 +101,7 @@ UNIT_TEST(store_usage_clips_to_the_window)
 	CHECK(tstore_int(tot, "aliveMs") == 8000);
 	CHECK(tstore_int(tot, "executions") == 2 && tstore_int(tot, "execMs") == 2100);
 	CHECK(tstore_int(tot, "cpuAllocatedMs") == 8000);
+	CHECK(tstore_int(tot, "cpuTimeMs") == 600);
 	json_decref(u);
 
 	/* A window in the past sees b, and a before its execution. */

@@ -27,7 +27,7 @@ static void read_done(void *ctx, const struct sbx_err *err, const struct sbx_rep
 	if (err)
 		reply_error(ctx, err, S_FILE);
 	else if (reply->has_fd)
-		stream_file(ctx, reply->fd, "application/octet-stream");
+		stream_live(ctx, reply->fd, reply->live, "application/octet-stream");
 	else
 		http_respond(ctx, 200, "application/octet-stream", reply->bytes, reply->len);
 }

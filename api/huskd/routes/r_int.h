@@ -97,6 +97,8 @@ int stream_check(const struct routes *rt, struct http_req *r, const char *sid);
  * borrowed: a copy is kept until the end); 503 if none can be made.
  */
 void stream_file(struct http_req *r, int fd, const char *content_type);
+/* The same for a file still being written (live, held with outbuf_ref): followed to its end. */
+void stream_live(struct http_req *r, int fd, struct outbuf *live, const char *content_type);
 /* Output streams (r_stream.c). */
 void stream_serve(struct routes *rt, struct http_req *r, const char *stream_id);
 

@@ -107,9 +107,9 @@ ROUTE(r_service_stats)
 	                json_object_get(live, "running"), "idle", json_object_get(live, "idle"),
 	                "creating", json_object_get(live, "creating"), "totalExecutions",
 	                json_object_get(tot, "executions"), "totalCpuTimeMs",
-	                json_object_get(tot, "cpuAllocatedMs"), "totalMemoryByteSec",
-	                json_object_get(tot, "memoryAllocatedByteSec"), "totalNetworkEgressBytes",
-	                0, "from", json_object_get(s, "from"), "to", json_object_get(s, "to"));
+	                json_object_get(tot, "cpuTimeMs"), "totalMemoryByteSec",
+	                json_object_get(tot, "memoryByteSec"), "totalNetworkEgressBytes", 0, "from",
+	                json_object_get(s, "from"), "to", json_object_get(s, "to"));
 	json_decref(s);
 	if (!out)
 		usage_failed(r);

@@ -64,33 +64,46 @@ static void reader_feed(void *arg)
 		}
 		if (n < 0 || !rd->ob || outbuf_closed(rd->ob)) {
 			struct http_req *r = rd->r;
+			bool failed = n < 0 || (rd->ob && outbuf_failed(rd->ob));
 
 			http_on_close(r, NULL, NULL);
 			http_on_drain(r, NULL, NULL);
 			reader_free(rd);
-			http_stream_end(r);
+			/* An incomplete stream is cut, not ended: the client must not take it
+			 * whole. */
+			if (failed)
+				http_stream_abort(r);
+			else
+				http_stream_end(r);
 		}
 		return; /* caught up with a live stream: its next append calls us again */
 	}
 	http_on_drain(rd->r, reader_drained, rd);
 }
 
-void stream_file(struct http_req *r, int fd, const char *content_type)
+void stream_live(struct http_req *r, int fd, struct outbuf *live, const char *content_type)
 {
 	struct reader *rd = calloc(1, sizeof(*rd));
 	int copy = fcntl(fd, F_DUPFD_CLOEXEC, 0);
 
-	if (!rd || copy < 0) {
+	if (!rd || copy < 0 || (live && outbuf_watch(live, reader_feed, rd))) {
 		free(rd);
 		if (copy >= 0)
 			close(copy);
 		http_respond(r, 503, "text/plain", "out of memory\n", 14);
 		return;
 	}
-	*rd = (struct reader){.r = r, .fd = copy};
+	*rd = (struct reader){.ob = live, .r = r, .fd = copy};
+	if (live)
+		outbuf_ref(live);
 	http_stream_begin(r, 200, content_type);
 	http_on_close(r, reader_gone, rd);
 	reader_feed(rd);
+}
+
+void stream_file(struct http_req *r, int fd, const char *content_type)
+{
+	stream_live(r, fd, NULL, content_type);
 }
 
 void stream_serve(struct routes *rt, struct http_req *r, const char *sid)

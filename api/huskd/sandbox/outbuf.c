@@ -21,7 +21,7 @@ struct outbuf {
 	char id[64];
 	int fd;
 	uint64_t len, limit;
-	bool truncated, closed;
+	bool truncated, closed, failed;
 	unsigned refs;
 	struct watch *watches;
 };
@@ -50,6 +50,39 @@ int outbuf_create(const char *dir, const char *id, uint64_t limit, struct outbuf
 int outbuf_reopen(const char *dir, const char *id, uint64_t limit, struct outbuf **out)
 {
 	return outbuf_open(dir, id, limit, true, out);
+}
+
+int outbuf_create_anon(const char *dir, uint64_t limit, struct outbuf **out, int *read_fd)
+{
+	struct outbuf *ob = calloc(1, sizeof(*ob));
+	int rc;
+
+	if (!ob)
+		return -ENOMEM;
+	ob->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	*read_fd = ob->fd < 0 ? -1 : fcntl(ob->fd, F_DUPFD_CLOEXEC, 0);
+	if (*read_fd < 0) {
+		rc = -errno;
+		if (ob->fd >= 0)
+			close(ob->fd);
+		free(ob);
+		return rc;
+	}
+	ob->limit = limit;
+	ob->refs = 1;
+	*out = ob;
+	return 0;
+}
+
+void outbuf_fail(struct outbuf *ob)
+{
+	ob->failed = true;
+	outbuf_close(ob);
+}
+
+bool outbuf_failed(const struct outbuf *ob)
+{
+	return ob->failed;
 }
 
 uint64_t outbuf_len(const struct outbuf *ob)

@@ -20,6 +20,15 @@ int outbuf_create(const char *dir, const char *id, uint64_t limit, struct outbuf
 /* Opens stream id's file in dir to append to it (a huskd restart: the writer goes on). */
 int outbuf_reopen(const char *dir, const char *id, uint64_t limit, struct outbuf **out)
 	__attribute__((warn_unused_result));
+/*
+ * An unnamed stream (an unlinked file in dir) for one answer: *read_fd gets
+ * a descriptor to read it by (the caller closes it).
+ */
+int outbuf_create_anon(const char *dir, uint64_t limit, struct outbuf **out, int *read_fd)
+	__attribute__((warn_unused_result));
+/* The writer failed: the stream ends, and its readers are told it is incomplete. */
+void outbuf_fail(struct outbuf *ob);
+bool outbuf_failed(const struct outbuf *ob);
 /* Bytes in its file. */
 uint64_t outbuf_len(const struct outbuf *ob);
 /* Appends (up to the limit); watchers are told. */

@@ -57,6 +57,8 @@ struct sbx_reply {
 	/* Or the answer is a file's whole content: fd (borrowed: dup it to keep it), len bytes. */
 	bool has_fd;
 	int fd;
+	/* ... still being written: follow it to its end (take a reference: outbuf_ref). */
+	struct outbuf *live;
 };
 /* err is NULL on success. */
 typedef void (*sbx_done_fn)(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply);
@@ -74,7 +76,7 @@ struct sbx_config {
 	uint64_t ready_ms;     /* a guest's agent must dial in this soon after a start (0: 180 s) */
 	uint64_t call_idle_ms; /* an agent request (files, env, jobs) silent this long is given up
 	                          (0: 120 s) */
-	uint64_t read_max;     /* a file read's bytes kept to answer with (0: 512 MiB) */
+	uint64_t read_max;     /* a file read's bytes at most (0: no bound but the disk's) */
 	uint64_t memory_mib; /* guest memory the host may hand out in all (0: from /proc/meminfo) */
 	unsigned max_sandboxes;   /* running at once (0: from the machine's memory) */
 	unsigned max_vcpus;       /* vCPUs of running sandboxes in all (0: 8 per host CPU) */
@@ -167,7 +169,6 @@ int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, c
                size_t pathlen) __attribute__((warn_unused_result));
 
 /* ---- User streams (sbx_streams.c; POST/PUT/GET /streams) ---- */
-struct outbuf;
 /* A new empty stream of org named name (may be NULL); *out {id, name, limit}. */
 int sbx_streams_create(struct sbx_mgr *m, const char *org, const char *name, json_t **out,
                        struct sbx_err *err) __attribute__((warn_unused_result));
@@ -187,7 +188,11 @@ const char *sbx_streams_org(struct sbx_mgr *m, const char *id);
 
 /* [{path, content: base64}]; done: {"filesWritten": n}. */
 void sbx_fs_write(struct sbx_mgr *m, const char *id, json_t *files, sbx_done_fn done, void *ctx);
-/* The file's bytes (up to 512 MiB; more: SBX_TOO_LARGE). */
+/*
+ * The file's bytes as they come (sbx_read.c): done at the first of them with
+ * reply.live, the stream they go into (failed if the read breaks after that);
+ * up to cfg.read_max bytes (more: SBX_TOO_LARGE before any, else failed).
+ */
 void sbx_fs_read(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
 /* {"files": [{path, size, isDir, isSymlink, mode, modTime}]} */
 void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);

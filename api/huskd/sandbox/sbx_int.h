@@ -119,6 +119,7 @@ struct sbx_mgr {
 	struct sbx_ustream *ustreams; /* user streams, newest first (sbx_streams.c) */
 	unsigned nustreams;
 	uv_timer_t *reaper;           /* old streams, abandoned builds (sbx_reap.c) */
+	uv_timer_t *meter;            /* samples running sandboxes' cgroups (sbx_meter.c) */
 	int64_t reaped_to_ms;         /* streams of sandboxes deleted before this are gone */
 	struct cgroup_io_limits io;   /* each sandbox's disk limits */
 	struct sbx_import *imports;   /* runtime imports under way or just ended (sbx_import.c) */
@@ -132,7 +133,11 @@ struct net_policy;
 struct sandbox {
 	struct sbx_mgr *m;
 	struct sbx_job_tail *tails; /* its jobs' output followed (sbx_job_tail.c) */
-	bool tails_loaded;          /* ... and those of the store looked for, once */
+	/* What it consumed (sbx_meter.c): CPU ms, memory byte-seconds, the last memory sample. */
+	uint64_t cpu_ms, mem_byte_sec, meter_mem;
+	int64_t meter_at;  /* when meter_mem was taken (0: never) */
+	bool metered;      /* its cgroup was read at least once */
+	bool tails_loaded; /* ... and those of the store looked for, once */
 	char id[STORE_ID_LEN];
 	enum sbx_state state;
 	const char *recorded;   /* the public status last recorded (a static string) */
@@ -277,6 +282,19 @@ const struct agent_input *sbx_exec_io_input(struct exec_io *io, struct agent_inp
 void sbx_exec_io_end(struct exec_io *io);
 bool sbx_exec_io_truncated(const struct exec_io *io);
 void sbx_exec_io_free(struct exec_io *io);
+
+/* ---- sbx_meter.c: cpuTimeMs and memoryByteSec from the sandbox's cgroup ---- */
+void sbx_meter_vmm_started(struct sandbox *sb);
+/* Its VMM has ended: the figures brought up to now and recorded. */
+void sbx_meter_vmm_ended(struct sandbox *sb);
+/* Every sandbox's figures brought up to now and recorded (the tick; before usage is read). */
+void sbx_meter_flush(struct sbx_mgr *m);
+/* After a restart: the figures its record kept. */
+void sbx_meter_restore(struct sandbox *sb, json_t *priv);
+/* Sets info's cpuTimeMs and memoryByteSec to the figures now (none without a cgroup). */
+void sbx_meter_fields(struct sandbox *sb, json_t *info);
+int sbx_meter_start(struct sbx_mgr *m);
+void sbx_meter_stop(struct sbx_mgr *m);
 
 /* ---- sbx_job_tail.c: jobs' output streams ---- */
 /* job's output followed into out (stdout, stderr; either NULL: ignored), from now on. */

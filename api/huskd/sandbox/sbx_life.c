@@ -21,6 +21,7 @@ static void vmm_exited(struct sandbox *sb, int status)
 {
 	char reason[400];
 
+	sbx_meter_vmm_ended(sb);
 	switch (sb->state) {
 	case SBX_STOPPING:
 		sbx_to(sb, SBX_GONE, NULL, NULL);
@@ -241,8 +242,9 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 		m->cfg.ready_ms = 180000;
 	if (!m->cfg.call_idle_ms)
 		m->cfg.call_idle_ms = 120000;
+	/* A read is answered as it comes, from a file: the guest's disk bounds it, not this. */
 	if (!m->cfg.read_max)
-		m->cfg.read_max = 512ull << 20;
+		m->cfg.read_max = UINT64_MAX;
 	if (!m->cfg.state || !m->cfg.vmm || !m->cfg.kernel || !m->cfg.initrd ||
 	    asprintf(&m->streams, "%s/streams", cfg->state) < 0) {
 		m->streams = NULL;
@@ -274,6 +276,9 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	sbx_memfile_sweep(m);
 	if (sbx_reap_start(m))
 		log_warn(NULL, "cannot start the removal of old streams and builds");
+	if (sbx_meter_start(m))
+		log_warn(NULL, "cannot start sampling sandboxes' cgroups: no cpuTimeMs or "
+		               "memoryByteSec while they run");
 	*out = m;
 	return 0;
 }
@@ -287,6 +292,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	m->closing = true;
 	m->on_change = NULL;
 	sbx_reap_stop(m);
+	sbx_meter_stop(m);
 	sbx_import_close(m);
 	sbx_streams_close(m);
 	sbx_tmpl_close(m);

@@ -27,16 +27,9 @@ struct op {
 	char path[4096];
 	int kind;
 	struct sbx_buf buf; /* a list's or env's bytes */
-	/*
-	 * file.read's bytes go to an unlinked file as they come, not to memory:
-	 * at most READ_MAX of them, and the answer is sent from the file.
-	 */
-	int fd;
-	uint64_t got;
-	bool over, write_failed;
 };
 
-enum { OP_PLAIN, OP_FOUND, OP_READ, OP_LIST, OP_ENV };
+enum { OP_PLAIN, OP_FOUND, OP_LIST, OP_ENV };
 
 /* The live sandbox, or NULL after answering done with why not. */
 static struct sandbox *target(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)
@@ -60,16 +53,7 @@ static struct op *op_new(struct sandbox *sb, int kind, const char *path, sbx_don
 		done(ctx, &err, NULL);
 		return NULL;
 	}
-	*op = (struct op){.sb = sb, .done = done, .ctx = ctx, .kind = kind, .fd = -1};
-	if (kind == OP_READ &&
-	    (op->fd = open(sb->m->streams, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0) {
-		sbx_fail(&err, SBX_UNAVAILABLE, -errno,
-		         "cannot make room for the file under %s: %s", sb->m->streams,
-		         strerror(errno));
-		free(op);
-		done(ctx, &err, NULL);
-		return NULL;
-	}
+	*op = (struct op){.sb = sb, .done = done, .ctx = ctx, .kind = kind};
 	if (path)
 		workspace_path(sbx_workspace(sb), path, op->path, sizeof(op->path));
 	return op;
@@ -103,25 +87,10 @@ static json_t *list_entries(json_t *out)
 static bool op_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct op *op = arg;
-	uint64_t max = op->sb->m->cfg.read_max;
 
-	if (type != FRAME_DATA)
-		return false;
-	if (op->kind != OP_READ) {
+	if (type == FRAME_DATA)
 		sbx_buf_add(&op->buf, p, len, READ_MAX);
-		return false;
-	}
-	/* Past the limit nothing more is kept, and the agent is told to stop sending. */
-	if (op->over || op->write_failed)
-		return true;
-	if (len > max - op->got) {
-		op->over = true;
-		return true;
-	}
-	if (pwrite(op->fd, p, len, (off_t)op->got) != (ssize_t)len)
-		op->write_failed = true;
-	op->got += len;
-	return op->write_failed;
+	return false;
 }
 
 static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
@@ -131,12 +100,7 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	struct sbx_err e;
 	const char *code = json_string_value(json_object_get(out, "code"));
 
-	if (op->over) { /* whatever the agent said to the cancel */
-		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG,
-		         "the file has over %llu MiB; read big files with the archive download",
-		         (unsigned long long)(op->sb->m->cfg.read_max >> 20));
-		op->done(op->ctx, &e, NULL);
-	} else if (rc > 0 && op->kind == OP_FOUND && code && !strcmp(code, "not_found")) {
+	if (rc > 0 && op->kind == OP_FOUND && code && !strcmp(code, "not_found")) {
 		reply.data = json_pack("{sb}", "found", 0);
 		op->done(op->ctx, NULL, &reply);
 	} else if (rc > 0) {
@@ -147,17 +111,8 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	} else if (op->buf.over) {
 		sbx_fail(&e, SBX_TOO_LARGE, -EFBIG, "the answer has over %u MiB", READ_MAX >> 20);
 		op->done(op->ctx, &e, NULL);
-	} else if (op->write_failed) {
-		sbx_fail(&e, SBX_UNAVAILABLE, -EIO,
-		         "cannot keep the file on the host while it is sent (is %s full?)",
-		         op->sb->m->streams);
-		op->done(op->ctx, &e, NULL);
 	} else {
-		if (op->kind == OP_READ) {
-			reply.has_fd = true;
-			reply.fd = op->fd;
-			reply.len = (size_t)op->got;
-		} else if (op->kind == OP_LIST) {
+		if (op->kind == OP_LIST) {
 			reply.data = list_entries(out);
 		} else if (op->kind == OP_FOUND) {
 			reply.data = json_pack("{sb}", "found", 1);
@@ -175,8 +130,6 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	}
 	json_decref(reply.data);
 	free(op->buf.data);
-	if (op->fd >= 0)
-		close(op->fd);
 	free(op);
 }
 
@@ -233,15 +186,6 @@ void sbx_fs_write(struct sbx_mgr *m, const char *id, json_t *files, sbx_done_fn 
 	}
 	*w = (struct write){.done = done, .ctx = ctx, .n = json_array_size(files)};
 	sbx_files_write(sb, files, false, written, w);
-}
-
-void sbx_fs_read(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx)
-{
-	struct sandbox *sb = target(m, id, done, ctx);
-	struct op *op = sb ? op_new(sb, OP_READ, path, done, ctx) : NULL;
-
-	if (op)
-		op_send(op, json_pack("{ssss}", "op", "file.read", "path", op->path));
 }
 
 void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx)

@@ -14,6 +14,8 @@ static void live_fields(struct sbx_mgr *m, json_t *info)
 	if (sb && sb->net)
 		json_object_set_new(info, "networkEgressBytes",
 		                    json_integer((json_int_t)sbx_net_egress(sb)));
+	if (sb)
+		sbx_meter_fields(sb, info);
 }
 
 int sbx_get(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
@@ -80,6 +82,8 @@ int sbx_list(struct sbx_mgr *m, const struct sbx_list_query *q, json_t **out, st
 	json_array_foreach(json_object_get(*out, "sandboxes"), i, v)
 	{
 		sb = sbx_find(m, json_string_value(json_object_get(v, "sandboxId")));
+		if (sb)
+			sbx_meter_fields(sb, v);
 		if (!sb || !sb->net)
 			continue;
 		/* Every counter in one query, at the first sandbox that needs one. */
@@ -111,6 +115,8 @@ int sbx_usage(struct sbx_mgr *m, const char *org, int64_t from_ms, int64_t to_ms
 	json_t *usage = NULL, *live = NULL, *counts, *v;
 	size_t i;
 
+	/* The records' consumption figures are as of now, not as of the last tick. */
+	sbx_meter_flush(m);
 	if (store_usage(m->store, org, from_ms, to_ms, &usage) ||
 	    store_sandbox_list(m->store, &f, &live)) {
 		json_decref(usage);

@@ -323,6 +323,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		                       "starttime", (json_int_t)vmm_proc_starttime(sb->vmm),
 		                       "netSlot", sb->net_slot, "memFile",
 		                       sb->mem_file ? json_string(sb->mem_file) : json_null()));
+	sbx_meter_vmm_started(sb);
 	return 0;
 }
 
@@ -376,6 +377,8 @@ int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slo
 	if (rc) {
 		vmm_proc_release(sb->vmm);
 		sb->vmm = NULL;
+	} else {
+		sbx_meter_vmm_started(sb);
 	}
 	return rc;
 }

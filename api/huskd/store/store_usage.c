@@ -4,6 +4,9 @@
  * status change is an event with the status it moved to, so a sandbox's
  * statuses form intervals [event, next event); the last one is still open.
  * Each interval and each execution counts only its part inside the window.
+ * Allocated figures are the sandbox's size times its time alive; consumed
+ * ones (cpuTimeMs, memoryByteSec: its cgroup's, kept in its record) are
+ * shared out in proportion to its time alive inside the window.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -27,7 +30,8 @@ static const char usage_sql[] =
 	"    lead(e.created_ms) OVER (PARTITION BY e.sandbox_id ORDER BY e.seq) AS b"
 	"  FROM events e JOIN c ON c.id = e.sandbox_id WHERE e.status IS NOT NULL"
 	"), alive AS ("
-	"  SELECT sid, sum(max(0, min(coalesce(b, ?3), ?2) - max(a, ?1))) AS ms"
+	"  SELECT sid, sum(max(0, min(coalesce(b, ?3), ?2) - max(a, ?1))) AS ms,"
+	"    sum(max(0, coalesce(b, ?3) - a)) AS all_ms"
 	"  FROM t WHERE st IN ('idle', 'running') GROUP BY sid"
 	"), ex AS ("
 	"  SELECT sandbox_id AS sid, sum(started_ms >= ?1) AS n,"
@@ -37,7 +41,9 @@ static const char usage_sql[] =
 	"  GROUP BY sandbox_id"
 	"), ids AS (SELECT sid FROM alive UNION SELECT sid FROM ex)"
 	" SELECT ids.sid, coalesce(alive.ms, 0), coalesce(ex.n, 0), coalesce(ex.ms, 0),"
-	"   s.cpu_millis, s.memory_bytes"
+	"   s.cpu_millis, s.memory_bytes, coalesce(alive.all_ms, 0),"
+	"   coalesce(json_extract(s.data, '$.cpuTimeMs'), 0),"
+	"   coalesce(json_extract(s.data, '$.memoryByteSec'), 0)"
 	" FROM ids LEFT JOIN alive USING (sid) LEFT JOIN ex USING (sid)"
 	"   JOIN sandboxes s ON s.id = ids.sid"
 	" WHERE (coalesce(alive.ms, 0) > 0 OR coalesce(ex.n, 0) > 0 OR coalesce(ex.ms, 0) > 0)"
@@ -46,6 +52,7 @@ static const char usage_sql[] =
 
 struct usage {
 	int64_t alive_ms, executions, exec_ms, cpu_ms, mem_byte_sec;
+	int64_t cpu_used_ms, mem_used_byte_sec; /* consumed (the cgroup's figures) */
 };
 
 /* a × b / 1000 without overflow, saturated: bytes × ms can pass 2^63. */
@@ -56,12 +63,27 @@ static int64_t per_second(int64_t a, int64_t b)
 	return v > INT64_MAX ? INT64_MAX : (int64_t)v;
 }
 
+/*
+ * The part of a sandbox's consumption (over its whole life) that falls in the
+ * window: in proportion to its time alive there (consumption is recorded as
+ * running totals, not per interval).
+ */
+static int64_t share(int64_t used, int64_t in_ms, int64_t all_ms)
+{
+	if (used <= 0 || in_ms <= 0 || all_ms <= 0)
+		return 0;
+	if (in_ms >= all_ms)
+		return used;
+	return (int64_t)((__int128)used * in_ms / all_ms);
+}
+
 static json_t *usage_json(const struct usage *u)
 {
-	return json_pack("{s:I, s:I, s:I, s:I, s:I}", "aliveMs", (json_int_t)u->alive_ms,
+	return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "aliveMs", (json_int_t)u->alive_ms,
 	                 "executions", (json_int_t)u->executions, "execMs", (json_int_t)u->exec_ms,
 	                 "cpuAllocatedMs", (json_int_t)u->cpu_ms, "memoryAllocatedByteSec",
-	                 (json_int_t)u->mem_byte_sec);
+	                 (json_int_t)u->mem_byte_sec, "cpuTimeMs", (json_int_t)u->cpu_used_ms,
+	                 "memoryByteSec", (json_int_t)u->mem_used_byte_sec);
 }
 
 /* Adds one row of usage_sql to list and to the total. */
@@ -76,11 +98,16 @@ static int usage_row(sqlite3_stmt *st, json_t *list, struct usage *total)
 
 	u.cpu_ms = per_second(sqlite3_column_int64(st, 4), u.alive_ms);
 	u.mem_byte_sec = per_second(sqlite3_column_int64(st, 5), u.alive_ms);
+	u.cpu_used_ms = share(sqlite3_column_int64(st, 7), u.alive_ms, sqlite3_column_int64(st, 6));
+	u.mem_used_byte_sec =
+		share(sqlite3_column_int64(st, 8), u.alive_ms, sqlite3_column_int64(st, 6));
 	total->alive_ms += u.alive_ms;
 	total->executions += u.executions;
 	total->exec_ms += u.exec_ms;
 	total->cpu_ms += u.cpu_ms;
 	total->mem_byte_sec += u.mem_byte_sec;
+	total->cpu_used_ms += u.cpu_used_ms;
+	total->mem_used_byte_sec += u.mem_used_byte_sec;
 	row = usage_json(&u);
 	if (!row || json_object_set_new(row, "sandboxId", json_string(store_col_text(st, 0))) ||
 	    json_array_append_new(list, row)) {

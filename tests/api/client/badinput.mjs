@@ -240,6 +240,37 @@ await expect('runtimes_bad_direction', req('GET', '/sandbox/runtimes?sort=name&d
 	}
 }
 
+// What a sandbox consumed, from its cgroup: cpuTimeMs and memoryByteSec while it runs,
+// and kept in its record once it has ended. Without cgroup v2 (HUSK_CGROUP2=0) there are
+// no figures: the fields are left out, never a made-up 0.
+if (process.env.HUSK_CGROUP2 === '0') {
+	const made3 = await req('POST', '/sandbox', { body: '{"name":"unmetered"}' });
+	const id = made3.json?.data?.sandboxId;
+	await req('GET', `/sandbox/${id}?waitForStatus=idle&waitMs=60000`);
+	const info = (await req('GET', `/sandbox/${id}`)).json?.data ?? {};
+	await req('DELETE', `/sandbox/${id}`);
+	if (info.status === 'idle' && !('cpuTimeMs' in info) && !('memoryByteSec' in info)) console.log('PASS badinput/usage_figures_absent_without_cgroups');
+	else {
+		failed++;
+		console.log(`FAIL badinput/usage_figures_absent_without_cgroups: ${JSON.stringify(info).slice(0, 300)}`);
+	}
+} else {
+	const made3 = await req('POST', '/sandbox', { body: '{"name":"metered"}' });
+	const id = made3.json?.data?.sandboxId;
+	await req('GET', `/sandbox/${id}?waitForStatus=idle&waitMs=60000`);
+	await req('POST', `/sandbox/${id}/execute`, { body: '{"command":["yes","4000000"]}' });
+	const live = (await req('GET', `/sandbox/${id}`)).json?.data ?? {};
+	await req('DELETE', `/sandbox/${id}`);
+	const ended = (await req('GET', `/sandbox/${id}?includeDeleted=true`)).json?.data ?? {};
+	const listed = (await req('GET', '/sandbox?name=metered&includeDeleted=true')).json?.data?.sandboxes?.[0] ?? {};
+	const good = Number.isInteger(live.cpuTimeMs) && Number.isInteger(live.memoryByteSec) && ended.memoryByteSec > 0 && ended.memoryByteSec >= live.memoryByteSec && ended.cpuTimeMs >= live.cpuTimeMs && listed.memoryByteSec === ended.memoryByteSec;
+	if (good) console.log(`PASS badinput/usage_figures (cpuTimeMs ${ended.cpuTimeMs}, memoryByteSec ${ended.memoryByteSec})`);
+	else {
+		failed++;
+		console.log(`FAIL badinput/usage_figures: live ${live.cpuTimeMs}/${live.memoryByteSec}, ended ${ended.cpuTimeMs}/${ended.memoryByteSec}, listed ${listed.memoryByteSec}`);
+	}
+}
+
 // Its fake VMM would outlive huskd.
 if (made.status === 201) await req('DELETE', `/sandbox/${sbx}`);
 

@@ -405,6 +405,12 @@ await check('usage_stats', async () => {
 	if (!(st.data.live.totalActive >= 1)) return `live ${JSON.stringify(st.data.live)}`;
 	if (!(org.data?.services?.sandbox?.totalExecutions >= 2)) return `service stats ${JSON.stringify(org)}`;
 	if (bad.status !== 400) return `a bad start gave ${bad.status}`;
+	// Consumed, from its cgroup (issue L item 3): recorded at its end, shared into the window.
+	const ended = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}?includeDeleted=true`, auth)).json();
+	if (!(ended.data?.cpuTimeMs > 0) || !(ended.data?.memoryByteSec > 0)) return `consumed: ${JSON.stringify(ended.data).slice(0, 300)}`;
+	const after = await (await fetch(url, auth)).json();
+	const again = after.data?.sandboxes?.find((s) => s.sandboxId === sb.id);
+	if (!(again?.cpuTimeMs > 0) || !(again?.memoryByteSec > 0) || !(after.data?.total?.cpuTimeMs >= again.cpuTimeMs)) return `stats after its end: ${JSON.stringify(again)}`;
 });
 
 // husk-vmm processes of a sandbox (huskd runs here, on this machine).
