@@ -250,10 +250,10 @@ $(HUSKD): $(call obj,rel,$(HUSKD_SRCS)) $(call HUSKD_LIBS,rel)
 $(HUSKD_SAN): $(call obj,san,$(HUSKD_SRCS)) $(call HUSKD_LIBS,san)
 	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS) -lsqlite3 -lnftables -lresolv -lcrypto -larchive)
 
-$(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel)
+$(HUSK_CLI): $(call obj,rel,$(HUSK_CLI_SRCS)) $(call lib,httpc,rel) $(call lib,proto,rel)
 	$(call link,$(REL_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
-$(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san)
+$(HUSK_CLI_SAN): $(call obj,san,$(HUSK_CLI_SRCS)) $(call lib,httpc,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-lhttp_parser -ljansson -lyaml -lcrypto)
 
 $(UNIT): $(call obj,san,$(UNIT_SRCS) $(VMM_LIB_SRCS) $(AGENT_LIB_SRCS) $(STORE_SRCS) api/huskd/net/dns_msg.c api/huskd/net/net_policy.c \

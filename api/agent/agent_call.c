@@ -8,6 +8,7 @@
  * failed).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -302,6 +303,20 @@ int agent_call_start(struct agent_session *s, json_t *req, const struct agent_in
 err_free:
 	free(js);
 	free(c);
+	return ret;
+}
+
+int agent_call_window(struct agent_call *c, unsigned rows, unsigned cols)
+{
+	char js[64];
+	int n = snprintf(js, sizeof(js), "{\"rows\":%u,\"cols\":%u}", rows, cols);
+	int ret;
+
+	if (c->cancelled || c->s->state != S_OPEN)
+		return -EPIPE;
+	ret = send_frame(c->s, FRAME_WINDOW, 0, c->id, js, (size_t)n);
+	if (ret < 0 && ret != -ENOMEM)
+		fail(c->s, ret);
 	return ret;
 }
 

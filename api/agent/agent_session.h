@@ -145,6 +145,10 @@ int agent_call_start(struct agent_session *s, json_t *req, const struct agent_in
  */
 void agent_call_cancel(struct agent_call *c);
 
+/* A terminal's new size for a call running with a PTY (a WINDOW frame); 0 or -errno. */
+int agent_call_window(struct agent_call *c, unsigned rows, unsigned cols)
+	__attribute__((warn_unused_result));
+
 /* A call whose input read() had none: there is more now (may call read() at once). */
 void agent_call_input_ready(struct agent_call *c);
 

@@ -393,6 +393,7 @@ static const struct subcmd commands[] = {
 	{"exec", run_exec, "run a command in a sandbox: husk exec ID -- CMD..."},
 	{"list|ls", sandbox_list, "list sandboxes"},
 	{"get|show|info", sandbox_get, "show one sandbox"},
+	{"ssh|shell", sandbox_shell, "a terminal in a sandbox: husk ssh ID [-- CMD]"},
 	{"delete|rm|del|remove|destroy|terminate", sandbox_delete, "destroy a sandbox"},
 	{"pause|hibernate", sandbox_pause, "pause a sandbox"},
 	{"resume|wake", sandbox_resume, "resume a paused sandbox"},

@@ -220,6 +220,8 @@ int run_exec(struct cli *c, int argc, char **argv);
 int create_main(struct cli *c, int argc, char **argv);
 int sandbox_list(struct cli *c, int argc, char **argv);
 int sandbox_get(struct cli *c, int argc, char **argv);
+/* husk ssh / husk shell (cli_shell.c). */
+int sandbox_shell(struct cli *c, int argc, char **argv);
 int sandbox_delete(struct cli *c, int argc, char **argv);
 int sandbox_pause(struct cli *c, int argc, char **argv);
 int sandbox_resume(struct cli *c, int argc, char **argv);

@@ -336,11 +336,12 @@ int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli
 	if (!rc) {
 		char cl[48];
 
-		n = body ? snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n", rq->len)
-		         : snprintf(cl, sizeof(cl), "\r\n");
+		n = rq->chunked ? snprintf(cl, sizeof(cl), "Transfer-Encoding: chunked\r\n\r\n")
+		    : body      ? snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n\r\n", rq->len)
+		                : snprintf(cl, sizeof(cl), "\r\n");
 		rc = send_all(c->fd, cl, (size_t)n);
 	}
-	if (!rc && rq->len)
+	if (!rc && rq->len && !rq->chunked)
 		rc = send_all(c->fd, rq->body, rq->len);
 	if (rc) {
 		cli_http_close(c);
@@ -350,6 +351,19 @@ int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli
 	c->p.data = c;
 	*out = c;
 	return 0;
+}
+
+int cli_http_chunk(struct cli_conn *c, const void *p, size_t len)
+{
+	char size[24];
+	int n = snprintf(size, sizeof(size), "%zx\r\n", len), rc;
+
+	rc = send_all(c->fd, size, (size_t)n);
+	if (!rc && len)
+		rc = send_all(c->fd, p, len);
+	if (!rc)
+		rc = send_all(c->fd, "\r\n", 2);
+	return rc;
 }
 
 int cli_http_fd(const struct cli_conn *c)

@@ -39,6 +39,7 @@ struct cli_req {
 	cli_body_fn fn; /* NULL: the body is collected in cli_resp.body */
 	void *arg;
 	int timeout_ms; /* longest silence while waiting for the answer; 0: no limit */
+	bool chunked;   /* the body is sent later, as it comes (cli_http_chunk); body unused */
 };
 
 struct cli_resp {
@@ -59,6 +60,9 @@ struct cli_conn;
  */
 int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp,
                    struct cli_conn **out) __attribute__((warn_unused_result));
+/* A chunked request's next piece of body (len 0: its end); 0 or -errno. */
+int cli_http_chunk(struct cli_conn *c, const void *p, size_t len)
+	__attribute__((warn_unused_result));
 /* The socket, for poll(POLLIN). */
 int cli_http_fd(const struct cli_conn *c);
 /* Reads what is there: 1 when the answer is complete, 0 for more, -errno (resp->err). */

@@ -16,6 +16,7 @@
  * API.md §3.3) and a closed connection; handlers never see such requests.
  */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <uv.h>
 
@@ -145,6 +146,8 @@ typedef void (*http_body_fn)(struct http_req *r, const void *data, size_t len, v
  * on_close, as any unanswered request does.
  */
 void http_body_read(struct http_req *r, http_body_fn data, http_body_fn end, void *arg);
+/* Stops (true) or resumes taking a streamed body: its reader's backpressure. */
+void http_body_pause(struct http_req *r, bool paused);
 /* One pointer of the handler's own on r (NULL until set). */
 void http_set_user(struct http_req *r, void *p);
 void *http_user(const struct http_req *r);

@@ -289,6 +289,19 @@ void http_body_read(struct http_req *r, http_body_fn data, http_body_fn end, voi
 		set_timer(c, T_PUMP);
 }
 
+void http_body_pause(struct http_req *r, bool paused)
+{
+	struct http_conn *c = r->conn;
+
+	r->body_paused = paused;
+	if (!c || c->req != r || !r->body_open)
+		return;
+	if (paused)
+		read_pause(c, true);
+	else if (!c->pumping)
+		set_timer(c, T_PUMP); /* what is buffered goes to the reader from the loop */
+}
+
 /* The current request is answered and its answer mostly sent: on to the next. */
 static void conn_finish(struct http_conn *c)
 {
@@ -322,7 +335,7 @@ static void conn_pump(struct http_conn *c)
 		if (c->state == C_HANDLING) {
 			struct http_req *r = c->req;
 
-			if (r->body_open && r->on_body && r->resp != RESP_DONE) {
+			if (r->body_open && r->on_body && r->resp != RESP_DONE && !r->body_paused) {
 				read_pause(c, false);
 				if (c->in_off < c->in_len) {
 					conn_body_feed(c);
@@ -385,7 +398,7 @@ void http_conn_feed(struct http_conn *c, const void *data, size_t len)
 		conn_request_abort(c);
 		goto out;
 	}
-	if (c->state != C_HANDLING || c->req->body_open)
+	if (c->state != C_HANDLING || (c->req->body_open && !c->req->body_paused))
 		conn_pump(c);
 	if (c->state == C_HANDLING && c->in_len - c->in_off >= IN_PAUSE_BYTES)
 		read_pause(c, true);

@@ -138,6 +138,7 @@ struct http_req {
 	int body_fd;
 	bool body_streamed;   /* http_body_stream: handed on as it arrives, not kept */
 	bool body_open;       /* streamed and not all in yet */
+	bool body_paused;     /* its reader wants no more for now (http_body_pause) */
 	http_body_fn on_body; /* http_body_read's; NULL until then (the body waits) */
 	http_body_fn on_body_end;
 	void *on_body_arg;

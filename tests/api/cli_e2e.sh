@@ -101,6 +101,24 @@ h exec "$id" echo hi there
 check exec_missing_dashes "want status 2 and a hint about --" \
 	test "$cli_s" = 2 -a "$(grep -c -- "after '--'" "$T/e")" = 1
 
+# husk ssh (issue L item 6): a login shell on a real PTY fed from a pipe, its exit code;
+# a command on the terminal sees a terminal; a window size given at start.
+printf 'echo sum=$((6*7)); exit 3\n' >"$T/keys"
+HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$cli_bin" ssh "$id" <"$T/keys" >"$T/o" 2>"$T/e"
+cli_s=$?
+# (the terminal echoes the line typed, and the prompt may share a line with the output)
+check ssh_shell_exit_code "want sum=42 and status 3, got $cli_s: $(tr -d '\r' <"$T/o" | tail -3)" \
+	test "$cli_s" = 3 -a "$(tr -d '\r' <"$T/o" | grep -c 'sum=42$')" = 1
+HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$cli_bin" ssh "$id" -- sh -c 'tty; stty size' \
+	</dev/null >"$T/o" 2>"$T/e"
+cli_s=$?
+check ssh_command_on_a_pty "want /dev/pts/N and 24 80, got $cli_s: $(tr -d '\r' <"$T/o")" \
+	test "$cli_s" = 0 -a "$(tr -d '\r' <"$T/o" | grep -c '^/dev/pts/')" = 1 -a \
+	"$(tr -d '\r' <"$T/o" | grep -c '^24 80$')" = 1
+h ssh sbx_nosuchthing -- true
+check ssh_unknown_sandbox "want status 1 and SANDBOX_NOT_FOUND, got $cli_s" \
+	test "$cli_s" = 1 -a "$(grep -c SANDBOX_NOT_FOUND "$T/e")" = 1
+
 # Files: one up into new directories, and back.
 printf 'hello\001\377 files\n' >"$T/f.bin"
 h fs cp --json "$T/f.bin" "$id:/home/agentuity/new/dir/f.bin"

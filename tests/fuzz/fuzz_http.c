@@ -119,6 +119,10 @@ static void act(struct fake_conn *f, uint8_t op)
 	case 4:
 		f->fail_writes = op & 8;
 		break;
+	case 5: /* a streamed body's reader pauses or resumes it */
+		if (held && !streaming)
+			http_body_pause(held, op & 8);
+		break;
 	default:
 		break;
 	}

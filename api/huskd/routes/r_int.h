@@ -131,6 +131,7 @@ ROUTE(r_executions);
 ROUTE(r_stream);
 ROUTE(r_stream_create);
 ROUTE(r_cli_list);
+ROUTE(r_shell);
 ROUTE(r_cli_resolve);
 ROUTE(r_stream_put);
 ROUTE(r_fs_write);

@@ -49,6 +49,8 @@ static const struct route api_routes[] = {
 	{"POST", "/sandbox/:id/pause", r_pause, R_SANDBOX},
 	{"POST", "/sandbox/:id/resume", r_resume, R_SANDBOX},
 	{"PUT", "/sandbox/:id/network", r_net_set, R_SANDBOX},
+	/* husk's own: an interactive shell, both ways in one request (r_shell.c). */
+	{"POST", "/sandbox/:id/shell", r_shell, R_SANDBOX | R_STREAMED},
 	{"POST", "/sandbox/:id/snapshot", r_snap_create, R_SANDBOX},
 	{"POST", "/sandbox/:id/checkpoint", r_ckpt_create, R_SANDBOX},
 	{"GET", "/sandbox/checkpoints/:id", r_ckpt_list, R_SANDBOX},

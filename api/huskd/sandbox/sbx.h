@@ -184,6 +184,34 @@ int sbx_streams_check(struct sbx_mgr *m, const char *org, json_t *stream, struct
 /* The org owning stream id, or NULL if it is no user stream. */
 const char *sbx_streams_org(struct sbx_mgr *m, const char *id);
 
+/* ---- Interactive shells (sbx_shell.c; POST /sandbox/{id}/shell, husk ssh) ---- */
+struct sbx_shell;
+struct sbx_shell_ops {
+	/* The terminal's bytes. */
+	void (*output)(void *arg, const void *p, size_t len);
+	/* The end: result {exit_code, ...} or err (one is NULL); the shell is gone after. */
+	void (*ended)(void *arg, json_t *result, const struct sbx_err *err);
+	/* sbx_shell_full() is false again: more input is taken. May be NULL. */
+	void (*room)(void *arg);
+};
+/* argv on a PTY of rows x cols (once the sandbox is ready: a paused one resumes). */
+int sbx_shell_start(struct sbx_mgr *m, const char *id, json_t *argv, unsigned rows, unsigned cols,
+                    const struct sbx_shell_ops *ops, void *arg, struct sbx_shell **out,
+                    struct sbx_err *err) __attribute__((warn_unused_result));
+/*
+ * Typed bytes (end: no more). Past full (sbx_shell_full) the caller waits for
+ * room(); far past it: -ENOBUFS. -EPIPE after the end.
+ */
+int sbx_shell_input(struct sbx_shell *s, const void *p, size_t len, bool end)
+	__attribute__((warn_unused_result));
+bool sbx_shell_full(const struct sbx_shell *s);
+int sbx_shell_window(struct sbx_shell *s, unsigned rows, unsigned cols)
+	__attribute__((warn_unused_result));
+/* Stops the command; ended() still comes (cancelled). */
+void sbx_shell_cancel(struct sbx_shell *s);
+/* The caller went: the command is stopped; no callback comes any more. */
+void sbx_shell_close(struct sbx_shell *s);
+
 /* ---- Agent requests: files, env, jobs, archives (sbx_ops.c, sbx_jobs.c) ---- */
 
 /* [{path, content: base64}]; done: {"filesWritten": n}. */

@@ -128,9 +128,17 @@ void sbx_meter_fields(struct sandbox *sb, json_t *info)
 	json_object_set_new(info, "memoryByteSec", json_integer((json_int_t)sb->mem_byte_sec));
 }
 
+/* Every running VMM's figures into its record (a paused or ended one's are there already). */
 static void tick(uv_timer_t *t)
 {
-	sbx_meter_flush(t->data);
+	struct sbx_mgr *m = t->data;
+	int64_t now = sbx_now_ms();
+
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		if (sb->vmm && sb->cgroup) {
+			sample(sb, now, false);
+			record(sb);
+		}
 }
 
 int sbx_meter_start(struct sbx_mgr *m)

@@ -272,6 +272,44 @@ await check('job_list_limit', async () => {
 	if (two[0].jobId !== all[0].jobId) return 'not the newest first';
 });
 
+// POST /sandbox/ID/shell (husk ssh's): agent-protocol frames both ways in one request.
+const frame = (type, flags, payload) => {
+	const p = Buffer.from(payload);
+	const h = Buffer.alloc(12);
+	h.writeUInt32BE(8 + p.length, 0);
+	h.writeUInt8(type, 4);
+	h.writeUInt8(flags, 5);
+	h.writeUInt32BE(1, 8);
+	return Buffer.concat([h, p]);
+};
+function frames(buf) {
+	const out = [];
+	for (let o = 0; o + 12 <= buf.length; ) {
+		const n = buf.readUInt32BE(o) - 8;
+		out.push({ type: buf.readUInt8(o + 4), payload: buf.subarray(o + 12, o + 12 + n) });
+		o += 12 + n;
+	}
+	return out;
+}
+
+await check('shell_frames', async () => {
+	const body = Buffer.concat([
+		frame(2, 0, JSON.stringify({ command: ['cat'], rows: 30, cols: 100 })),
+		frame(10, 0, JSON.stringify({ rows: 40, cols: 120 })),
+		frame(7, 0, 'typed '),
+		frame(7, 1, 'keys'),
+	]);
+	const r = await fetch(`${base}/sandbox/${sbx}/shell`, { method: 'POST', headers: { Authorization: `Bearer ${key}` }, body });
+	const got = frames(Buffer.from(await r.arrayBuffer()));
+	const out = Buffer.concat(got.filter((f) => f.type === 5).map((f) => f.payload)).toString();
+	const last = got[got.length - 1];
+	if (r.status !== 200 || out !== 'typed keys' || last?.type !== 3 || JSON.parse(last.payload).exit_code !== 0) return `${r.status}: ${JSON.stringify(got.map((f) => [f.type, f.payload.toString()]))}`;
+	const bad = await req('POST', `/sandbox/${sbx}/shell`, Buffer.from('not frames at all, not even one header'));
+	const empty = await req('POST', `/sandbox/${sbx}/shell`, Buffer.alloc(0));
+	const first = await req('POST', `/sandbox/${sbx}/shell`, frame(7, 1, 'stdin first'));
+	if (bad.status !== 400 || empty.status !== 400 || first.status !== 400) return `bad bodies: ${bad.status} ${empty.status} ${first.status} ${first.text.slice(0, 120)}`;
+});
+
 if (process.env.STREAMS_KEEP) {
 	// For the second phase (after huskd's restart): a running job whose stream must end when it stops.
 	const job = await client.createJob(sbx, { command: ['sleep', '600'] });
