@@ -186,6 +186,23 @@ static struct job_op *job_op_new(struct sbx_mgr *m, const char *id, int kind, sb
 	return op;
 }
 
+/* A job's streams name its stdout and stderr, nothing else (no stdin, no timestamps). */
+static bool streams_only_outputs(json_t *streams, struct sbx_err *err)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(streams, k, v)
+	{
+		if (strcmp(k, "stdout") && strcmp(k, "stderr")) {
+			sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+			         "streams.%s is not a job's: streams takes stdout and stderr", k);
+			return false;
+		}
+	}
+	return true;
+}
+
 void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, json_t *streams,
                     const char *base, sbx_done_fn done, void *ctx)
 {
@@ -218,9 +235,7 @@ void sbx_job_create(struct sbx_mgr *m, const char *id, json_t *argv, json_t *str
 	op->ctx = json_pack("{sssssO}", "jobId", op->job, "sandboxId", id, "command", argv);
 	op->priv = json_object();
 	sb = sbx_lookup(m, id, &err);
-	if (!sb || !op->ctx || !op->priv ||
-	    (json_object_get(streams, "stdin") &&
-	     sbx_fail(&err, SBX_BAD_INPUT, -EINVAL, "streams takes stdout and stderr only")) ||
+	if (!sb || !op->ctx || !op->priv || !streams_only_outputs(streams, &err) ||
 	    sbx_streams_check(m, sb->org, streams, &err) ||
 	    sbx_exec_io_outputs(sb, streams, base, op->out, op->ctx, op->priv, &err)) {
 		if (sb && (!op->ctx || !op->priv))

@@ -5,6 +5,7 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -35,10 +36,11 @@ static int copy_entries(struct archive *in, struct archive *out, uint64_t max, c
                         char *err, size_t errlen)
 {
 	struct archive_entry *e;
-	uint64_t total = 0, entries = 0;
+	uint64_t budget = max, entries = 0;
 	int r;
 
 	while ((r = archive_read_next_header(in, &e)) == ARCHIVE_OK || r == ARCHIVE_WARN) {
+		bool declared = archive_entry_size_is_set(e);
 		char block[BLOCK];
 		la_ssize_t n;
 
@@ -48,19 +50,23 @@ static int copy_entries(struct archive *in, struct archive *out, uint64_t max, c
 			return -EFBIG;
 		}
 		/*
-		 * The size an entry claims is checked before its header is written: the
-		 * writer pads an entry to that size when it is closed, data or not.
+		 * The size an entry claims is taken from the budget before its header is
+		 * written: the writer pads an entry to that size when it is closed, data
+		 * or not (and takes no more than it). An entry with no size pays as its
+		 * data comes.
 		 */
-		if (archive_entry_size_is_set(e) &&
-		    (archive_entry_size(e) < 0 || (uint64_t)archive_entry_size(e) > max - total)) {
-			return too_big(max, err, errlen);
+		if (declared) {
+			if (archive_entry_size(e) < 0 || (uint64_t)archive_entry_size(e) > budget)
+				return too_big(max, err, errlen);
+			budget -= (uint64_t)archive_entry_size(e);
 		}
 		if (archive_write_header(out, e) < ARCHIVE_WARN)
 			return fail(out, "cannot write an entry", err, errlen, -EINVAL);
 		while ((n = archive_read_data(in, block, sizeof(block))) > 0) {
-			total += (uint64_t)n;
-			if (total > max)
+			if (!declared && (uint64_t)n > budget)
 				return too_big(max, err, errlen);
+			if (!declared)
+				budget -= (uint64_t)n;
 			if (archive_write_data(out, block, (size_t)n) != n)
 				return fail(out, "cannot write an entry's data", err, errlen, -EIO);
 		}

@@ -260,7 +260,8 @@ await check('job_streams_ignore_and_routed', async () => {
 	if (text !== 'job err\n') return `the routed stream holds ${JSON.stringify(text)}`;
 	const bad = await req('POST', `/sandbox/sandboxes/${sbx}/jobs`, { command: ['true'], streams: { stdout: 'str_nosuch' } });
 	const bad2 = await req('POST', `/sandbox/sandboxes/${sbx}/jobs`, { command: ['true'], streams: 'x' });
-	if (bad.status !== 400 || bad2.status !== 400) return `bad streams: ${bad.status} ${bad2.status}`;
+	const bad3 = await req('POST', `/sandbox/sandboxes/${sbx}/jobs`, { command: ['true'], streams: { timestamps: true } });
+	if (bad.status !== 400 || bad2.status !== 400 || bad3.status !== 400) return `bad streams: ${bad.status} ${bad2.status} ${bad3.status}`;
 });
 
 await check('job_list_limit', async () => {
