@@ -181,16 +181,26 @@ int sandbox_shell(struct cli *c, int argc, char **argv)
 	json_t *req;
 	struct args a;
 	unsigned rows, cols;
+	bool show = false;
+	const struct opt opts[] = {{"show", 0, OPT_FLAG, &show}, {NULL, 0, 0, NULL}};
 	char *js;
 	int rc;
 
-	c->usage = "husk ssh ID [-- CMD [ARGS...]]   (also: husk shell)\n"
-		   "A terminal in sandbox ID: a login shell, or CMD. Your terminal is put in raw\n"
-		   "mode while it lasts and its size follows yours; from a pipe, your input is\n"
-		   "sent as it is. Exits with the remote command's exit code.\n";
-	ARGS_OR_RETURN(args_parse(c, argc, argv, NULL, "ID [CMD...]", &a));
+	c->usage =
+		"husk ssh ID ['SHELL COMMAND' | -- CMD [ARGS...]] [--show]   (also: husk shell)\n"
+		"A terminal in sandbox ID: a login shell, a command line for sh -c, or CMD.\n"
+		"Your terminal is put in raw mode while it lasts and its size follows yours;\n"
+		"from a pipe, your input is sent as it is. Exits with the remote command's\n"
+		"exit code. --show prints the request it would make instead.\n";
+	ARGS_OR_RETURN(args_parse(c, argc, argv, opts, "ID [COMMAND]", &a));
 	term_size(&rows, &cols);
 	req = json_pack("{sIsI}", "rows", (json_int_t)rows, "cols", (json_int_t)cols);
+	if (a.npos > 1 && a.cmd) {
+		json_decref(req);
+		return args_bad(c, "give the command as one string or after '--', not both");
+	}
+	if (a.npos > 1) /* as the reference's: one string, run by the shell */
+		json_object_set_new(req, "command", json_pack("[sss]", "/bin/sh", "-c", a.pos[1]));
 	if (a.cmd && a.ncmd) {
 		json_t *cmd = run_command_of(c, &a, 1);
 
@@ -207,6 +217,13 @@ int sandbox_shell(struct cli *c, int argc, char **argv)
 	sb_printf(&t, "/shell");
 	if (c->org_id)
 		sb_query(&t, "orgId", c->org_id);
+	if (show) {
+		/* What it would do, and nothing else. */
+		printf("POST %s%s\n%s\n", c->url_text, t.s, js);
+		free(js);
+		sb_free(&t);
+		return 0;
+	}
 	rq.target = t.s;
 	rq.key = c->key;
 	rq.fn = on_frames;

@@ -63,6 +63,13 @@ h frobnicate
 expect unknown_command 2 "unknown command 'frobnicate'"
 h get
 expect get_missing_id 2 "missing ID"
+# husk ssh: a command as one string (run by sh -c, as the reference's), --show sends nothing.
+h ssh sbx_x 'ls -la /tmp' --show
+check ssh_show "want the request and its REQUEST frame's JSON on stdout" \
+	test "$cli_s" = 0 -a "$(grep -c '^POST http://127.0.0.1:.*/sandbox/sbx_x/shell$' "$T/o")" = 1 -a \
+	"$(grep -c '"command":\["/bin/sh","-c","ls -la /tmp"\]' "$T/o")" = 1
+h ssh sbx_x 'ls' -- ls
+expect ssh_string_and_dashes 2 "as one string or after '--', not both"
 h sb get
 expect sb_get_missing_id 2 "missing ID"
 h fs cp onlyone
