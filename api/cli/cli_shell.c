@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * husk ssh ID [-- CMD...] (also husk shell): a command on a terminal in the
- * sandbox - a login shell without CMD - over POST /sandbox/ID/shell, one
+ * husk ssh ID ['LINE' | -- CMD...] (also husk shell): a command on a terminal in the
+ * sandbox - a login shell without one, LINE by sh -c - over POST /sandbox/ID/shell, one
  * request carrying both directions as frames of the agent protocol (API.md
- * §9 "Shell"). With a terminal here, it is put in raw mode for the session
+ * §5.9, "a shell"). With a terminal here, it is put in raw mode for the session
  * and its size follows ours (SIGWINCH); without one (a pipe), our input is
  * sent as it is and its end ends the remote input. Exits with the remote
  * command's exit code.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * POST /sandbox/{id}/shell (husk's own, API.md §9; the CLI's husk ssh): one
+ * POST /sandbox/{id}/shell (husk's own, API.md §5.9 "a shell"; the CLI's husk ssh): one
  * request carries a whole interactive session both ways, with no upgrade,
  * so TLS and the key check are the rest of the API's. Both bodies are
  * frames of the agent protocol (guest-agent/PROTOCOL.md): the client sends a

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Interactive shells (husk ssh; API.md §9 "Shell"): a command on a PTY in
+ * Interactive shells (husk ssh; API.md §5.9, "a shell"): a command on a PTY in
  * the sandbox, beside its one execution as jobs are, fed the caller's keys
  * and resized as the caller's terminal is. It runs as one exec request on
  * the agent session with pulled input: what the caller types waits in a
