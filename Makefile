@@ -48,14 +48,14 @@ STORE_SRCS := $(sort $(wildcard api/huskd/store/*.c))
 # processes), net/ (the host's nftables table and veth slots), keys/ (data keys
 # wrapped by org keys, for sealed files), and the agent
 # library's sessions.
-HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_opts.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c \
+HUSKD_SRCS := api/huskd/main.c api/huskd/huskd_opts.c api/huskd/huskd_log.c $(sort $(wildcard api/huskd/routes/*.c api/huskd/e2b/*.c \
 	api/huskd/sandbox/*.c api/huskd/vmm/*.c api/huskd/net/*.c api/huskd/tenant/*.c api/huskd/keys/*.c)) $(STORE_SRCS)
 HUSKD_LIBS = $(call lib,http,$(1)) $(call lib,agent,$(1)) $(call lib,vmmctl,$(1)) \
 	$(call lib,proto,$(1)) $(call lib,img,$(1))
 # husk: the command-line client of huskd (api/cli/README.md).
 HUSK_CLI_SRCS := $(filter-out $(HTTPC_SRCS),$(sort $(wildcard api/cli/*.c)))
 INCLUDES := -I$(BUILD)/gen -Ivmm -Iguest-agent -Iimages/img -Iimages/oci -Iapi/http -Iapi/agent -Iapi/vmmctl -Iapi/cli -Iapi/jail -Iapi/huskd \
-	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes -Iapi/huskd/tenant -Iapi/huskd/keys
+	-Iapi/huskd/store -Iapi/huskd/vmm -Iapi/huskd/net -Iapi/huskd/sandbox -Iapi/huskd/routes -Iapi/huskd/e2b -Iapi/huskd/tenant -Iapi/huskd/keys
 
 obj = $(patsubst %.c,$(BUILD)/obj/$(1)/%.o,$(2))
 
@@ -359,7 +359,7 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
 	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
 	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate \
-	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls $(BUILD)/fuzz/fuzz_zipconv
+	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls $(BUILD)/fuzz/fuzz_zipconv $(BUILD)/fuzz/fuzz_e2b_wire
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -389,6 +389,7 @@ $(BUILD)/fuzz/fuzz_oci: tests/fuzz/fuzz_oci.c images/oci/oci_json.c images/oci/o
 $(BUILD)/fuzz/fuzz_oci: FUZZ_LIBS := -larchive
 $(BUILD)/fuzz/fuzz_zipconv: tests/fuzz/fuzz_zipconv.c api/huskd/sandbox/zipconv.c
 $(BUILD)/fuzz/fuzz_zipconv: FUZZ_LIBS := -larchive
+$(BUILD)/fuzz/fuzz_e2b_wire: tests/fuzz/fuzz_e2b_wire.c api/huskd/e2b/e2b_wire.c
 $(BUILD)/fuzz/fuzz_tls: tests/fuzz/fuzz_tls.c api/http/http_tls.c
 $(BUILD)/fuzz/fuzz_tls: FUZZ_LIBS := -lssl -lcrypto
 $(FUZZ_TARGETS):

@@ -143,8 +143,10 @@ suite tls tests/api/tls.sh
 suite streams tests/api/streams.sh
 # Every route, query parameter and answer shape of the published client's API list, served.
 suite conformance tests/api/conformance.sh
+# E2B's API, host only (fake VMM): the published e2b SDK, unmodified.
+suite e2b tests/api/e2b.sh
 # A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci build/fuzz/fuzz_tls build/fuzz/fuzz_zipconv
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci build/fuzz/fuzz_tls build/fuzz/fuzz_zipconv build/fuzz/fuzz_e2b_wire
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).

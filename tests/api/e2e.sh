@@ -41,6 +41,8 @@ TEST_NAME=vmm_kill_fails_that_sandbox client lifecycle.mjs failed "$a" || rc=1
 TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" || rc=1
 
 . "$(dirname "$0")/cli_e2e.sh"
+# E2B's API (API.md §11) with the unmodified e2b SDK, on a real guest.
+E2B_REAL=1 client e2b.mjs || rc=1
 stop_huskd api/huskd_clean_exit || rc=1
 
 # huskd --on-idle pause: idle sandboxes go to disk instead of ending.

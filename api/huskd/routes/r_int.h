@@ -12,11 +12,13 @@
 #include "sbx.h"
 
 struct waiter;
+struct e2b;
 
 struct routes {
 	struct sbx_mgr *m;
 	struct routes_config cfg;
 	struct waiter *waiters; /* held long-polls */
+	struct e2b *e2b;        /* E2B's envd processes (e2b/e2b_proc.c) */
 };
 
 #define ROUTE(name) void name(struct http_req *r, const char *const *p, void *ctx)

@@ -75,12 +75,13 @@ static void finish(struct shell_call *sc, uint8_t type, json_t *j)
 	http_stream_end(r);
 }
 
-static void sh_output(void *arg, const void *p, size_t len)
+static void sh_output(void *arg, int type, const void *p, size_t len)
 {
 	struct shell_call *sc = arg;
 	struct sbx_shell *sh = sc->sh;
 	json_t *e;
 
+	(void)type; /* a terminal's: all of it is STDOUT */
 	for (size_t off = 0; off < len; off += SHELL_FRAME_MAX)
 		frame_out(sc, FRAME_STDOUT, (const char *)p + off,
 		          len - off < SHELL_FRAME_MAX ? len - off : SHELL_FRAME_MAX);

@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "e2b_int.h"
+#include "e2b_routes.h"
 #include "r_int.h"
 #include "r_target.h"
 #include "router.h"
@@ -96,13 +98,29 @@ static const struct route api_routes[] = {
 	{"DELETE", "/orgs/:org/key", r_org_key_delete, R_OPERATOR},
 	{"GET", "/audit", r_audit_list, 0},
 	{"GET", "/audit/verify", r_audit_verify, 0},
+	/* E2B's API (API.md §11; e2b/): its SDK's REST paths, the key in X-API-Key. */
+	{"POST", "/e2b/v2/sandboxes", e2b_create, 0},
+	{"GET", "/e2b/v2/sandboxes", e2b_list, 0},
+	{"GET", "/e2b/sandboxes/:id", e2b_get, 0},
+	{"DELETE", "/e2b/sandboxes/:id", e2b_kill, 0},
+	{"POST", "/e2b/sandboxes/:id/timeout", e2b_timeout, 0},
+	{"POST", "/e2b/sandboxes/:id/pause", e2b_pause, 0},
+	{"POST", "/e2b/v2/sandboxes/:id/connect", e2b_connect, 0},
+	/* ... and envd's, per sandbox by its access token (checked by the handlers). */
+	{"GET", "/e2b/envd/health", e2b_health, R_OPEN},
+	{"GET", "/e2b/envd/files", e2b_files_get, R_OPEN},
+	{"POST", "/e2b/envd/files", e2b_files_post, R_OPEN},
+	{"POST", "/e2b/envd/:service/:method", e2b_rpc, R_OPEN},
 };
 
 static const struct who *key_of(struct routes *rt, struct http_req *r)
 {
-	const char *h = http_header(r, "Authorization");
+	const char *h = http_header(r, "Authorization"), *e2b = http_header(r, "X-API-Key");
 
-	return h && !strncmp(h, "Bearer ", 7) ? tenant_auth(rt->cfg.tenants, h + 7) : NULL;
+	if (h && !strncmp(h, "Bearer ", 7))
+		return tenant_auth(rt->cfg.tenants, h + 7);
+	/* E2B's SDK sends its key so (API.md §11.1). */
+	return e2b ? tenant_auth(rt->cfg.tenants, e2b) : NULL;
 }
 
 static void unauthorized(struct routes *rt, char *msg, size_t len)
@@ -336,6 +354,10 @@ int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct route
 		return -ENOMEM;
 	rt->m = m;
 	rt->cfg = *cfg;
+	if (e2b_open(rt, &rt->e2b)) {
+		free(rt);
+		return -ENOMEM;
+	}
 	sbx_mgr_on_change(m, wait_kick, rt);
 	*out = rt;
 	return 0;
@@ -344,6 +366,8 @@ int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct route
 void routes_close(struct routes *rt)
 {
 	wait_drop_all(rt);
+	e2b_close(rt->e2b);
+	rt->e2b = NULL;
 }
 
 void routes_free(struct routes *rt)

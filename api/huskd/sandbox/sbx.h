@@ -126,9 +126,20 @@ unsigned sbx_mgr_count(const struct sbx_mgr *m);
  * up (workspace, env, files) before it counts as idle.
  */
 void sbx_create(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx);
+/*
+ * done once the sandbox is ready for commands (a paused one resumed), or
+ * with why it cannot be; reply.data is its SandboxInfo then.
+ */
+void sbx_wait_ready(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
 /* DELETE: a live one ends (its execution recorded cancelled first); a gone one is marked deleted.
  */
 int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/*
+ * Its lifetime deadline ms from now (E2B's timeout): then it ends, or with
+ * pause 1 it is paused (pause -1: as set before). Use does not move it.
+ */
+int sbx_set_deadline(struct sbx_mgr *m, const char *id, uint64_t ms, int pause, struct sbx_err *err)
 	__attribute__((warn_unused_result));
 /* Pause to disk (an idle sandbox): done gets {sandboxId, status, terminatesAt?}. */
 void sbx_pause(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
@@ -184,17 +195,29 @@ int sbx_streams_check(struct sbx_mgr *m, const char *org, json_t *stream, struct
 /* The org owning stream id, or NULL if it is no user stream. */
 const char *sbx_streams_org(struct sbx_mgr *m, const char *id);
 
-/* ---- Interactive shells (sbx_shell.c; POST /sandbox/{id}/shell, husk ssh) ---- */
+/* ---- Commands beside executions (sbx_shell.c): shells (husk ssh), E2B processes ---- */
 struct sbx_shell;
 struct sbx_shell_ops {
-	/* The terminal's bytes. */
-	void (*output)(void *arg, const void *p, size_t len);
+	/* Output bytes: type FRAME_STDOUT (a terminal's all) or FRAME_STDERR. */
+	void (*output)(void *arg, int type, const void *p, size_t len);
 	/* The end: result {exit_code, ...} or err (one is NULL); the shell is gone after. */
 	void (*ended)(void *arg, json_t *result, const struct sbx_err *err);
 	/* sbx_shell_full() is false again: more input is taken. May be NULL. */
 	void (*room)(void *arg);
 };
-/* argv on a PTY of rows x cols (once the sandbox is ready: a paused one resumes). */
+struct sbx_shell_opts {
+	json_t *argv;        /* non-empty array of strings */
+	json_t *env;         /* {name: value} over the sandbox's, or NULL */
+	const char *cwd;     /* NULL: the workspace */
+	const char *user;    /* NULL: the sandbox's */
+	unsigned rows, cols; /* a PTY of this size; 0 x 0: pipes (stdout and stderr apart) */
+	bool no_stdin;       /* stdin is /dev/null (sbx_shell_input: -EPIPE) */
+};
+/* A command (once the sandbox is ready: a paused one resumes); it runs until it ends. */
+int sbx_shell_spawn(struct sbx_mgr *m, const char *id, const struct sbx_shell_opts *o,
+                    const struct sbx_shell_ops *ops, void *arg, struct sbx_shell **out,
+                    struct sbx_err *err) __attribute__((warn_unused_result));
+/* argv on a PTY of rows x cols (sbx_shell_spawn's shorthand for husk ssh). */
 int sbx_shell_start(struct sbx_mgr *m, const char *id, json_t *argv, unsigned rows, unsigned cols,
                     const struct sbx_shell_ops *ops, void *arg, struct sbx_shell **out,
                     struct sbx_err *err) __attribute__((warn_unused_result));
@@ -224,6 +247,8 @@ void sbx_fs_write(struct sbx_mgr *m, const char *id, json_t *files, sbx_done_fn 
 void sbx_fs_read(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
 /* {"files": [{path, size, isDir, isSymlink, mode, modTime}]} */
 void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
+/* One entry {path (absolute), size, isDir, isSymlink, mode, modTime} (a link's own). */
+void sbx_fs_stat(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
 void sbx_fs_mkdir(struct sbx_mgr *m, const char *id, const char *path, bool parents,
                   sbx_done_fn done, void *ctx);
 /* rm / rmdir: {"found": bool} (a missing path is no error). */

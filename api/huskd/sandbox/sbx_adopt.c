@@ -54,6 +54,7 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 	sb->mem_key = priv_string(priv, "memKey");
 	sbx_dkey_adopt(sb, priv);
 	sbx_meter_restore(sb, priv);
+	sbx_deadline_restore(sb, priv);
 	snprintf(sb->org, sizeof(sb->org), "%s",
 	         json_string_value(json_object_get(priv, "orgId")) ?: STORE_DEFAULT_ORG);
 	snprintf(sb->base_snap, sizeof(sb->base_snap), "%s", snap ? snap : "");

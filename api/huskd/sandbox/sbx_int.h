@@ -167,6 +167,10 @@ struct sandbox {
 	struct agent_session *session;
 	void *setup;       /* the setup under way (sbx_setup.c), NULL for none */
 	uv_timer_t *timer; /* the state's countdown (idle, paused, readiness) */
+	/* Its lifetime deadline (sbx_deadline.c): ms since the epoch, 0 none; paused, not ended. */
+	int64_t deadline_ms;
+	bool deadline_pause;
+	uv_timer_t *deadline;
 	struct execution *exec;
 	struct sbx_waiter *waiters;
 	struct sbx_pause_plan plan; /* PAUSING, FREEZING: what the pause is for */
@@ -282,6 +286,11 @@ const struct agent_input *sbx_exec_io_input(struct exec_io *io, struct agent_inp
 void sbx_exec_io_end(struct exec_io *io);
 bool sbx_exec_io_truncated(const struct exec_io *io);
 void sbx_exec_io_free(struct exec_io *io);
+
+/* ---- sbx_deadline.c: a lifetime deadline (E2B's timeout) ---- */
+/* After a restart: the deadline its record kept, running again. */
+void sbx_deadline_restore(struct sandbox *sb, json_t *priv);
+void sbx_deadline_release(struct sandbox *sb);
 
 /* ---- sbx_meter.c: cpuTimeMs and memoryByteSec from the sandbox's cgroup ---- */
 void sbx_meter_vmm_started(struct sandbox *sb);

@@ -29,7 +29,7 @@ struct op {
 	struct sbx_buf buf; /* a list's or env's bytes */
 };
 
-enum { OP_PLAIN, OP_FOUND, OP_LIST, OP_ENV };
+enum { OP_PLAIN, OP_FOUND, OP_LIST, OP_ENV, OP_STAT };
 
 /* The live sandbox, or NULL after answering done with why not. */
 static struct sandbox *target(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)
@@ -114,6 +114,14 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	} else {
 		if (op->kind == OP_LIST) {
 			reply.data = list_entries(out);
+		} else if (op->kind == OP_STAT) {
+			json_t *one = json_pack("{s[O]}", "entries", out), *l = list_entries(one);
+
+			reply.data = json_incref(json_array_get(json_object_get(l, "files"), 0));
+			if (reply.data)
+				json_object_set_new(reply.data, "path", json_string(op->path));
+			json_decref(l);
+			json_decref(one);
 		} else if (op->kind == OP_FOUND) {
 			reply.data = json_pack("{sb}", "found", 1);
 		} else if (op->kind == OP_ENV) {
@@ -195,6 +203,15 @@ void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_f
 
 	if (op)
 		op_send(op, json_pack("{ssss}", "op", "file.list", "path", op->path));
+}
+
+void sbx_fs_stat(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx)
+{
+	struct sandbox *sb = target(m, id, done, ctx);
+	struct op *op = sb ? op_new(sb, OP_STAT, path, done, ctx) : NULL;
+
+	if (op)
+		op_send(op, json_pack("{ssss}", "op", "file.stat", "path", op->path));
 }
 
 void sbx_fs_mkdir(struct sbx_mgr *m, const char *id, const char *path, bool parents,

@@ -157,6 +157,7 @@ void sbx_session_changed(struct sandbox *sb)
 
 void sbx_state_release(struct sandbox *sb)
 {
+	sbx_deadline_release(sb);
 	if (sb->timer) {
 		uv_timer_stop(sb->timer);
 		uv_close((uv_handle_t *)sb->timer, timer_closed);

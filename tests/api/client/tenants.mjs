@@ -221,8 +221,30 @@ const callerScoped = new Set([
 	'GET /sandbox/snapshots', 'GET /sandbox/snapshots/lineage', 'POST /sandbox/snapshots/build',
 	'GET /sandbox/snapshots/:snap', 'PATCH /sandbox/snapshots/:snap', 'DELETE /sandbox/snapshots/:snap', 'GET /whoami',
 	'GET /audit', 'GET /audit/verify', 'POST /streams', 'PUT /streams/:id', 'GET /cli/sandbox',
-	'GET /cli/sandbox/:id',
+	'GET /cli/sandbox/:id', 'POST /e2b/v2/sandboxes', 'GET /e2b/v2/sandboxes', 'GET /e2b/sandboxes/:id',
+	'DELETE /e2b/sandboxes/:id', 'POST /e2b/sandboxes/:id/timeout', 'POST /e2b/sandboxes/:id/pause',
+	'POST /e2b/v2/sandboxes/:id/connect',
 ]);
+// E2B's API (API.md §11) with another org's key (X-API-Key): 404 for every
+// sandbox route, and its list shows the key's org only; envd needs the
+// sandbox's own token, which only its org can read.
+await check('e2b_scoped', async () => {
+	const e2b = async (k, method, path, body) => {
+		const r = await fetch(`${base}/e2b${path}`, { method, headers: { 'X-API-Key': k, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body) });
+		return { status: r.status, text: await r.text() };
+	};
+	for (const [m, p, b] of [['GET', `/sandboxes/${acmeSb.id}`], ['DELETE', `/sandboxes/${acmeSb.id}`], ['POST', `/sandboxes/${acmeSb.id}/timeout`, { timeout: 1 }], ['POST', `/sandboxes/${acmeSb.id}/pause`, {}], ['POST', `/v2/sandboxes/${acmeSb.id}/connect`, {}]]) {
+		const r = await e2b(betaMember, m, p, b);
+		if (r.status !== 404 || JSON.parse(r.text).code !== 404) return `${m} ${p} with beta's key: ${r.status} ${r.text.slice(0, 160)}`;
+	}
+	const list = JSON.parse((await e2b(betaMember, 'GET', '/v2/sandboxes')).text).map((x) => x.sandboxID);
+	if (list.includes(acmeSb.id) || !list.includes(betaSb.id)) return `beta's E2B list: ${list}`;
+	const own = JSON.parse((await e2b(acmeMember, 'GET', `/sandboxes/${acmeSb.id}`)).text);
+	const envd = (tok) => fetch(`${base}/e2b/envd/process.Process/List`, { method: 'POST', headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': acmeSb.id, 'X-Access-Token': tok }, body: '{}' });
+	const betaTok = JSON.parse((await e2b(betaMember, 'GET', `/sandboxes/${betaSb.id}`)).text).envdAccessToken;
+	const [ok, bad] = [await envd(own.envdAccessToken), await envd(betaTok)];
+	return ok.status === 200 && bad.status === 401 ? '' : `envd with acme's token ${ok.status}, with beta's ${bad.status}`;
+});
 // The reference CLI's lookups (API.md §5.12) see the key's own org only.
 await check('cli_lookups_scoped', async () => {
 	const mine = (await req(acmeMember, 'GET', '/cli/sandbox')).json?.data?.sandboxes?.map((x) => x.id) ?? [];

@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * E2B's REST API under /e2b (API.md §11.1), as e2b@2.51.0's SDK calls it
+ * (E2B_API_URL=<huskd>/e2b, the key in X-API-Key): sandboxes created,
+ * read, listed, killed, paused, connected to (a paused one resumes) and
+ * given a new timeout. An E2B sandbox is a husk sandbox: the same id,
+ * keys, orgs and records as the reference's API; its template is a husk
+ * runtime ("base" is base:latest) or snapshot, and its timeout is the
+ * manager's lifetime deadline (autoPause: paused, not killed, then).
+ * Errors are E2B's {code, message}.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
+#include "e2b_int.h"
+#include "e2b_routes.h"
+
+/* The SDK's default is 300 s; E2B's own upper bound is a day (Pro). */
+#define E2B_TIMEOUT_MAX (24 * 3600)
+
+void e2b_error(struct http_req *r, int code, const char *fmt, ...)
+{
+	char msg[600];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (code >= 500)
+		log_error(NULL, "%s %s: %d: %s", http_method(r), http_path(r), code, msg);
+	http_respond_json(r, code, json_pack("{siss}", "code", code, "message", msg));
+}
+
+void e2b_reply_error(struct http_req *r, const struct sbx_err *err)
+{
+	static const int status[] = {
+		[SBX_BAD_INPUT] = 400, [SBX_NO_SANDBOX] = 404,  [SBX_ENDED] = 404,
+		[SBX_BUSY] = 409,      [SBX_STATE] = 409,       [SBX_EXISTS] = 409,
+		[SBX_NOT_FOUND] = 404, [SBX_TOO_LARGE] = 400,   [SBX_DENIED] = 403,
+		[SBX_NO_SPACE] = 507,  [SBX_STEP_FAILED] = 400, [SBX_UNREACHABLE] = 502,
+		[SBX_FULL] = 503,      [SBX_UNAVAILABLE] = 503, [SBX_INTERNAL] = 500,
+		[SBX_FORBIDDEN] = 403,
+	};
+	int code = (size_t)err->fault < sizeof(status) / sizeof(status[0]) && status[err->fault]
+	                   ? status[err->fault]
+	                   : 500;
+
+	e2b_error(r, code, "%s", err->msg);
+}
+
+void e2b_token(const struct routes *rt, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	char msg[STORE_ID_LEN + 16];
+	int n = snprintf(msg, sizeof(msg), "e2b-envd %s", sandbox_id);
+
+	HMAC(EVP_sha256(), rt->cfg.stream_key, (int)sizeof(rt->cfg.stream_key),
+	     (const unsigned char *)msg, (size_t)n, md, &len);
+	for (int i = 0; i < E2B_TOKEN_HEX / 2; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
+}
+
+/*
+ * The caller's live sandbox id: its state ("running", "paused"; info, if
+ * asked for, its record), or NULL after a 404 (another org's is not there
+ * for it, an ended one is gone, as on E2B).
+ */
+static const char *live(struct routes *rt, struct http_req *r, const char *id, json_t **info)
+{
+	struct sbx_err err;
+	const char *st = NULL;
+	json_t *rec = NULL;
+
+	if (sbx_owned(rt->m, SBX_KIND_SANDBOX, id, caller_org(r)) != 0) {
+		e2b_error(r, 404, "sandbox %s not found", id);
+		return NULL;
+	}
+	if (sbx_get(rt->m, id, &rec, &err)) {
+		e2b_reply_error(r, &err);
+		return NULL;
+	}
+	st = e2b_state(rec);
+	if (!st)
+		e2b_error(r, 404, "sandbox %s not found (it has ended)", id);
+	if (st && info)
+		*info = rec;
+	else
+		json_decref(rec);
+	return st;
+}
+
+/* The body as a JSON object (empty: {}), or NULL after a 400. */
+static json_t *e2b_body(struct http_req *r)
+{
+	size_t len = 0;
+	const char *b = http_body(r, &len);
+	json_error_t e;
+	json_t *j = len ? json_loadb(b, len, 0, &e) : json_object();
+
+	if (!json_is_object(j)) {
+		json_decref(j);
+		e2b_error(r, 400, "the body must be a JSON object");
+		return NULL;
+	}
+	return j;
+}
+
+/* body.timeout: seconds (1..a day) into *secs; absent: def. -1 after a 400. */
+static int timeout_of(struct http_req *r, json_t *body, long long def, long long *secs)
+{
+	json_t *t = json_object_get(body, "timeout");
+
+	*secs = def;
+	if (!t || json_is_null(t))
+		return 0;
+	if (!json_is_integer(t) || json_integer_value(t) < 1 ||
+	    json_integer_value(t) > E2B_TIMEOUT_MAX) {
+		e2b_error(r, 400, "timeout must be whole seconds from 1 to %d", E2B_TIMEOUT_MAX);
+		return -1;
+	}
+	*secs = json_integer_value(t);
+	return 0;
+}
+
+/* A create's, a connect's or a resume's answer, once the sandbox is ready. */
+struct ready {
+	struct routes *rt;
+	struct http_req *r;
+	int status;
+	long long secs; /* its deadline from now, 0: unchanged */
+	int pause;      /* at it: 1 paused, 0 killed, -1 as it was */
+};
+
+static void answer_ready(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	struct ready *w = ctx;
+	json_t *info = NULL;
+	const char *id;
+	struct sbx_err e;
+
+	if (err) {
+		e2b_reply_error(w->r, err);
+		free(w);
+		return;
+	}
+	id = json_string_value(json_object_get(reply->data, "sandboxId"));
+	if ((w->secs && sbx_set_deadline(w->rt->m, id, (uint64_t)w->secs * 1000, w->pause, &e)) ||
+	    sbx_get(w->rt->m, id, &info, &e))
+		e2b_reply_error(w->r, &e);
+	else
+		http_respond_json(w->r, w->status, e2b_sandbox(w->rt, info, true) ?: json_object());
+	json_decref(info);
+	free(w);
+}
+
+static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	struct ready *w = ctx;
+	const char *id;
+
+	if (err) {
+		e2b_reply_error(w->r, err);
+		free(w);
+		return;
+	}
+	id = json_string_value(json_object_get(reply->data, "sandboxId"));
+	call_about(w->r, id);
+	sbx_wait_ready(w->rt->m, id, answer_ready, w);
+}
+
+/*
+ * templateID: a runtime's name or id ("base" for base:latest, E2B's
+ * default) or a snapshot of the caller's org (or a public one): 0, or
+ * -ENOENT when it is neither, -ENOMEM.
+ */
+static int set_template(struct routes *rt, struct http_req *r, json_t *hb, const char *tmpl)
+{
+	json_t *list = NULL, *v, *snap = NULL;
+	struct sbx_err err;
+	bool runtime = false;
+	size_t i;
+
+	if (!tmpl || !strcmp(tmpl, "base"))
+		return json_object_set_new(hb, "runtime", json_string("base:latest")) ? -ENOMEM : 0;
+	if (sbx_runtimes(rt->m, NULL, false, 0, 0, &list) == 0)
+		json_array_foreach(
+			json_object_get(list, "runtimes"), i,
+			v) if (!strcmp(json_string_value(json_object_get(v, "name")) ?: "", tmpl) ||
+		               !strcmp(json_string_value(json_object_get(v, "id")) ?: "", tmpl))
+			runtime = true;
+	json_decref(list);
+	if (!runtime && sbx_snap_get(rt->m, caller_org(r), tmpl, false, &snap, &err))
+		return -ENOENT;
+	json_decref(snap);
+	return json_object_set_new(hb, runtime ? "runtime" : "snapshot", json_string(tmpl))
+	               ? -ENOMEM
+	               : 0;
+}
+
+ROUTE(e2b_create)
+{
+	struct routes *rt = ctx;
+	json_t *body = e2b_body(r), *hb, *v;
+	struct ready *w;
+	long long secs;
+	const char *k;
+	int rc;
+
+	(void)p;
+	if (!body || timeout_of(r, body, 300, &secs)) {
+		json_decref(body);
+		return;
+	}
+	v = json_object_get(body, "templateID");
+	if (v && !json_is_string(v)) {
+		json_decref(body);
+		e2b_error(r, 400, "templateID must be a string: a husk runtime or snapshot");
+		return;
+	}
+	hb = json_object();
+	rc = hb ? set_template(rt, r, hb, json_string_value(v)) : -ENOMEM;
+	if (rc) {
+		if (rc == -ENOENT)
+			e2b_error(r, 404,
+			          "template '%s' is neither a husk runtime (GET /sandbox/runtimes) "
+			          "nor a "
+			          "snapshot of this org (GET /sandbox/snapshots)",
+			          json_string_value(v));
+		else
+			e2b_error(r, 503, "out of memory");
+		json_decref(hb);
+		json_decref(body);
+		return;
+	}
+	json_object_foreach(body, k, v)
+	{
+		if (!strcmp(k, "envVars") && !json_is_null(v))
+			json_object_set(hb, "env", v);
+		else if (!strcmp(k, "metadata") && !json_is_null(v))
+			json_object_set(hb, k, v);
+		else if (!strcmp(k, "allow_internet_access") && json_is_true(v))
+			json_object_set_new(hb, "network", json_pack("{sb}", "enabled", 1));
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w || body_set_org(r, hb)) {
+		free(w);
+		json_decref(hb);
+		json_decref(body);
+		if (!w)
+			e2b_error(r, 503, "out of memory");
+		return;
+	}
+	*w = (struct ready){.rt = rt,
+	                    .r = r,
+	                    .status = 201,
+	                    .secs = secs,
+	                    .pause = json_is_true(json_object_get(body, "autoPause"))};
+	json_decref(body);
+	sbx_create(rt->m, hb, created, w);
+	json_decref(hb);
+}
+
+ROUTE(e2b_get)
+{
+	struct routes *rt = ctx;
+	json_t *info;
+
+	if (!live(rt, r, p[0], &info))
+		return;
+	http_respond_json(r, 200, e2b_sandbox(rt, info, true) ?: json_object());
+	json_decref(info);
+}
+
+ROUTE(e2b_kill)
+{
+	struct routes *rt = ctx;
+	struct sbx_err err;
+
+	if (!live(rt, r, p[0], NULL))
+		return;
+	if (sbx_destroy(rt->m, p[0], &err))
+		e2b_reply_error(r, &err);
+	else
+		http_respond(r, 204, NULL, NULL, 0);
+}
+
+ROUTE(e2b_timeout)
+{
+	struct routes *rt = ctx;
+	json_t *body;
+	struct sbx_err err;
+	long long secs;
+
+	if (!live(rt, r, p[0], NULL) || !(body = e2b_body(r)))
+		return;
+	if (!json_object_get(body, "timeout"))
+		e2b_error(r, 400, "timeout (seconds) is required");
+	else if (timeout_of(r, body, 0, &secs) == 0) {
+		if (sbx_set_deadline(rt->m, p[0], (uint64_t)secs * 1000, -1, &err))
+			e2b_reply_error(r, &err);
+		else
+			http_respond(r, 204, NULL, NULL, 0);
+	}
+	json_decref(body);
+}
+
+static void paused(void *ctx, const struct sbx_err *err, const struct sbx_reply *reply)
+{
+	struct http_req *r = ctx;
+
+	(void)reply;
+	if (err)
+		e2b_reply_error(r, err);
+	else
+		http_respond(r, 204, NULL, NULL, 0);
+}
+
+ROUTE(e2b_pause)
+{
+	struct routes *rt = ctx;
+	const char *st = live(rt, r, p[0], NULL);
+
+	if (st && !strcmp(st, "paused"))
+		e2b_error(r, 409, "sandbox %s is already paused", p[0]);
+	else if (st)
+		sbx_pause(rt->m, p[0], paused, r);
+}
+
+/* POST /v2/sandboxes/{id}/connect: a running one 200, a paused one resumed 201. */
+ROUTE(e2b_connect)
+{
+	struct routes *rt = ctx;
+	const char *st = live(rt, r, p[0], NULL);
+	struct ready *w;
+	long long secs;
+	json_t *body;
+	int rc;
+
+	if (!st || !(body = e2b_body(r)))
+		return;
+	rc = timeout_of(r, body, 0, &secs);
+	json_decref(body);
+	if (rc)
+		return;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		e2b_error(r, 503, "out of memory");
+		return;
+	}
+	/* A paused one without a timeout gets E2B's default: its deadline was dropped. */
+	*w = (struct ready){.rt = rt,
+	                    .r = r,
+	                    .status = strcmp(st, "paused") ? 200 : 201,
+	                    .secs = secs                   ? secs
+	                            : strcmp(st, "paused") ? 0
+	                                                   : 300,
+	                    .pause = -1};
+	/* A paused one resumes on the way: the manager's readiness wait resumes it. */
+	sbx_wait_ready(rt->m, p[0], answer_ready, w);
+}

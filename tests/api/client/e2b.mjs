@@ -1,0 +1,213 @@
+// E2B's API (API.md §11) driven by the published, unmodified `e2b` SDK
+// (tests/api/e2b.sh: huskd with the fake VMM on the host; tests/api/e2e.sh
+// runs it again on real KVM with E2B_REAL=1). HUSK_URL, HUSK_API_KEY.
+// Prints PASS/FAIL lines "e2b/<name>".
+import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError } from 'e2b';
+import { checks, request } from './checks.mjs';
+
+const base = process.env.HUSK_URL;
+const key = process.env.HUSK_API_KEY;
+const real = process.env.E2B_REAL === '1';
+// The three variables that move an E2B program to husk (README).
+process.env.E2B_API_URL = `${base}/e2b`;
+process.env.E2B_SANDBOX_URL = `${base}/e2b/envd`;
+process.env.E2B_API_KEY = key;
+const { check, failed } = checks('e2b');
+const req = (method, path, body) => request(base, key, method, path, body);
+const template = process.env.E2B_TEMPLATE || 'base';
+
+// Waits (huskd's status long-poll, no sleeping) until sandbox id has one of statuses.
+async function waitStatus(id, statuses) {
+	for (let i = 0; i < 20; i++) {
+		const r = await req('GET', `/sandbox/status/${id}?waitForStatus=${statuses}&waitMs=30000`);
+		if (statuses.split(',').includes(r.json?.data?.status)) return r.json.data.status;
+	}
+	throw new Error(`sandbox ${id} never reached ${statuses}`);
+}
+
+let sbx;
+await check('create', async () => {
+	sbx = await Sandbox.create(template, { metadata: { suite: 'e2b', run: String(process.pid) }, timeoutMs: 600_000 });
+	if (!sbx.sandboxId.startsWith('sbx_')) return `sandboxId ${sbx.sandboxId}`;
+	const info = await sbx.getInfo();
+	if (info.state !== 'running') return `state ${info.state}`;
+	if (info.metadata.suite !== 'e2b') return `metadata ${JSON.stringify(info.metadata)}`;
+	if (!(info.endAt > new Date(Date.now() + 500_000))) return `endAt ${info.endAt} is not the 600 s timeout`;
+});
+if (!sbx) process.exit(1);
+
+await check('run_stdout', async () => {
+	const r = await sbx.commands.run('echo hello world');
+	if (r.exitCode !== 0 || r.stdout !== 'hello world\n' || r.stderr !== '') return JSON.stringify(r);
+});
+
+await check('run_failing_raises_exit_error', async () => {
+	try {
+		await sbx.commands.run(real ? 'echo oops >&2; exit 3' : 'stderr oops');
+		return 'no error';
+	} catch (e) {
+		if (!(e instanceof CommandExitError)) return `${e?.name}: ${e?.message}`;
+		if (e.exitCode !== (real ? 3 : 2) || e.stderr !== 'oops\n') return `exit ${e.exitCode} stderr ${JSON.stringify(e.stderr)}`;
+	}
+});
+
+await check('run_env', async () => {
+	const r = await sbx.commands.run('printenv FOO', { envs: { FOO: 'bar baz' } });
+	if (r.stdout !== 'bar baz\n') return JSON.stringify(r.stdout);
+});
+
+await check('on_stdout_in_order', async () => {
+	const parts = [];
+	const n = 300000;
+	const cmd = real ? `seq 1 50000` : `yes ${n}`;
+	const r = await sbx.commands.run(cmd, { onStdout: (d) => parts.push(d) });
+	const joined = parts.join('');
+	if (joined !== r.stdout) return 'onStdout pieces differ from stdout';
+	if (real) {
+		const want = Array.from({ length: 50000 }, (_, i) => `${i + 1}\n`).join('');
+		if (joined !== want) return `seq output out of order or short (${joined.length} bytes)`;
+	} else if (joined.length !== n || !/^(y\n)+$/.test(joined)) return `got ${joined.length} bytes`;
+	if (parts.length < 2) return `${parts.length} piece(s): not streamed`;
+});
+
+await check('background_kill', async () => {
+	const h = await sbx.commands.run('sleep 1000', { background: true });
+	const listed = await sbx.commands.list();
+	if (!listed.some((p) => p.pid === h.pid)) return `pid ${h.pid} not in ${JSON.stringify(listed)}`;
+	if (!(await sbx.commands.kill(h.pid))) return 'kill said not found';
+	try {
+		await h.wait();
+		return 'wait() did not raise';
+	} catch (e) {
+		if (!(e instanceof CommandExitError)) return `${e?.name}: ${e?.message}`;
+	}
+	if ((await sbx.commands.list()).some((p) => p.pid === h.pid)) return 'still listed after kill';
+	if (await sbx.commands.kill(h.pid)) return 'a second kill found it';
+});
+
+await check('stdin', async () => {
+	const h = await sbx.commands.run('cat', { background: true, stdin: true });
+	await h.sendStdin('one ');
+	await h.sendStdin('two');
+	await h.closeStdin();
+	const r = await h.wait();
+	if (r.stdout !== 'one two') return JSON.stringify(r.stdout);
+});
+
+await check('connect_to_running', async () => {
+	const h = await sbx.commands.run('cat', { background: true, stdin: true });
+	const seen = [];
+	const again = await sbx.commands.connect(h.pid, { onStdout: (d) => seen.push(d) });
+	await sbx.commands.sendStdin(h.pid, 'late');
+	await sbx.commands.closeStdin(h.pid);
+	const r = await again.wait();
+	if (r.stdout !== 'late' || seen.join('') !== 'late') return JSON.stringify([r.stdout, seen]);
+	await h.wait();
+});
+
+await check('files_text_and_binary', async () => {
+	await sbx.files.write('/tmp/e2b/hello.txt', 'hi there');
+	if ((await sbx.files.read('/tmp/e2b/hello.txt')) !== 'hi there') return 'text differs';
+	const bin = new Uint8Array(70000).map((_, i) => (i * 7 + 3) & 255);
+	await sbx.files.write('/tmp/e2b/bin.dat', bin);
+	const back = await sbx.files.read('/tmp/e2b/bin.dat', { format: 'bytes' });
+	if (back.length !== bin.length || back.some((b, i) => b !== bin[i])) return 'bytes differ';
+	const many = await sbx.files.write([
+		{ path: '/tmp/e2b/a', data: 'A' },
+		{ path: '/tmp/e2b/b', data: 'B' },
+	]);
+	if (many.length !== 2 || (await sbx.files.read('/tmp/e2b/b')) !== 'B') return JSON.stringify(many);
+});
+
+await check('files_list_exists_mkdir_remove', async () => {
+	const names = (await sbx.files.list('/tmp/e2b')).map((e) => `${e.name}:${e.type}`).sort();
+	if (names.join(',') !== 'a:file,b:file,bin.dat:file,hello.txt:file') return names.join(',');
+	if (!(await sbx.files.exists('/tmp/e2b/a'))) return 'a does not exist';
+	if (await sbx.files.exists('/tmp/e2b/nope')) return 'nope exists';
+	if (!(await sbx.files.makeDir('/tmp/e2b/d/e'))) return 'makeDir said it existed';
+	if (await sbx.files.makeDir('/tmp/e2b/d/e')) return 'second makeDir made it again';
+	const deep = (await sbx.files.list('/tmp/e2b', { depth: 2 })).map((e) => e.path);
+	if (!deep.includes('/tmp/e2b/d/e')) return `depth 2: ${deep.join(',')}`;
+	const info = await sbx.files.getInfo('/tmp/e2b/hello.txt');
+	if (info.size !== 8 || info.type !== 'file' || info.name !== 'hello.txt') return JSON.stringify(info);
+	await sbx.files.remove('/tmp/e2b/a');
+	await sbx.files.remove('/tmp/e2b/d');
+	if ((await sbx.files.exists('/tmp/e2b/a')) || (await sbx.files.exists('/tmp/e2b/d'))) return 'not removed';
+	try {
+		await sbx.files.read('/tmp/e2b/a');
+		return 'read of a removed file worked';
+	} catch (e) {
+		if (!(e instanceof NotFoundError)) return `${e?.name}: ${e?.message}`;
+	}
+});
+
+if (real)
+	await check('files_rename', async () => {
+		const e = await sbx.files.rename('/tmp/e2b/b', '/tmp/e2b/c');
+		if (e.path !== '/tmp/e2b/c' || (await sbx.files.read('/tmp/e2b/c')) !== 'B') return JSON.stringify(e);
+	});
+
+await check('list_with_metadata', async () => {
+	const page = await Sandbox.list({ query: { metadata: { run: String(process.pid) } } }).nextItems();
+	if (page.length !== 1 || page[0].sandboxId !== sbx.sandboxId) return JSON.stringify(page);
+	const none = await Sandbox.list({ query: { metadata: { run: 'no-such' } } }).nextItems();
+	if (none.length) return `a filter matching nothing gave ${none.length}`;
+});
+
+await check('pause_and_connect', async () => {
+	await sbx.files.write('/tmp/e2b/kept.txt', 'kept');
+	if (!(await Sandbox.pause(sbx.sandboxId))) return 'pause said already paused';
+	if ((await Sandbox.getInfo(sbx.sandboxId)).state !== 'paused') return 'not paused';
+	if (await Sandbox.pause(sbx.sandboxId)) return 'a second pause paused it';
+	const again = await Sandbox.connect(sbx.sandboxId);
+	if ((await again.files.read('/tmp/e2b/kept.txt')) !== 'kept') return 'the file did not survive';
+	if ((await Sandbox.getInfo(sbx.sandboxId)).state !== 'running') return 'not running after connect';
+});
+
+await check('envd_needs_the_token', async () => {
+	const r = await fetch(`${base}/e2b/envd/process.Process/List`, {
+		method: 'POST',
+		headers: { 'Content-Type': 'application/json', 'E2b-Sandbox-Id': sbx.sandboxId, 'X-Access-Token': 'f'.repeat(32) },
+		body: '{}',
+	});
+	const j = await r.json();
+	if (r.status !== 401 || j.code !== 'unauthenticated') return `${r.status} ${JSON.stringify(j)}`;
+});
+
+await check('unknown_template_named', async () => {
+	try {
+		await Sandbox.create('no-such-template');
+		return 'created';
+	} catch (e) {
+		if (!/no-such-template.*neither a husk runtime/.test(e?.message)) return `${e?.name}: ${e?.message}`;
+	}
+});
+
+await check('rest_needs_a_key', async () => {
+	try {
+		await Sandbox.list({ apiKey: 'not-a-key' }).nextItems();
+		return 'listed with a bad key';
+	} catch (e) {
+		if (e?.name !== 'AuthenticationError') return `${e?.name}: ${e?.message}`;
+	}
+});
+
+await check('set_timeout_ends_it', async () => {
+	const s = await Sandbox.create(template, { timeoutMs: 600_000 });
+	await s.setTimeout(1000);
+	await waitStatus(s.sandboxId, 'terminated');
+	try {
+		await Sandbox.getInfo(s.sandboxId);
+		return 'getInfo found it after its timeout';
+	} catch (e) {
+		if (!(e instanceof SandboxNotFoundError)) return `${e?.name}: ${e?.message}`;
+	}
+});
+
+await check('kill', async () => {
+	if (!(await Sandbox.kill(sbx.sandboxId))) return 'kill said not found';
+	if (await Sandbox.kill(sbx.sandboxId)) return 'a second kill found it';
+	if (await sbx.isRunning()) return 'isRunning after kill';
+});
+
+process.exit(failed() ? 1 : 0);

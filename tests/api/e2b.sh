@@ -1,0 +1,14 @@
+#!/bin/sh
+# E2B's API (API.md §11, issue M): huskd (ASan) on the host with the fake
+# VMM, driven by the published, unmodified e2b SDK (tests/api/client/e2b.mjs).
+# Prints PASS/FAIL lines.
+set -u
+port=18379
+. "$(dirname "$0")/lib.sh"
+
+fake_images "$T/images" || { echo "FAIL e2b/images: husk-img cannot make one"; exit 1; }
+HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm start_huskd 1 || exit 1
+client e2b.mjs
+rc=$?
+stop_huskd e2b/huskd_clean_exit || rc=1
+exit $rc
