@@ -110,6 +110,8 @@ void op_exec(struct conn *c, uint32_t id, json_t *req);
 void op_job(struct conn *c, uint32_t id, const char *op, json_t *req);
 void op_file(struct conn *c, uint32_t id, const char *op, json_t *req);
 void op_tar(struct conn *c, uint32_t id, const char *op, json_t *req);
+/* op_watch.c: file.watch, a folder's changes streamed (inotify). */
+void op_watch(struct conn *c, uint32_t id, json_t *req);
 void op_env(struct conn *c, uint32_t id, const char *op, json_t *req);
 void op_info(struct conn *c, uint32_t id, json_t *req);
 void op_resumed(struct conn *c, uint32_t id, json_t *req);

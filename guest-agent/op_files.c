@@ -313,6 +313,10 @@ void op_file(struct conn *c, uint32_t id, const char *op, json_t *req)
 		file_read(c, id, req);
 		return;
 	}
+	if (!strcmp(op, "file.watch")) {
+		op_watch(c, id, req);
+		return;
+	}
 	path = req_path(c, id, req);
 	if (!path)
 		return;

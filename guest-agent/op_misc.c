@@ -51,8 +51,31 @@ void op_env(struct conn *c, uint32_t id, const char *op, json_t *req)
 	conn_send_json(c, FRAME_RESULT, id, json_pack("{s:O}", "env", a->env));
 }
 
+/* The guest's CPU time since boot, all CPUs: busy and in all, in ms (/proc/stat's cpu line). */
+static json_t *cpu_times(void)
+{
+	unsigned long long v[8] = {0};
+	long tick = sysconf(_SC_CLK_TCK);
+	FILE *f = fopen("/proc/stat", "re");
+	int n = f ? fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+	                   &v[3], &v[4], &v[5], &v[6], &v[7])
+	          : 0;
+	unsigned long long busy, total;
+
+	if (f)
+		fclose(f);
+	if (n < 4 || tick <= 0)
+		return NULL;
+	/* user nice system idle iowait irq softirq steal */
+	busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+	total = busy + v[3] + v[4];
+	return json_pack("{s:I, s:I}", "busy_ms", (json_int_t)(busy * 1000 / (unsigned long)tick),
+	                 "total_ms", (json_int_t)(total * 1000 / (unsigned long)tick));
+}
+
 void op_info(struct conn *c, uint32_t id, json_t *req)
 {
+	json_t *cpu = cpu_times();
 	struct utsname u;
 	struct sysinfo si;
 	struct statvfs vfs;
@@ -68,6 +91,8 @@ void op_info(struct conn *c, uint32_t id, json_t *req)
 	                    json_pack("{s:I, s:I}", "total_bytes",
 	                              (json_int_t)si.totalram * si.mem_unit, "free_bytes",
 	                              (json_int_t)(si.freeram + si.bufferram) * si.mem_unit));
+	if (cpu)
+		json_object_set_new(r, "cpu", cpu);
 	if (statvfs("/", &vfs) == 0)
 		json_object_set_new(r, "disk",
 		                    json_pack("{s:I, s:I}", "total_bytes",

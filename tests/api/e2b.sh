@@ -1,6 +1,7 @@
 #!/bin/sh
 # E2B's API (API.md §11, issue M): huskd (ASan) on the host with the fake
-# VMM, driven by the published, unmodified e2b SDK (tests/api/client/e2b.mjs).
+# VMM, driven by the published, unmodified e2b SDK (tests/api/client/e2b.mjs),
+# and a check that it serves all the SDK's sandbox calls (e2b_conformance.mjs).
 # Prints PASS/FAIL lines.
 set -u
 port=18379
@@ -10,5 +11,7 @@ fake_images "$T/images" || { echo "FAIL e2b/images: husk-img cannot make one"; e
 HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm start_huskd 1 || exit 1
 client e2b.mjs
 rc=$?
+# Every REST path and RPC method the SDK's sandbox calls, served (the SDK's own dist read).
+HUSKD_BIN=$top/build/bin/huskd-san client e2b_conformance.mjs || rc=1
 stop_huskd e2b/huskd_clean_exit || rc=1
 exit $rc

@@ -173,6 +173,9 @@ struct blob *blob_new(size_t len);
 void blob_put(struct blob *b);
 void fs_entry_free(struct fentry *e);
 /* Whether path lies below dir. */
+/* fake_watch.c: file.watch, and the changes it reports (path's type: create, write, remove). */
+void watch_start(struct conn *c, uint32_t id, const char *path, json_t *req);
+void watch_emit(const char *path, const char *type);
 bool fs_below(const char *path, const char *dir);
 struct fentry *fs_find(struct guest *g, const char *path);
 bool fs_is_file(struct guest *g, const char *path);

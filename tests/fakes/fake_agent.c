@@ -290,11 +290,18 @@ static void op_info(struct conn *c, uint32_t id)
 {
 	const struct guest *g = &c->fk->g;
 
-	conn_send_json(c, FRAME_RESULT, id,
-	               json_pack("{s:s, s:i, s:i, s:s, s:i, s:{s:I, s:I}, s:i}", "version", "fake",
-	                         "protocol", PROTO_VERSION, "uptime_s", 0, "kernel", "fake", "cpus",
-	                         (int)g->vcpus, "memory", "total_bytes", (json_int_t)g->mem,
-	                         "free_bytes", (json_int_t)g->mem, "resumed", (int)g->resumed));
+	/* A guest a quarter busy since it booted, on a 1 GiB disk half full. */
+	json_int_t total = (json_int_t)(guest_ms(c->fk) + 1) * (json_int_t)g->vcpus;
+
+	conn_send_json(
+		c, FRAME_RESULT, id,
+		json_pack(
+			"{s:s, s:i, s:i, s:s, s:i, s:{s:I, s:I}, s:{s:I, s:I}, s:{s:I, s:I}, s:i}",
+			"version", "fake", "protocol", PROTO_VERSION, "uptime_s", 0, "kernel",
+			"fake", "cpus", (int)g->vcpus, "memory", "total_bytes", (json_int_t)g->mem,
+			"free_bytes", (json_int_t)g->mem, "disk", "total_bytes",
+			(json_int_t)1 << 30, "free_bytes", (json_int_t)1 << 29, "cpu", "busy_ms",
+			total / 4, "total_ms", total, "resumed", (int)g->resumed));
 }
 
 /* As husk-agent checks it: time_ns > 0 and a seed of 1 to 64 bytes in lowercase hex. */

@@ -93,6 +93,7 @@ static void write_commit(struct write_req *w)
 		write_fail(w, ENOMEM);
 		return;
 	}
+	watch_emit(w->path, old ? "write" : "create");
 	conn_send_json(w->r.c, FRAME_RESULT, w->r.id,
 	               json_pack("{s:s, s:I}", "path", w->path, "size", (json_int_t)w->len));
 	free(w->buf);
@@ -309,6 +310,8 @@ static void file_mkdir(struct conn *c, uint32_t id, const char *path, json_t *re
 	                json_is_integer(mode) ? (unsigned)json_integer_value(mode) & 07777 : 0755,
 	                NULL))
 		e = ENOMEM;
+	if (!e)
+		watch_emit(path, "create");
 	reply_errno(c, id, e, "create directory", path);
 }
 
@@ -329,6 +332,8 @@ static void file_rmdir(struct conn *c, uint32_t id, const char *path, json_t *re
 	}
 	if (!e)
 		fs_remove(g, path, true);
+	if (!e)
+		watch_emit(path, "remove");
 	reply_errno(c, id, e, "remove directory", path);
 }
 
@@ -369,9 +374,13 @@ void op_file(struct conn *c, uint32_t id, const char *op, json_t *req)
 
 		if (!e)
 			fs_remove(g, path, false);
+		if (!e)
+			watch_emit(path, "remove");
 		reply_errno(c, id, e, "remove", path);
 	} else if (!strcmp(op, "file.rmdir")) {
 		file_rmdir(c, id, path, req);
+	} else if (!strcmp(op, "file.watch")) {
+		watch_start(c, id, path, req);
 	} else {
 		conn_send_error(c, id, "unknown_op", "unknown operation '%.64s'", op);
 	}

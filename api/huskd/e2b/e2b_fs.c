@@ -3,8 +3,8 @@
  * envd's filesystem.Filesystem (API.md §11.2) over the manager's file
  * requests: Stat, ListDir (to a depth), MakeDir (already_exists when it is
  * there, as envd answers), Remove (a file, or a folder and all in it) and
- * Move (the guest's mv, as a rename). Watching is not served: its methods
- * answer unimplemented, saying so.
+ * Move (the guest's mv, as a rename), WatchDir (the agent's file.watch,
+ * streamed). The polled watchers (CreateWatcher ...) answer unimplemented.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -243,6 +243,79 @@ static void move(struct fs_call *c)
 	json_decref(argv);
 }
 
+/* ---- WatchDir ---- */
+
+struct fs_watch {
+	struct http_req *r;
+	struct sbx_watch *w;
+};
+
+static void watch_started(void *arg)
+{
+	struct fs_watch *fw = arg;
+
+	if (cx_stream_send(fw->r, json_pack("{s{}}", "start")))
+		log_debug(NULL, "a WatchDir's client went as it started");
+}
+
+static void watch_change(void *arg, const char *name, const char *type)
+{
+	static const char *const types[][2] = {{"create", "EVENT_TYPE_CREATE"},
+	                                       {"write", "EVENT_TYPE_WRITE"},
+	                                       {"remove", "EVENT_TYPE_REMOVE"},
+	                                       {"rename", "EVENT_TYPE_RENAME"},
+	                                       {"chmod", "EVENT_TYPE_CHMOD"}};
+	struct fs_watch *fw = arg;
+
+	for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+		if (!strcmp(types[i][0], type) &&
+		    cx_stream_send(fw->r, json_pack("{s{ssss}}", "filesystem", "name", name, "type",
+		                                    types[i][1])))
+			log_debug(NULL, "a WatchDir's client went");
+}
+
+static void watch_ended(void *arg, const struct sbx_err *err)
+{
+	struct fs_watch *fw = arg;
+
+	http_on_close(fw->r, NULL, NULL);
+	cx_stream_end(fw->r, err ? cx_code_of(err) : CX_INTERNAL, err ? err->msg : NULL);
+	free(fw);
+}
+
+static const struct sbx_watch_ops watch_ops = {
+	.started = watch_started, .event = watch_change, .ended = watch_ended};
+
+static void watcher_gone(struct http_req *r, void *arg)
+{
+	struct fs_watch *fw = arg;
+
+	sbx_watch_close(fw->w);
+	http_stream_end(r);
+	free(fw);
+}
+
+static void watch_dir(struct routes *rt, struct http_req *r, const char *id, json_t *msg)
+{
+	const char *path = json_string_value(json_object_get(msg, "path"));
+	struct fs_watch *fw = calloc(1, sizeof(*fw));
+	struct sbx_err err;
+
+	cx_stream_begin(r);
+	if (!fw) {
+		cx_stream_end(r, CX_UNAVAILABLE, "out of memory");
+		return;
+	}
+	fw->r = r;
+	if (sbx_watch_start(rt->m, id, path, json_is_true(json_object_get(msg, "recursive")),
+	                    &watch_ops, fw, &fw->w, &err)) {
+		cx_stream_end(r, cx_code_of(&err), err.msg);
+		free(fw);
+		return;
+	}
+	http_on_close(r, watcher_gone, fw);
+}
+
 void e2b_fs_call(struct routes *rt, struct http_req *r, const char *id, const char *method)
 {
 	static const char *const ops[] = {[FS_STAT] = "Stat",
@@ -258,6 +331,11 @@ void e2b_fs_call(struct routes *rt, struct http_req *r, const char *id, const ch
 
 	if (!msg)
 		return;
+	if (!strcmp(method, "WatchDir")) {
+		watch_dir(rt, r, id, msg);
+		json_decref(msg);
+		return;
+	}
 	for (op = 0; op < sizeof(ops) / sizeof(ops[0]) && strcmp(ops[op], method); op++)
 		;
 	path = json_string_value(json_object_get(msg, op == FS_MOVE ? "source" : "path"));

@@ -31,7 +31,24 @@ void e2b_reply_error(struct http_req *r, const struct sbx_err *err);
 /* A sandbox's envd access token: HMAC of its id under the stream key. */
 void e2b_token(const struct routes *rt, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1]);
 
+/* The body as a JSON object (empty: {}), or NULL after a 400. */
+json_t *e2b_body(struct http_req *r);
+/* body.timeout: seconds (1..a day) into *secs; absent: def. -1 after a 400. */
+int e2b_timeout_of(struct http_req *r, json_t *body, long long def, long long *secs);
+/* The E2B status of a manager error (404, 409, 400 ...). */
+int e2b_status_of(const struct sbx_err *err);
+
+/* ---- e2b_snap.c ---- */
+/* E2B's {allowOut, denyOut, allow_internet_access} as husk's {allow, deny}; NULL: no memory. */
+json_t *e2b_net_lists(json_t *body);
+
 /* ---- e2b_list.c ---- */
+/*
+ * The caller's live sandbox id: its state ("running", "paused"; info, if
+ * asked for, its record), or NULL after a 404 (another org's is not there
+ * for it, an ended one is gone, as on E2B).
+ */
+const char *e2b_live(struct routes *rt, struct http_req *r, const char *id, json_t **info);
 /* "running" or "paused" (E2B's states) of a SandboxInfo; NULL once it has ended. */
 const char *e2b_state(json_t *info);
 /* A SandboxInfo as E2B's Sandbox (token: with its envdAccessToken) or ListedSandbox. */
@@ -76,7 +93,20 @@ int cx_stream_send(struct http_req *r, json_t *msg);
 void cx_stream_end(struct http_req *r, enum cx_code code, const char *err);
 
 /* ---- the services: handlers of POST /e2b/envd/<service>/<method> ---- */
-struct e2b;
+struct e2b_proc;
+/* A sandbox's last CPU sample (e2b_metrics.c): the next one's share is against it. */
+struct e2b_cpu {
+	struct e2b_cpu *next;
+	char id[STORE_ID_LEN];
+	int64_t busy_ms, total_ms, at_ms;
+};
+/* E2B's state in huskd: the processes run for envd (e2b_proc.c), CPU samples. */
+struct e2b {
+	struct routes *rt;
+	struct e2b_proc *procs;
+	uint32_t next_pid;
+	struct e2b_cpu *cpu;
+};
 /* The processes huskd runs for envd (e2b_proc.c), all sandboxes'. */
 int e2b_open(struct routes *rt, struct e2b **out) __attribute__((warn_unused_result));
 void e2b_close(struct e2b *e);

@@ -87,6 +87,35 @@ json_t *e2b_sandbox(const struct routes *rt, json_t *info, bool token)
 	return out;
 }
 
+/*
+ * The caller's live sandbox id: its state ("running", "paused"; info, if
+ * asked for, its record), or NULL after a 404 (another org's is not there
+ * for it, an ended one is gone, as on E2B).
+ */
+const char *e2b_live(struct routes *rt, struct http_req *r, const char *id, json_t **info)
+{
+	struct sbx_err err;
+	const char *st = NULL;
+	json_t *rec = NULL;
+
+	if (sbx_owned(rt->m, SBX_KIND_SANDBOX, id, caller_org(r)) != 0) {
+		e2b_error(r, 404, "sandbox %s not found", id);
+		return NULL;
+	}
+	if (sbx_get(rt->m, id, &rec, &err)) {
+		e2b_reply_error(r, &err);
+		return NULL;
+	}
+	st = e2b_state(rec);
+	if (!st)
+		e2b_error(r, 404, "sandbox %s not found (it has ended)", id);
+	if (st && info)
+		*info = rec;
+	else
+		json_decref(rec);
+	return st;
+}
+
 /* The metadata filter "k=v&k2=v2" (each part URL-encoded) against info's metadata. */
 static bool meta_matches(const char *filter, json_t *meta)
 {

@@ -42,12 +42,6 @@ struct e2b_proc {
 	struct e2b_watch *watchers;
 };
 
-struct e2b {
-	struct routes *rt;
-	struct e2b_proc *procs;
-	uint32_t next_pid;
-};
-
 int e2b_open(struct routes *rt, struct e2b **out)
 {
 	struct e2b *e = calloc(1, sizeof(*e));
@@ -92,6 +86,12 @@ void e2b_close(struct e2b *e)
 {
 	if (!e)
 		return;
+	while (e->cpu) {
+		struct e2b_cpu *next = e->cpu->next;
+
+		free(e->cpu);
+		e->cpu = next;
+	}
 	while (e->procs) {
 		if (e->procs->sh)
 			sbx_shell_close(e->procs->sh);

@@ -37,7 +37,7 @@ void e2b_error(struct http_req *r, int code, const char *fmt, ...)
 	http_respond_json(r, code, json_pack("{siss}", "code", code, "message", msg));
 }
 
-void e2b_reply_error(struct http_req *r, const struct sbx_err *err)
+int e2b_status_of(const struct sbx_err *err)
 {
 	static const int status[] = {
 		[SBX_BAD_INPUT] = 400, [SBX_NO_SANDBOX] = 404,  [SBX_ENDED] = 404,
@@ -47,11 +47,15 @@ void e2b_reply_error(struct http_req *r, const struct sbx_err *err)
 		[SBX_FULL] = 503,      [SBX_UNAVAILABLE] = 503, [SBX_INTERNAL] = 500,
 		[SBX_FORBIDDEN] = 403,
 	};
-	int code = (size_t)err->fault < sizeof(status) / sizeof(status[0]) && status[err->fault]
-	                   ? status[err->fault]
-	                   : 500;
 
-	e2b_error(r, code, "%s", err->msg);
+	return (size_t)err->fault < sizeof(status) / sizeof(status[0]) && status[err->fault]
+	               ? status[err->fault]
+	               : 500;
+}
+
+void e2b_reply_error(struct http_req *r, const struct sbx_err *err)
+{
+	e2b_error(r, e2b_status_of(err), "%s", err->msg);
 }
 
 void e2b_token(const struct routes *rt, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1])
@@ -67,37 +71,8 @@ void e2b_token(const struct routes *rt, const char *sandbox_id, char out[E2B_TOK
 		sprintf(out + 2 * i, "%02x", md[i]);
 }
 
-/*
- * The caller's live sandbox id: its state ("running", "paused"; info, if
- * asked for, its record), or NULL after a 404 (another org's is not there
- * for it, an ended one is gone, as on E2B).
- */
-static const char *live(struct routes *rt, struct http_req *r, const char *id, json_t **info)
-{
-	struct sbx_err err;
-	const char *st = NULL;
-	json_t *rec = NULL;
-
-	if (sbx_owned(rt->m, SBX_KIND_SANDBOX, id, caller_org(r)) != 0) {
-		e2b_error(r, 404, "sandbox %s not found", id);
-		return NULL;
-	}
-	if (sbx_get(rt->m, id, &rec, &err)) {
-		e2b_reply_error(r, &err);
-		return NULL;
-	}
-	st = e2b_state(rec);
-	if (!st)
-		e2b_error(r, 404, "sandbox %s not found (it has ended)", id);
-	if (st && info)
-		*info = rec;
-	else
-		json_decref(rec);
-	return st;
-}
-
 /* The body as a JSON object (empty: {}), or NULL after a 400. */
-static json_t *e2b_body(struct http_req *r)
+json_t *e2b_body(struct http_req *r)
 {
 	size_t len = 0;
 	const char *b = http_body(r, &len);
@@ -113,7 +88,7 @@ static json_t *e2b_body(struct http_req *r)
 }
 
 /* body.timeout: seconds (1..a day) into *secs; absent: def. -1 after a 400. */
-static int timeout_of(struct http_req *r, json_t *body, long long def, long long *secs)
+int e2b_timeout_of(struct http_req *r, json_t *body, long long def, long long *secs)
 {
 	json_t *t = json_object_get(body, "timeout");
 
@@ -214,7 +189,7 @@ ROUTE(e2b_create)
 	int rc;
 
 	(void)p;
-	if (!body || timeout_of(r, body, 300, &secs)) {
+	if (!body || e2b_timeout_of(r, body, 300, &secs)) {
 		json_decref(body);
 		return;
 	}
@@ -245,8 +220,19 @@ ROUTE(e2b_create)
 			json_object_set(hb, "env", v);
 		else if (!strcmp(k, "metadata") && !json_is_null(v))
 			json_object_set(hb, k, v);
-		else if (!strcmp(k, "allow_internet_access") && json_is_true(v))
-			json_object_set_new(hb, "network", json_pack("{sb}", "enabled", 1));
+	}
+	/* husk's network is off by default (E2B's is on): asked for, it is the public internet. */
+	if (json_is_true(json_object_get(body, "allow_internet_access")) ||
+	    json_is_object(json_object_get(body, "network"))) {
+		json_t *lists = e2b_net_lists(json_object_get(body, "network"));
+
+		if (lists)
+			json_object_set_new(lists, "enabled", json_true());
+		if (lists && !json_array_size(json_object_get(lists, "allow")))
+			json_object_del(lists, "allow");
+		if (lists && !json_array_size(json_object_get(lists, "deny")))
+			json_object_del(lists, "deny");
+		json_object_set_new(hb, "network", lists ? lists : json_pack("{sb}", "enabled", 1));
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w || body_set_org(r, hb)) {
@@ -272,7 +258,7 @@ ROUTE(e2b_get)
 	struct routes *rt = ctx;
 	json_t *info;
 
-	if (!live(rt, r, p[0], &info))
+	if (!e2b_live(rt, r, p[0], &info))
 		return;
 	http_respond_json(r, 200, e2b_sandbox(rt, info, true) ?: json_object());
 	json_decref(info);
@@ -283,7 +269,7 @@ ROUTE(e2b_kill)
 	struct routes *rt = ctx;
 	struct sbx_err err;
 
-	if (!live(rt, r, p[0], NULL))
+	if (!e2b_live(rt, r, p[0], NULL))
 		return;
 	if (sbx_destroy(rt->m, p[0], &err))
 		e2b_reply_error(r, &err);
@@ -298,11 +284,11 @@ ROUTE(e2b_timeout)
 	struct sbx_err err;
 	long long secs;
 
-	if (!live(rt, r, p[0], NULL) || !(body = e2b_body(r)))
+	if (!e2b_live(rt, r, p[0], NULL) || !(body = e2b_body(r)))
 		return;
 	if (!json_object_get(body, "timeout"))
 		e2b_error(r, 400, "timeout (seconds) is required");
-	else if (timeout_of(r, body, 0, &secs) == 0) {
+	else if (e2b_timeout_of(r, body, 0, &secs) == 0) {
 		if (sbx_set_deadline(rt->m, p[0], (uint64_t)secs * 1000, -1, &err))
 			e2b_reply_error(r, &err);
 		else
@@ -325,7 +311,7 @@ static void paused(void *ctx, const struct sbx_err *err, const struct sbx_reply 
 ROUTE(e2b_pause)
 {
 	struct routes *rt = ctx;
-	const char *st = live(rt, r, p[0], NULL);
+	const char *st = e2b_live(rt, r, p[0], NULL);
 
 	if (st && !strcmp(st, "paused"))
 		e2b_error(r, 409, "sandbox %s is already paused", p[0]);
@@ -337,7 +323,7 @@ ROUTE(e2b_pause)
 ROUTE(e2b_connect)
 {
 	struct routes *rt = ctx;
-	const char *st = live(rt, r, p[0], NULL);
+	const char *st = e2b_live(rt, r, p[0], NULL);
 	struct ready *w;
 	long long secs;
 	json_t *body;
@@ -345,7 +331,7 @@ ROUTE(e2b_connect)
 
 	if (!st || !(body = e2b_body(r)))
 		return;
-	rc = timeout_of(r, body, 0, &secs);
+	rc = e2b_timeout_of(r, body, 0, &secs);
 	json_decref(body);
 	if (rc)
 		return;

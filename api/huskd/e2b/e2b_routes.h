@@ -13,6 +13,12 @@ ROUTE(e2b_kill);
 ROUTE(e2b_timeout);
 ROUTE(e2b_pause);
 ROUTE(e2b_connect);
+ROUTE(e2b_snap_create);
+ROUTE(e2b_snap_list);
+ROUTE(e2b_snap_delete);
+ROUTE(e2b_fork);
+ROUTE(e2b_network);
+ROUTE(e2b_metrics);
 /* envd under /e2b/envd (the sandbox's access token, no key). */
 ROUTE(e2b_health);
 ROUTE(e2b_rpc);

@@ -106,6 +106,12 @@ static const struct route api_routes[] = {
 	{"POST", "/e2b/sandboxes/:id/timeout", e2b_timeout, 0},
 	{"POST", "/e2b/sandboxes/:id/pause", e2b_pause, 0},
 	{"POST", "/e2b/v2/sandboxes/:id/connect", e2b_connect, 0},
+	{"POST", "/e2b/sandboxes/:id/snapshots", e2b_snap_create, 0},
+	{"GET", "/e2b/snapshots", e2b_snap_list, 0},
+	{"DELETE", "/e2b/templates/:id", e2b_snap_delete, 0},
+	{"POST", "/e2b/sandboxes/:id/fork", e2b_fork, 0},
+	{"PUT", "/e2b/sandboxes/:id/network", e2b_network, 0},
+	{"GET", "/e2b/sandboxes/:id/metrics", e2b_metrics, 0},
 	/* ... and envd's, per sandbox by its access token (checked by the handlers). */
 	{"GET", "/e2b/envd/health", e2b_health, R_OPEN},
 	{"GET", "/e2b/envd/files", e2b_files_get, R_OPEN},

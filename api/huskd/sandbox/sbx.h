@@ -235,6 +235,22 @@ void sbx_shell_cancel(struct sbx_shell *s);
 /* The caller went: the command is stopped; no callback comes any more. */
 void sbx_shell_close(struct sbx_shell *s);
 
+/* ---- A folder's changes (sbx_watch.c; E2B's WatchDir) ---- */
+struct sbx_watch;
+struct sbx_watch_ops {
+	void (*started)(void *arg); /* the watch is set: changes from now on come */
+	/* A change: name below the folder, type create|write|remove|rename|chmod. */
+	void (*event)(void *arg, const char *name, const char *type);
+	/* The end (err NULL: closed by the agent); no callback after. */
+	void (*ended)(void *arg, const struct sbx_err *err);
+};
+/* Watches path (a folder; recursive: and those below) once the sandbox is ready. */
+int sbx_watch_start(struct sbx_mgr *m, const char *id, const char *path, bool recursive,
+                    const struct sbx_watch_ops *ops, void *arg, struct sbx_watch **out,
+                    struct sbx_err *err) __attribute__((warn_unused_result));
+/* The caller went: the watch is stopped; no callback comes any more. */
+void sbx_watch_close(struct sbx_watch *w);
+
 /* ---- Agent requests: files, env, jobs, archives (sbx_ops.c, sbx_jobs.c) ---- */
 
 /* [{path, content: base64}]; done: {"filesWritten": n}. */
@@ -247,6 +263,11 @@ void sbx_fs_write(struct sbx_mgr *m, const char *id, json_t *files, sbx_done_fn 
 void sbx_fs_read(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
 /* {"files": [{path, size, isDir, isSymlink, mode, modTime}]} */
 void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
+/*
+ * The guest's figures now (its agent's info: cpus, memory, disk, cpu
+ * {busy_ms, total_ms}); a paused sandbox resumes for it.
+ */
+void sbx_info(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx);
 /* One entry {path (absolute), size, isDir, isSymlink, mode, modTime} (a link's own). */
 void sbx_fs_stat(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx);
 void sbx_fs_mkdir(struct sbx_mgr *m, const char *id, const char *path, bool parents,

@@ -29,7 +29,7 @@ struct op {
 	struct sbx_buf buf; /* a list's or env's bytes */
 };
 
-enum { OP_PLAIN, OP_FOUND, OP_LIST, OP_ENV, OP_STAT };
+enum { OP_PLAIN, OP_FOUND, OP_LIST, OP_ENV, OP_STAT, OP_INFO };
 
 /* The live sandbox, or NULL after answering done with why not. */
 static struct sandbox *target(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)
@@ -114,6 +114,8 @@ static void op_done(void *arg, int rc, json_t *out, const struct sbx_err *err)
 	} else {
 		if (op->kind == OP_LIST) {
 			reply.data = list_entries(out);
+		} else if (op->kind == OP_INFO) {
+			reply.data = json_incref(out);
 		} else if (op->kind == OP_STAT) {
 			json_t *one = json_pack("{s[O]}", "entries", out), *l = list_entries(one);
 
@@ -203,6 +205,15 @@ void sbx_fs_list(struct sbx_mgr *m, const char *id, const char *path, sbx_done_f
 
 	if (op)
 		op_send(op, json_pack("{ssss}", "op", "file.list", "path", op->path));
+}
+
+void sbx_info(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)
+{
+	struct sandbox *sb = target(m, id, done, ctx);
+	struct op *op = sb ? op_new(sb, OP_INFO, NULL, done, ctx) : NULL;
+
+	if (op)
+		op_send(op, json_pack("{ss}", "op", "info"));
 }
 
 void sbx_fs_stat(struct sbx_mgr *m, const char *id, const char *path, sbx_done_fn done, void *ctx)

@@ -147,6 +147,35 @@ if (real)
 		if (e.path !== '/tmp/e2b/c' || (await sbx.files.read('/tmp/e2b/c')) !== 'B') return JSON.stringify(e);
 	});
 
+await check('watch_dir', async () => {
+	await sbx.files.makeDir('/tmp/e2b/w');
+	const seen = [];
+	let removed;
+	const gone = new Promise((res) => (removed = res));
+	const h = await sbx.files.watchDir('/tmp/e2b/w', (e) => {
+		seen.push(`${e.type}:${e.name}`);
+		if (e.type === 'remove' && e.name === 'x.txt') removed();
+	});
+	await sbx.files.write('/tmp/e2b/w/x.txt', 'x');
+	await sbx.files.remove('/tmp/e2b/w/x.txt');
+	// The remove's event ends the wait; 60 s is only the bound of a broken run.
+	const t = setTimeout(() => removed('timeout'), 60_000);
+	const why = await gone;
+	clearTimeout(t);
+	await h.stop();
+	if (why === 'timeout') return `no remove event: ${seen.join(',')}`;
+	if (!seen.includes('create:x.txt') || seen.indexOf('create:x.txt') > seen.indexOf('remove:x.txt')) return seen.join(',');
+});
+
+await check('metrics', async () => {
+	const m = await sbx.getMetrics();
+	if (m.length !== 1) return `${m.length} samples`;
+	const s = m[0];
+	if (!(s.memTotal > 0 && s.memUsed >= 0 && s.memUsed <= s.memTotal && s.diskTotal > 0 && s.diskUsed <= s.diskTotal && s.cpuCount >= 1)) return JSON.stringify(s);
+	if (!(s.cpuUsedPct >= 0 && s.cpuUsedPct <= 100) || (!real && Math.abs(s.cpuUsedPct - 25) > 0.01)) return `cpuUsedPct ${s.cpuUsedPct}`;
+	if (!(s.timestamp instanceof Date) || Math.abs(s.timestamp - Date.now()) > 600_000) return `timestamp ${s.timestamp}`;
+});
+
 await check('list_with_metadata', async () => {
 	const page = await Sandbox.list({ query: { metadata: { run: String(process.pid) } } }).nextItems();
 	if (page.length !== 1 || page[0].sandboxId !== sbx.sandboxId) return JSON.stringify(page);
@@ -162,6 +191,46 @@ await check('pause_and_connect', async () => {
 	const again = await Sandbox.connect(sbx.sandboxId);
 	if ((await again.files.read('/tmp/e2b/kept.txt')) !== 'kept') return 'the file did not survive';
 	if ((await Sandbox.getInfo(sbx.sandboxId)).state !== 'running') return 'not running after connect';
+});
+
+await check('snapshot_create_list_delete', async () => {
+	await sbx.files.write('/tmp/e2b/snap.txt', 'in the snapshot');
+	const snap = await Sandbox.createSnapshot(sbx.sandboxId, { name: `e2b-snap-${process.pid}` });
+	if (!snap.snapshotId.startsWith('snp_') || snap.names[0] !== `e2b-snap-${process.pid}`) return JSON.stringify(snap);
+	const listed = await Sandbox.listSnapshots({ sandboxId: sbx.sandboxId }).nextItems();
+	if (!listed.some((s) => s.snapshotId === snap.snapshotId)) return `not listed: ${JSON.stringify(listed)}`;
+	const child = await Sandbox.create(snap.snapshotId);
+	const text = await child.files.read('/tmp/e2b/snap.txt');
+	await child.kill();
+	if (text !== 'in the snapshot') return `child read ${JSON.stringify(text)}`;
+	if (!(await Sandbox.deleteSnapshot(snap.snapshotId))) return 'delete said not found';
+	if (await Sandbox.deleteSnapshot(snap.snapshotId)) return 'a second delete found it';
+});
+
+await check('fork', async () => {
+	await sbx.files.write('/tmp/e2b/fork.txt', 'before the fork');
+	const kids = await sbx.fork({ count: 2, timeoutMs: 120_000 });
+	if (kids.length !== 2 || kids.some((k) => !(k instanceof Sandbox))) return `forks: ${kids.map((k) => k?.message ?? k?.sandboxId)}`;
+	if (kids[0].sandboxId === kids[1].sandboxId || kids.some((k) => k.sandboxId === sbx.sandboxId)) return 'ids not distinct';
+	for (const k of kids) {
+		if ((await k.files.read('/tmp/e2b/fork.txt')) !== 'before the fork') return `${k.sandboxId} lacks the file`;
+		const r = await k.commands.run('echo forked');
+		if (r.stdout !== 'forked\n') return `${k.sandboxId}: ${JSON.stringify(r.stdout)}`;
+	}
+	await kids[0].files.write('/tmp/e2b/fork.txt', 'changed in one');
+	if ((await kids[1].files.read('/tmp/e2b/fork.txt')) !== 'before the fork') return "a sibling's write is seen";
+	if ((await sbx.files.read('/tmp/e2b/fork.txt')) !== 'before the fork') return "a fork's write reached its parent";
+	if ((await sbx.getInfo()).state !== 'running') return 'the parent is not running after the fork';
+	for (const k of kids) await k.kill();
+});
+
+await check('network_update_needs_network', async () => {
+	try {
+		await sbx.updateNetwork({ allowOut: ['198.51.100.7'] });
+		return 'updated the lists of a sandbox without network';
+	} catch (e) {
+		if (!/network/i.test(e?.message) || !/^400/.test(e?.message)) return `${e?.name}: ${e?.message}`;
+	}
 });
 
 await check('envd_needs_the_token', async () => {

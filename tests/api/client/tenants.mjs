@@ -223,7 +223,9 @@ const callerScoped = new Set([
 	'GET /audit', 'GET /audit/verify', 'POST /streams', 'PUT /streams/:id', 'GET /cli/sandbox',
 	'GET /cli/sandbox/:id', 'POST /e2b/v2/sandboxes', 'GET /e2b/v2/sandboxes', 'GET /e2b/sandboxes/:id',
 	'DELETE /e2b/sandboxes/:id', 'POST /e2b/sandboxes/:id/timeout', 'POST /e2b/sandboxes/:id/pause',
-	'POST /e2b/v2/sandboxes/:id/connect',
+	'POST /e2b/v2/sandboxes/:id/connect', 'POST /e2b/sandboxes/:id/snapshots', 'GET /e2b/snapshots',
+	'DELETE /e2b/templates/:id', 'POST /e2b/sandboxes/:id/fork', 'PUT /e2b/sandboxes/:id/network',
+	'GET /e2b/sandboxes/:id/metrics',
 ]);
 // E2B's API (API.md §11) with another org's key (X-API-Key): 404 for every
 // sandbox route, and its list shows the key's org only; envd needs the
@@ -233,7 +235,7 @@ await check('e2b_scoped', async () => {
 		const r = await fetch(`${base}/e2b${path}`, { method, headers: { 'X-API-Key': k, 'Content-Type': 'application/json' }, body: body && JSON.stringify(body) });
 		return { status: r.status, text: await r.text() };
 	};
-	for (const [m, p, b] of [['GET', `/sandboxes/${acmeSb.id}`], ['DELETE', `/sandboxes/${acmeSb.id}`], ['POST', `/sandboxes/${acmeSb.id}/timeout`, { timeout: 1 }], ['POST', `/sandboxes/${acmeSb.id}/pause`, {}], ['POST', `/v2/sandboxes/${acmeSb.id}/connect`, {}]]) {
+	for (const [m, p, b] of [['GET', `/sandboxes/${acmeSb.id}`], ['DELETE', `/sandboxes/${acmeSb.id}`], ['POST', `/sandboxes/${acmeSb.id}/timeout`, { timeout: 1 }], ['POST', `/sandboxes/${acmeSb.id}/pause`, {}], ['POST', `/v2/sandboxes/${acmeSb.id}/connect`, {}], ['POST', `/sandboxes/${acmeSb.id}/snapshots`, {}], ['POST', `/sandboxes/${acmeSb.id}/fork`, {}], ['PUT', `/sandboxes/${acmeSb.id}/network`, {}], ['GET', `/sandboxes/${acmeSb.id}/metrics`]]) {
 		const r = await e2b(betaMember, m, p, b);
 		if (r.status !== 404 || JSON.parse(r.text).code !== 404) return `${m} ${p} with beta's key: ${r.status} ${r.text.slice(0, 160)}`;
 	}
