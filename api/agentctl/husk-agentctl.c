@@ -39,8 +39,43 @@ static void usage(FILE *f)
 	        "job-stop ID "
 	        "[force]\n"
 	        "  env-set K=V|K=..., env-get, info\n"
+	        "  watch DIR [-r] TEXT  prints DIR's changes as JSON lines; stops after one with "
+	        "TEXT\n"
 	        "  call JSON      any request; prints its result\n",
 	        AGENT_VSOCK_PORT);
+}
+
+/* file.watch: its lines on stdout (flushed, so a reader sees them) until one holds until. */
+static int cmd_watch(struct agent_client *c, const char *dir, bool recursive, const char *until)
+{
+	json_t *req = json_pack("{s:s, s:s, s:b}", "op", "file.watch", "path", dir, "recursive",
+	                        recursive);
+	uint32_t id = agent_client_next_id(c);
+	bool cancelled = false;
+	struct frame f;
+	int ret = req ? agent_client_send_json(c, FRAME_REQUEST, id, req) : -ENOMEM;
+
+	json_decref(req);
+	while (ret == 0 && (ret = agent_client_recv(c, &f)) == 0) {
+		if (f.id != id)
+			continue;
+		if (f.type == FRAME_RESULT || f.type == FRAME_ERROR) {
+			fwrite(f.payload, 1, f.len, f.type == FRAME_RESULT ? stdout : stderr);
+			putchar('\n');
+			return f.type == FRAME_RESULT ? 0 : 1;
+		}
+		if (f.type != FRAME_DATA)
+			continue;
+		fwrite(f.payload, 1, f.len, stdout);
+		fflush(stdout);
+		/* A frame is whole lines: the agent sends one per frame. */
+		if (!cancelled && memmem(f.payload, f.len, until, strlen(until))) {
+			cancelled = true;
+			ret = agent_client_send(c, FRAME_CANCEL, 0, id, NULL, 0);
+		}
+	}
+	fprintf(stderr, "husk-agentctl: %s\n", strerror(-ret));
+	return 2;
 }
 
 static int print_result(int ret, json_t *res)
@@ -313,6 +348,8 @@ int main(int argc, char **argv)
 		ret = simple(c, json_pack("{s:s}", "op", "env.get"));
 	else if (!strcmp(cmd, "info"))
 		ret = simple(c, json_pack("{s:s}", "op", "info"));
+	else if (!strcmp(cmd, "watch") && (n == 2 || (n == 3 && !strcmp(a[1], "-r"))))
+		ret = cmd_watch(c, a[0], n == 3, a[n - 1]);
 	else if (!strcmp(cmd, "call") && n == 1) {
 		json_t *req = json_loads(a[0], 0, NULL);
 

@@ -176,5 +176,26 @@ fi
 
 x info
 grep -q '"protocol":1' "$T/out" && ok info || bad info "$(cat "$T/out")"
+grep -q '"cpu":{"busy_ms":[0-9]*,"total_ms":[0-9]*}' "$T/out" && ok info_cpu || bad info_cpu "$(cat "$T/out")"
+
+# file.watch: a folder's changes as they happen, below it too with -r.
+x rmdir -r /tmp/husk-watch
+x mkdir /tmp/husk-watch/sub
+timeout 600 $ctl watch /tmp/husk-watch -r '"name":"sub/new","type":"remove"' >"$T/watch" 2>&1 &
+wpid=$!
+# Changes count only once the watch is set: its start line says so.
+timeout 600 sh -c "until grep -q start '$T/watch'; do sleep 0.05; done"
+x put "$T/small" /tmp/husk-watch/sub/new
+x rm /tmp/husk-watch/sub/new
+wait $wpid
+w=$(cat "$T/watch")
+if echo "$w" | grep -q '"name":"sub/new","type":"create"' &&
+	echo "$w" | grep -q '"name":"sub/new","type":"remove"' && echo "$w" | grep -q '"dropped":0'; then
+	ok file_watch
+else
+	bad file_watch "$w"
+fi
+x call '{"op":"file.watch","path":"/tmp/husk-watch/none"}'
+grep -q not_found "$T/err" && ok file_watch_missing || bad file_watch_missing "$(cat "$T/err")"
 
 exit $failed

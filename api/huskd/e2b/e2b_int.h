@@ -54,6 +54,15 @@ const char *e2b_state(json_t *info);
 /* A SandboxInfo as E2B's Sandbox (token: with its envdAccessToken) or ListedSandbox. */
 json_t *e2b_sandbox(const struct routes *rt, json_t *info, bool token);
 
+/* A list's page: limit and nextToken (an offset) from the query. */
+struct e2b_page {
+	long long limit, from, seen;
+};
+/* 0, or -1 after a 400. */
+int e2b_page_of(struct http_req *r, struct e2b_page *pg);
+/* For each item that matches, with have items taken: 1 take, 0 skip, -1 full (x-next-token set). */
+int e2b_page_next(struct http_req *r, struct e2b_page *pg, size_t have);
+
 /* ---- e2b_connect.c: the Connect protocol (JSON), and who an envd request is for ---- */
 /* Connect's error codes ("not_found" ...), each with its HTTP status. */
 enum cx_code {

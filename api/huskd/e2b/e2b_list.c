@@ -142,29 +142,53 @@ static bool meta_matches(const char *filter, json_t *meta)
 	return true;
 }
 
+int e2b_page_of(struct http_req *r, struct e2b_page *pg)
+{
+	char tok[24] = "";
+
+	*pg = (struct e2b_page){.limit = query_int(r, "limit", 100)};
+	if (http_query_get(r, "nextToken", tok, sizeof(tok)) == -2 ||
+	    (tok[0] && (pg->from = strtoll(tok, NULL, 10)) < 0) || pg->limit < 1 ||
+	    pg->limit > 1000) {
+		e2b_error(r, 400, "limit must be 1..1000 and nextToken one this API gave");
+		return -1;
+	}
+	return 0;
+}
+
+int e2b_page_next(struct http_req *r, struct e2b_page *pg, size_t have)
+{
+	char next[24];
+
+	if (pg->seen++ < pg->from)
+		return 0;
+	if ((long long)have < pg->limit)
+		return 1;
+	snprintf(next, sizeof(next), "%lld", pg->from + pg->limit);
+	if (http_add_header(r, "x-next-token", next))
+		log_warn(NULL, "cannot add x-next-token");
+	return -1;
+}
+
 ROUTE(e2b_list)
 {
 	struct routes *rt = ctx;
 	struct sbx_list_query q = {.org = caller_org(r), .live = 1, .limit = 10000};
-	char meta[2048] = "", states[64] = "", tok[24] = "", next[24];
+	char meta[2048] = "", states[64] = "";
 	json_t *all, *out, *v, *e;
 	struct sbx_err err;
-	long long limit = query_int(r, "limit", 100), from = 0, seen = 0;
+	struct e2b_page pg;
 	size_t i;
+	int take;
 
 	(void)p;
 	if (http_query_get(r, "metadata", meta, sizeof(meta)) == -2 ||
-	    http_query_get(r, "state", states, sizeof(states)) == -2 ||
-	    http_query_get(r, "nextToken", tok, sizeof(tok)) == -2) {
-		e2b_error(r, 400, "metadata, state or nextToken is too long");
+	    http_query_get(r, "state", states, sizeof(states)) == -2) {
+		e2b_error(r, 400, "metadata or state is too long");
 		return;
 	}
-	if (tok[0])
-		from = strtoll(tok, NULL, 10);
-	if (limit < 1 || limit > 1000 || from < 0) {
-		e2b_error(r, 400, "limit must be 1..1000 and nextToken one this API gave");
+	if (e2b_page_of(r, &pg))
 		return;
-	}
 	if (sbx_list(rt->m, &q, &all, &err)) {
 		e2b_reply_error(r, &err);
 		return;
@@ -177,16 +201,9 @@ ROUTE(e2b_list)
 		if (!st || (states[0] && !strstr(states, st)) ||
 		    (meta[0] && !meta_matches(meta, json_object_get(v, "metadata"))))
 			continue;
-		if (seen++ < from)
-			continue;
-		if ((long long)json_array_size(out) == limit) {
-			snprintf(next, sizeof(next), "%lld", from + limit);
-			if (http_add_header(r, "x-next-token", next))
-				log_warn(NULL, "cannot add x-next-token");
+		if ((take = e2b_page_next(r, &pg, json_array_size(out))) < 0)
 			break;
-		}
-		e = e2b_sandbox(rt, v, false);
-		if (e)
+		if (take && (e = e2b_sandbox(rt, v, false)))
 			json_array_append_new(out, e);
 	}
 	json_decref(all);

@@ -82,25 +82,22 @@ ROUTE(e2b_snap_create)
 ROUTE(e2b_snap_list)
 {
 	struct routes *rt = ctx;
-	char sandbox[64] = "", name[80] = "", tok[24] = "", next[24];
+	char sandbox[64] = "", name[80] = "";
 	struct sbx_snap_query q = {.org = caller_org(r), .limit = 10000, .sort = "created"};
-	long long limit = query_int(r, "limit", 100), from = 0, seen = 0;
 	json_t *all, *out, *v;
 	struct sbx_err err;
+	struct e2b_page pg;
 	size_t i;
+	int take;
 
 	(void)p;
 	if (http_query_get(r, "sandboxID", sandbox, sizeof(sandbox)) == -2 ||
-	    http_query_get(r, "name", name, sizeof(name)) == -2 ||
-	    http_query_get(r, "nextToken", tok, sizeof(tok)) == -2) {
-		e2b_error(r, 400, "sandboxID, name or nextToken is too long");
+	    http_query_get(r, "name", name, sizeof(name)) == -2) {
+		e2b_error(r, 400, "sandboxID or name is too long");
 		return;
 	}
-	from = tok[0] ? strtoll(tok, NULL, 10) : 0;
-	if (limit < 1 || limit > 1000 || from < 0) {
-		e2b_error(r, 400, "limit must be 1..1000 and nextToken one this API gave");
+	if (e2b_page_of(r, &pg))
 		return;
-	}
 	q.sandbox_id = sandbox[0] ? sandbox : NULL;
 	if (sbx_snap_list(rt->m, &q, &all, &err)) {
 		e2b_reply_error(r, &err);
@@ -111,16 +108,14 @@ ROUTE(e2b_snap_list)
 	{
 		const char *n = json_string_value(json_object_get(v, "name")) ?: "";
 
-		if ((name[0] && strcmp(n, name)) || seen++ < from)
+		if (name[0] && strcmp(n, name))
 			continue;
-		if ((long long)json_array_size(out) == limit) {
-			snprintf(next, sizeof(next), "%lld", from + limit);
-			if (http_add_header(r, "x-next-token", next))
-				log_warn(NULL, "cannot add x-next-token");
+		if ((take = e2b_page_next(r, &pg, json_array_size(out))) < 0)
 			break;
-		}
-		json_array_append_new(out, json_pack("{sOs[s]}", "snapshotID",
-		                                     json_object_get(v, "snapshotId"), "names", n));
+		if (take)
+			json_array_append_new(out, json_pack("{sOs[s]}", "snapshotID",
+			                                     json_object_get(v, "snapshotId"),
+			                                     "names", n));
 	}
 	json_decref(all);
 	http_respond_json(r, 200, out);

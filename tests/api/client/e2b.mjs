@@ -183,6 +183,21 @@ await check('list_with_metadata', async () => {
 	if (none.length) return `a filter matching nothing gave ${none.length}`;
 });
 
+await check('list_pages', async () => {
+	const s2 = await Sandbox.create(template, { metadata: { suite: 'e2b', run: String(process.pid) } });
+	try {
+		const pager = Sandbox.list({ query: { metadata: { run: String(process.pid) } }, limit: 1 });
+		const a = await pager.nextItems();
+		if (a.length !== 1 || !pager.hasNext) return `first page: ${a.length}, hasNext ${pager.hasNext}`;
+		const b = await pager.nextItems();
+		if (b.length !== 1 || pager.hasNext) return `second page: ${b.length}, hasNext ${pager.hasNext}`;
+		const ids = [a[0].sandboxId, b[0].sandboxId].sort();
+		if (ids.join() !== [sbx.sandboxId, s2.sandboxId].sort().join()) return `pages ${ids}`;
+	} finally {
+		await s2.kill();
+	}
+});
+
 await check('pause_and_connect', async () => {
 	await sbx.files.write('/tmp/e2b/kept.txt', 'kept');
 	if (!(await Sandbox.pause(sbx.sandboxId))) return 'pause said already paused';
