@@ -17,6 +17,7 @@
 
 #include "agent.h"
 #include "fsutil.h"
+#include "user.h"
 
 #define READ_CHUNK 65536
 
@@ -27,6 +28,9 @@ struct write_req {
 	mode_t mode;
 	uint64_t size;
 	bool failed; /* an error was sent; swallow data until END */
+	bool owned;  /* "user": the file is given to uid:gid */
+	uid_t uid;
+	gid_t gid;
 };
 
 struct read_req {
@@ -97,7 +101,8 @@ static void write_frame(struct req *r, const struct frame *f)
 		return;
 	req_unregister(r);
 	if (!w->failed) {
-		if (fchmod(w->fd, w->mode) < 0 || fsync(w->fd) < 0)
+		if ((w->owned && fchown(w->fd, w->uid, w->gid) < 0) || fchmod(w->fd, w->mode) < 0 ||
+		    fsync(w->fd) < 0)
 			write_fail(w, errno, "cannot finish");
 		else if (rename(w->tmp, w->path) < 0)
 			write_fail(w, errno, "cannot replace");
@@ -123,12 +128,18 @@ static void file_write(struct conn *c, uint32_t id, json_t *req)
 {
 	const char *path = req_path(c, id, req);
 	json_t *mode = json_object_get(req, "mode"), *mk = json_object_get(req, "mkdirs");
+	const char *user = json_string_value(json_object_get(req, "user")), *why = NULL;
+	struct run_as as = {0};
 	struct write_req *w;
 	char *dir_copy;
 	int ret;
 
 	if (!path)
 		return;
+	if (user && user_resolve(user, &as, &why)) {
+		conn_send_error(c, id, "bad_request", "user '%.64s': %s", user, why);
+		return;
+	}
 	if (mode && (!json_is_integer(mode) || json_integer_value(mode) < 0 ||
 	             json_integer_value(mode) > 07777)) {
 		conn_send_error(c, id, "bad_request", "mode must be an integer from 0 to 07777");
@@ -152,6 +163,9 @@ static void file_write(struct conn *c, uint32_t id, json_t *req)
 	}
 	free(dir_copy);
 	w->mode = mode ? (mode_t)json_integer_value(mode) : 0644;
+	w->owned = user != NULL;
+	w->uid = as.uid;
+	w->gid = as.gid;
 	w->fd = mkostemp(w->tmp, O_CLOEXEC);
 	if (w->fd < 0) {
 		ret = errno;

@@ -4,8 +4,9 @@
 # Prints PASS/FAIL lines.
 set -u
 port=18371
-# A small output limit, so that outputTruncated can be seen.
-HUSKD_ARGS="--output-limit 1Mi"
+# A small output limit, so that outputTruncated can be seen; the nested host's
+# disk is its memory, so huskd's reserve stays small here.
+HUSKD_ARGS="--output-limit 1Mi --min-free-disk 64Mi"
 . "$(dirname "$0")/lib.sh"
 
 if ! start_huskd 1; then
@@ -46,7 +47,7 @@ E2B_REAL=1 client e2b.mjs || rc=1
 stop_huskd api/huskd_clean_exit || rc=1
 
 # huskd --on-idle pause: idle sandboxes go to disk instead of ending.
-HUSKD_ARGS="--on-idle pause"
+HUSKD_ARGS="--on-idle pause --min-free-disk 64Mi"
 start_huskd 3
 HUSK_ON_IDLE=pause HUSK_TEST_ONLY=idle_pauses client run.mjs || rc=1
 stop_huskd api/huskd_clean_exit_on_idle_pause || rc=1

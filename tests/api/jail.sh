@@ -16,7 +16,8 @@ created() { sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1; }
 
 # (a resolver for networked sandboxes; a documentation address: nothing is asked here)
 # (disk limits: the state folder is on tmpfs here, so huskd says it cannot apply them)
-HUSKD_ARGS="--dns-upstream 203.0.113.53 --disk-rate 50Mi"
+# The nested host's disk is its memory: huskd's reserve stays small here.
+HUSKD_ARGS="--dns-upstream 203.0.113.53 --disk-rate 50Mi --min-free-disk 64Mi"
 if ! start_huskd 1; then
 	echo "FAIL jail/huskd_start: huskd did not start; its log:"
 	tail -n 20 "$T/huskd.log"

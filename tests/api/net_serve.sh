@@ -81,7 +81,8 @@ fi
 # (its output away from ours: a server left holding it would keep the suite open)
 $ip netns exec standin node "$top/tests/api/net_client.mjs" sink 9000 203.0.113.10 "$T/sink" >/dev/null 2>&1 &
 standin_more=$!
-HUSKD_ARGS="--dns-upstream 198.51.100.2 --public-domain sandboxes.test --egress-deny 203.0.113.11"
+# The nested host's disk is its memory: huskd's reserve stays small here.
+HUSKD_ARGS="--dns-upstream 198.51.100.2 --public-domain sandboxes.test --egress-deny 203.0.113.11 --min-free-disk 64Mi"
 HUSKD_APT_SOURCE='deb [trusted=yes] http://web.standin.test/debian ./'
 if ! start_huskd 1; then
 	echo "FAIL net/huskd_start: huskd did not start; its log:"

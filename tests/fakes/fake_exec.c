@@ -95,7 +95,10 @@ static void printenv(json_t *env, const char *name, struct run *r, out_fn *out, 
 	}
 }
 
-/* bash [-l] -c 'WORDS': the words (split at spaces, no quoting) run as a command. */
+/*
+ * bash [-l] -c 'WORDS': the words (split at spaces, no quoting) run as a
+ * command; bash without -c (E2B's PTY: bash -i -l) is cat, its input echoed.
+ */
 static json_t *bash_words(json_t *argv)
 {
 	const char *cmd = arg(argv, 0), *line = NULL;
@@ -107,7 +110,9 @@ static json_t *bash_words(json_t *argv)
 	for (size_t i = 1; i + 1 < json_array_size(argv); i++)
 		if (!strcmp(arg(argv, i), "-c"))
 			line = arg(argv, i + 1);
-	if (!line || !(copy = strdup(line)))
+	if (!line)
+		return json_pack("[s]", "cat");
+	if (!(copy = strdup(line)))
 		return NULL;
 	words = json_array();
 	for (w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save))

@@ -7,8 +7,7 @@
  * GET /health, the Connect services (POST /<service>/<method>), and the
  * files: GET /files?path= (a file's bytes) and POST /files?path= (one file
  * as application/octet-stream, or multipart/form-data parts each named by
- * its filename). The guest's agent writes files as the sandbox's user;
- * username is not honoured yet.
+ * its filename), given to ?username= when named.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -109,8 +108,9 @@ static void written(void *ctx, const struct sbx_err *err, const struct sbx_reply
 	free(u);
 }
 
-/* One file for sbx_fs_write {path, content: base64} and its answer {name, type, path}. */
-static int add_file(json_t *files, json_t *answer, const char *path, const void *data, size_t len)
+/* One file for sbx_fs_write {path, content, user?} and its answer {name, type, path}. */
+static int add_file(json_t *files, json_t *answer, const char *path, const char *user,
+                    const void *data, size_t len)
 {
 	char *b64 = e2b_b64(data, len);
 	const char *slash = strrchr(path, '/');
@@ -118,7 +118,8 @@ static int add_file(json_t *files, json_t *answer, const char *path, const void 
 
 	if (!b64)
 		return -ENOMEM;
-	rc = json_array_append_new(files, json_pack("{ssss}", "path", path, "content", b64));
+	rc = json_array_append_new(files, json_pack("{ssssss*}", "path", path, "content", b64,
+	                                            "user", *user ? user : NULL));
 	free(b64);
 	if (rc == 0)
 		rc = json_array_append_new(answer,
@@ -131,7 +132,7 @@ ROUTE(e2b_files_post)
 {
 	struct routes *rt = ctx;
 	const char *ct = http_header(r, "Content-Type");
-	char id[STORE_ID_LEN], path[4096] = "", boundary[MULTIPART_BOUNDARY_LEN];
+	char id[STORE_ID_LEN], path[4096] = "", user[64] = "", boundary[MULTIPART_BOUNDARY_LEN];
 	json_t *files = json_array(), *answer = json_array();
 	struct multipart_part *parts = NULL;
 	struct upload *u = NULL;
@@ -142,8 +143,9 @@ ROUTE(e2b_files_post)
 	(void)p;
 	if (cx_sandbox(rt, r, false, id))
 		goto out;
-	if (http_query_get(r, "path", path, sizeof(path)) == -2) {
-		e2b_error(r, 400, "path is at most 4095 bytes");
+	if (http_query_get(r, "path", path, sizeof(path)) == -2 ||
+	    http_query_get(r, "username", user, sizeof(user)) == -2) {
+		e2b_error(r, 400, "path is at most 4095 bytes, username 63");
 		goto out;
 	}
 	if (ct && !strncmp(ct, "application/octet-stream", 24)) {
@@ -156,7 +158,7 @@ ROUTE(e2b_files_post)
 			          "huskd takes uploads without Content-Encoding: send them plain");
 			goto out;
 		}
-		rc = add_file(files, answer, path, body, len);
+		rc = add_file(files, answer, path, user, body, len);
 	} else if (multipart_boundary(ct, boundary) == 0) {
 		parts = calloc(UPLOAD_PARTS_MAX, sizeof(*parts));
 		rc = parts ? multipart_parse(boundary, body, len, parts, UPLOAD_PARTS_MAX, &n)
@@ -176,7 +178,7 @@ ROUTE(e2b_files_post)
 				          i);
 				goto out;
 			}
-			rc = add_file(files, answer, to, parts[i].data, parts[i].len);
+			rc = add_file(files, answer, to, user, parts[i].data, parts[i].len);
 		}
 	} else {
 		e2b_error(r, 400,

@@ -253,7 +253,7 @@ void sbx_watch_close(struct sbx_watch *w);
 
 /* ---- Agent requests: files, env, jobs, archives (sbx_ops.c, sbx_jobs.c) ---- */
 
-/* [{path, content: base64}]; done: {"filesWritten": n}. */
+/* [{path, content: base64, user?}] (user: the file's owner); done: {"filesWritten": n}. */
 void sbx_fs_write(struct sbx_mgr *m, const char *id, json_t *files, sbx_done_fn done, void *ctx);
 /*
  * The file's bytes as they come (sbx_read.c): done at the first of them with

@@ -307,7 +307,8 @@ static void files_step(struct files *f)
 	workspace_path(sbx_workspace(f->sb), path, full, sizeof(full));
 	in.data = f->data;
 	in.len = len;
-	req = json_pack("{sssssb}", "op", "file.write", "path", full, "mkdirs", 1);
+	req = json_pack("{sssssbss*}", "op", "file.write", "path", full, "mkdirs", 1, "user",
+	                json_string_value(json_object_get(file, "user")));
 	if (f->now)
 		sbx_call_now(f->sb, req, &in, &file_ops, f);
 	else

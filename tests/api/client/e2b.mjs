@@ -3,6 +3,7 @@
 // runs it again on real KVM with E2B_REAL=1). HUSK_URL, HUSK_API_KEY.
 // Prints PASS/FAIL lines "e2b/<name>".
 import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError } from 'e2b';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { checks, request } from './checks.mjs';
 
 const base = process.env.HUSK_URL;
@@ -23,6 +24,18 @@ async function waitStatus(id, statuses) {
 		if (statuses.split(',').includes(r.json?.data?.status)) return r.json.data.status;
 	}
 	throw new Error(`sandbox ${id} never reached ${statuses}`);
+}
+
+// After a huskd restart (tests/api/e2b.sh): the sandbox kept in E2B_KEEP has its deadline still.
+if (process.argv[2] === 'restarted') {
+	const kept = JSON.parse(readFileSync(process.env.E2B_KEEP, 'utf8'));
+	await check('deadline_kept_across_restart', async () => {
+		const info = await Sandbox.getInfo(kept.id);
+		if (info.endAt.toISOString() !== kept.endAt) return `endAt ${info.endAt.toISOString()}, was ${kept.endAt}`;
+		await Sandbox.setTimeout(kept.id, 1000);
+		await waitStatus(kept.id, 'terminated');
+	});
+	process.exit(failed() ? 1 : 0);
 }
 
 let sbx;
@@ -105,6 +118,41 @@ await check('connect_to_running', async () => {
 	await h.wait();
 });
 
+await check('pty', async () => {
+	let out = '';
+	let saw;
+	const seen = new Promise((res) => (saw = res));
+	const h = await sbx.pty.create({
+		cols: 80,
+		rows: 24,
+		onData: (d) => {
+			out += new TextDecoder().decode(d);
+			if (out.includes('pty-42')) saw();
+		},
+	});
+	await sbx.pty.resize(h.pid, { cols: 120, rows: 40 });
+	// The real bash computes the number (so the echo of the typed line cannot match).
+	await sbx.pty.sendInput(h.pid, new TextEncoder().encode(real ? 'echo pty-$((6*7)); stty size\n' : 'pty-42\n'));
+	const t = setTimeout(() => saw('timeout'), 60_000);
+	const why = await seen;
+	clearTimeout(t);
+	if (why === 'timeout') return `no output: ${JSON.stringify(out)}`;
+	if (real) {
+		await sbx.pty.sendInput(h.pid, new TextEncoder().encode('exit 5\n'));
+		try {
+			await h.wait();
+			return 'exit 5 did not raise';
+		} catch (e) {
+			if (e?.exitCode !== 5) return `${e?.name}: ${e?.message}`;
+		}
+		if (!out.includes('40 120')) return `stty size after the resize: ${JSON.stringify(out.slice(-200))}`;
+	} else {
+		if (!(await sbx.pty.kill(h.pid))) return 'kill said not found';
+		await h.wait().catch(() => {});
+	}
+	if ((await sbx.commands.list()).some((p) => p.pid === h.pid)) return 'still listed';
+});
+
 await check('files_text_and_binary', async () => {
 	await sbx.files.write('/tmp/e2b/hello.txt', 'hi there');
 	if ((await sbx.files.read('/tmp/e2b/hello.txt')) !== 'hi there') return 'text differs';
@@ -140,6 +188,15 @@ await check('files_list_exists_mkdir_remove', async () => {
 		if (!(e instanceof NotFoundError)) return `${e?.name}: ${e?.message}`;
 	}
 });
+
+if (real)
+	await check('as_another_user', async () => {
+		await sbx.files.write('/tmp/e2b/owned.txt', 'x', { user: 'nobody' });
+		const owner = await sbx.commands.run('stat -c %U /tmp/e2b/owned.txt');
+		if (owner.stdout !== 'nobody\n') return `file owner ${JSON.stringify(owner.stdout)}`;
+		const who = await sbx.commands.run('id -un', { user: 'nobody' });
+		if (who.stdout !== 'nobody\n') return `command ran as ${JSON.stringify(who.stdout)}`;
+	});
 
 if (real)
 	await check('files_rename', async () => {
@@ -293,5 +350,12 @@ await check('kill', async () => {
 	if (await Sandbox.kill(sbx.sandboxId)) return 'a second kill found it';
 	if (await sbx.isRunning()) return 'isRunning after kill';
 });
+
+if (process.env.E2B_KEEP)
+	await check('deadline_kept', async () => {
+		const s = await Sandbox.create(template, { timeoutMs: 3_600_000 });
+		const info = await s.getInfo();
+		writeFileSync(process.env.E2B_KEEP, JSON.stringify({ id: s.sandboxId, endAt: info.endAt.toISOString() }));
+	});
 
 process.exit(failed() ? 1 : 0);
