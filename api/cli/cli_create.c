@@ -93,6 +93,8 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 		rc = args_keyval(c, "--env", o->env.v[i], env);
 	if (!rc && o->port && !(rc = args_uint(c, "port", o->port, 65535, &port)) && port < 1024)
 		rc = args_bad(c, "--port %ld: give a port from 1024 to 65535", port);
+	if (!rc && o->url_token && !port)
+		rc = args_bad(c, "--url-token guards --port's url: give --port too");
 	if (!rc && o->egress_rate &&
 	    !(rc = args_uint(c, "egress-rate", o->egress_rate, 100000000000L, &rate)) &&
 	    rate < 1000)
@@ -128,6 +130,8 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 				json_object_set_new(net, "egressBytesPerSec", json_integer(rate));
 			if (port)
 				json_object_set_new(net, "port", json_integer(port));
+			if (o->url_token)
+				json_object_set_new(net, "urlToken", json_true());
 			if (o->allow.n)
 				json_object_set_new(net, "allow", str_array(&o->allow));
 			if (o->deny.n)
@@ -155,6 +159,7 @@ int create_main(struct cli *c, int argc, char **argv)
 	                           {"paused-timeout", 0, OPT_STR, &o.paused},
 	                           {"metadata", 0, OPT_STR, &o.metadata},
 	                           {"port", 0, OPT_STR, &o.port},
+	                           {"url-token", 0, OPT_FLAG, &o.url_token},
 	                           {"egress-rate", 0, OPT_STR, &o.egress_rate},
 	                           {NULL, 0, 0, NULL}};
 	json_t *body = json_object(), *env = NULL, *data;
@@ -168,11 +173,13 @@ int create_main(struct cli *c, int argc, char **argv)
 		   "[--env K=V]... "
 		   "[--file SBXPATH:LOCAL]...\n"
 		   "            [--snapshot X] [--dependency PKG]... [--name N] [--description D]\n"
-		   "            [--metadata JSON] [--port 1024-65535] [--json]\n"
+		   "            [--metadata JSON] [--port 1024-65535 [--url-token]] [--json]\n"
 		   "            [--allow-host HOST|CIDR]... [--deny-host HOST|CIDR]...\n"
 		   "            [--egress-rate BYTES_PER_SEC]\n"
 		   "Creates an interactive sandbox and prints its id (--json: huskd's answer).\n"
-		   "--port serves that guest port at the sandbox's url (printed; also in get).\n"
+		   "--port serves that guest port at the sandbox's url (printed; also in get);\n"
+		   "--url-token: only to requests with its token (printed; X-Husk-Url-Token\n"
+		   "or ?husk_token=).\n"
 		   "--allow-host (only these) and --deny-host (not these) imply --network;\n"
 		   "HOST is example.com or *.example.com, CIDR 203.0.113.0/24.\n"
 		   "--timeout is each command's limit; --idle-timeout 0s keeps it forever;\n"
@@ -191,6 +198,8 @@ int create_main(struct cli *c, int argc, char **argv)
 		printf("%s\n", out_cell(data, "sandboxId", id, sizeof(id)));
 		if (*out_cell(data, "url", id, sizeof(id)))
 			fprintf(stderr, "url: %s\n", id);
+		if (*out_cell(data, "urlToken", id, sizeof(id)))
+			fprintf(stderr, "url token: %s\n", id);
 	}
 	json_decref(body);
 	json_decref(env);

@@ -103,6 +103,8 @@ h list --status weird
 expect list_bad_status 2 "--status 'weird' is not one of"
 h create --port 80
 expect create_low_port 2 "--port 80"
+h create --url-token
+expect create_url_token_needs_port 2 "--url-token guards --port's url"
 h create --metadata '[1]'
 expect create_bad_metadata 2 "--metadata must be a JSON object"
 h run --env NOEQUALS -- true

@@ -1,5 +1,6 @@
 // The network suites' client, on the host (node, no packages):
-//   get URL [HOST]      GET, printing "status N" and the body; HOST sets the Host header
+//   get URL [HOST [TOKEN]]  GET, printing "status N" and the body; HOST sets the Host
+//                       header ("" leaves it), TOKEN the X-Husk-Url-Token header
 //   ws URL              a WebSocket handshake with a first frame sent at once, printing
 //                       the status line and the echo ("ws: echo: ping")
 //   api METHOD PATH [JSON]  huskd's API with HUSK_API_KEY, printing the body
@@ -11,9 +12,10 @@ import fs from 'node:fs';
 
 const [cmd, a, b, c] = process.argv.slice(2);
 
-function get(url, host) {
+function get(url, host, token) {
 	const u = new URL(url);
 	const headers = host ? { Host: host } : {};
+	if (token) headers['X-Husk-Url-Token'] = token;
 	const q = http.request({ host: u.hostname, port: u.port, path: u.pathname + u.search, headers }, (r) => {
 		let body = '';
 		r.on('data', (d) => (body += d));
@@ -88,7 +90,7 @@ function sink(port, addr, file) {
 	}).listen(Number(port), addr);
 }
 
-if (cmd === 'get') get(a, b);
+if (cmd === 'get') get(a, b, c);
 else if (cmd === 'ws') ws(a);
 else if (cmd === 'api') api(a, b, c);
 else if (cmd === 'sink') sink(a, b, c);

@@ -124,6 +124,29 @@ probe "$pid_" -- node -e "$PROBE" 203.0.113.10:80
 if [ "$served" = 1 ] && grep -qx '203.0.113.10:80 closed' "$T/o"; then pass port_only_no_egress; else fail port_only_no_egress "want the page served and 203.0.113.10:80 closed"; fi
 h destroy "$pid_"
 
+# A url with its token (network.urlToken): refused without it, served with it as a
+# header or as ?husk_token= (which the guest's server never sees); get gives it again.
+nc api POST /sandbox '{"runtime":"node:lts","network":{"port":8080,"urlToken":true},"timeout":{"idle":"20m"}}'
+tid=$(sid)
+tok=$(sed -n 's/.*"urlToken": *"\([0-9a-f]*\)".*/\1/p' "$T/o")
+serve "$tid"
+nc get "http://127.0.0.1:$port/p/$tid/t?a=1"
+grep -q '^status 401' "$T/o" && grep -q URL_TOKEN_REQUIRED "$T/o" && t1=ok || t1="without it: $(head -c 200 "$T/o")"
+nc get "http://127.0.0.1:$port/p/$tid/t?a=1&husk_token=$tok"
+grep -q "^served GET /t?a=1 for" "$T/o" && t2=ok || t2="by query: $(head -c 200 "$T/o")"
+nc get "http://127.0.0.1:$port/p/$tid/h" "" "$tok"
+grep -q "^served GET /h for" "$T/o" && t3=ok || t3="by header: $(head -c 200 "$T/o")"
+nc get "http://127.0.0.1:$port/p/$tid/t?husk_token=0123456789abcdef0123456789abcdef"
+grep -q '^status 401' "$T/o" && t4=ok || t4="a wrong one: $(head -c 200 "$T/o")"
+h get --json "$tid"
+grep -q "\"urlToken\": *\"$tok\"" "$T/o" && t5=ok || t5="get has no urlToken"
+if [ ${#tok} = 32 ] && [ "$t1$t2$t3$t4$t5" = okokokokok ]; then
+	pass url_token
+else
+	fail url_token "token '$tok': $t1 / $t2 / $t3 / $t4 / $t5"
+fi
+h destroy "$tid"
+
 # Egress counted and held to its rate; huskd's deny list; lists changed at run time.
 h create --json --runtime node:lts --egress-rate 200000 --idle-timeout 20m
 nid=$(sid)

@@ -30,6 +30,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	    (!memchr(t.id, 0, sizeof(t.id)) || !memchr(t.path, 0, sizeof(t.path)) ||
 	     (!t.by_path && (strncmp(t.id, "sbx_", 4) || t.port < 1024 || t.port > 65535))))
 		abort();
+	if (rc == 1) {
+		char tok[64];
+		size_t before = strlen(t.path);
+
+		/* A url's token taken out of the query: the path only shrinks, and stays a string.
+		 */
+		if (proxy_take_token(&t, tok, sizeof(tok)) == 1 &&
+		    (strlen(t.path) >= before || !memchr(tok, 0, sizeof(tok))))
+			abort();
+	}
 	free(s);
 	return 0;
 }

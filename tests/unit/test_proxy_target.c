@@ -41,3 +41,26 @@ UNIT_TEST(proxy_target_by_path)
 	memset(longpath + 11, 'a', sizeof(longpath) - 12);
 	CHECK(proxy_target(NULL, longpath, "", NULL, &t) == -ENAMETOOLONG);
 }
+
+UNIT_TEST(proxy_token_taken_from_query)
+{
+	struct proxy_target t;
+	char tok[40];
+
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x", "a=1&husk_token=abc&b=2", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == 1 && !strcmp(tok, "abc") &&
+	      !strcmp(t.path, "/x?a=1&b=2"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x", "husk_token=abc", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == 1 && !strcmp(t.path, "/x"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x", "a=1&husk_token=", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == 1 && !tok[0] && !strcmp(t.path, "/x?a=1"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x", "husk_token=abc&b=2", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == 1 && !strcmp(t.path, "/x?b=2"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x", "xhusk_token=abc", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == 0 && !strcmp(t.path, "/x?xhusk_token=abc"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x", "", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == 0);
+	CHECK(proxy_target(NULL, "/p/sbx_abc/x",
+	                   "husk_token=0123456789012345678901234567890123456789", NULL, &t) == 1);
+	CHECK(proxy_take_token(&t, tok, sizeof(tok)) == -ENAMETOOLONG);
+}

@@ -121,7 +121,9 @@ UNIT_TEST(snap_sealed_hides_its_bytes)
 	CHECK(write_sealed(tsnap_path("hidden2"), &key_a, NULL) == 0);
 	a = tsnap_slurp(tsnap_path("hidden"), &la);
 	b = tsnap_slurp(tsnap_path("hidden2"), &lb);
-	CHECK(a && b && la == lb && memcmp(a + 56, b + 56, 8) != 0 && memcmp(a, b, la) != 0);
+	/* (Not equal lengths: how the writer's threads cut frames depends on timing.) */
+	CHECK(a && b && la > 64 && lb > 64 && memcmp(a + 56, b + 56, 8) != 0 &&
+	      memcmp(a, b, la < lb ? la : lb) != 0);
 	free(a);
 	free(b);
 }

@@ -20,7 +20,7 @@
 /* The envd version huskd answers as: what the SDK checks features against. */
 #define E2B_ENVD_VERSION "0.5.7"
 /* Hex characters of a sandbox's envd access token (128 bits). */
-#define E2B_TOKEN_HEX 32
+#define E2B_TOKEN_HEX ROUTES_TOKEN_HEX
 
 /* ---- e2b_rest.c ---- */
 /* E2B's error body {code, message} with status code. */

@@ -15,9 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/evp.h>
-#include <openssl/hmac.h>
-
 #include "e2b_int.h"
 #include "e2b_routes.h"
 
@@ -60,15 +57,7 @@ void e2b_reply_error(struct http_req *r, const struct sbx_err *err)
 
 void e2b_token(const struct routes *rt, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1])
 {
-	unsigned char md[EVP_MAX_MD_SIZE];
-	unsigned int len = 0;
-	char msg[STORE_ID_LEN + 16];
-	int n = snprintf(msg, sizeof(msg), "e2b-envd %s", sandbox_id);
-
-	HMAC(EVP_sha256(), rt->cfg.stream_key, (int)sizeof(rt->cfg.stream_key),
-	     (const unsigned char *)msg, (size_t)n, md, &len);
-	for (int i = 0; i < E2B_TOKEN_HEX / 2; i++)
-		sprintf(out + 2 * i, "%02x", md[i]);
+	routes_token(rt, "e2b-envd", sandbox_id, out);
 }
 
 /* The body as a JSON object (empty: {}), or NULL after a 400. */

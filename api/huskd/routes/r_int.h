@@ -88,6 +88,14 @@ void wait_status(struct routes *rt, struct http_req *r, const char *sandbox_id, 
 void wait_execution(struct routes *rt, struct http_req *r, const char *exec_id, uint64_t ms);
 void wait_kick(void *rt, const char *id);
 void wait_drop_all(struct routes *rt);
+/* Hex characters of a token of routes_token (128 bits). */
+#define ROUTES_TOKEN_HEX 32
+/*
+ * A capability of sandbox id for what ("url", "e2b-envd"): an HMAC under the
+ * stream key, so it needs no storage and is the same after a restart (r_sign.c).
+ */
+void routes_token(const struct routes *rt, const char *what, const char *id,
+                  char out[ROUTES_TOKEN_HEX + 1]);
 /* Signed stream URLs (r_sign.c): data's, data.executions[]'s and data.jobs[]'s. */
 void stream_sign(const struct routes *rt, json_t *data);
 /* obj's URL field key (…/streams/ID) signed. */

@@ -8,7 +8,10 @@
  * then handed to a byte tunnel to the VMM's socket for that port: HTTP
  * keep-alive, streaming and WebSocket upgrades pass as they are. A path
  * request carries "Connection: close" upstream (the next request on the
- * connection may be for another path), an upgrade excepted.
+ * connection may be for another path), an upgrade excepted. A sandbox made
+ * with network.urlToken takes only requests that carry its url's token
+ * (X-Husk-Url-Token, or ?husk_token= which the guest's server never sees): the
+ * first request of a connection is checked, and the connection is its.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +19,8 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+
+#include <openssl/crypto.h>
 
 #include "http_tunnel.h"
 #include "r_int.h"
@@ -188,6 +193,35 @@ static void client_gone(struct http_req *r, void *arg)
 	px->gone = true;
 }
 
+/* A url made with network.urlToken without its token: true after a 401. */
+static bool token_refused(struct routes *rt, struct http_req *r, struct proxy_target *t)
+{
+	char want[ROUTES_TOKEN_HEX + 1], given[ROUTES_TOKEN_HEX + 2] = "";
+	const char *h = http_header(r, "X-Husk-Url-Token");
+	struct sbx_err err;
+	json_t *info = NULL;
+	bool needed;
+
+	/* Taken out of the query always: the guest's server never sees it. */
+	if (proxy_take_token(t, given, sizeof(given)) < 0)
+		given[0] = '\0';
+	if (h)
+		snprintf(given, sizeof(given), "%s", h);
+	needed = sbx_get(rt->m, t->id, &info, &err) == 0 &&
+	         json_is_true(json_object_get(info, "urlTokenRequired"));
+	json_decref(info);
+	if (!needed)
+		return false;
+	routes_token(rt, "url", t->id, want);
+	if (strlen(given) == ROUTES_TOKEN_HEX && CRYPTO_memcmp(given, want, ROUTES_TOKEN_HEX) == 0)
+		return false;
+	api_error(r, 401, "URL_TOKEN_REQUIRED",
+	          "sandbox %s's url needs its token (urlToken in its create and get answers): "
+	          "send it as the X-Husk-Url-Token header or the husk_token query parameter",
+	          t->id);
+	return true;
+}
+
 bool proxy_route(struct routes *rt, struct http_req *r)
 {
 	struct proxy *px;
@@ -207,6 +241,10 @@ bool proxy_route(struct routes *rt, struct http_req *r)
 		return true;
 	}
 	*px = (struct proxy){.rt = rt, .r = r, .t = t};
+	if (token_refused(rt, r, &px->t)) {
+		free(px);
+		return true;
+	}
 	http_on_close(r, client_gone, px);
 	sbx_port_open(rt->m, px->t.id, px->t.port, port_ready, px);
 	return true;
@@ -229,5 +267,11 @@ int proxy_url(struct routes *rt, struct http_req *r, json_t *info)
 		snprintf(url, sizeof(url), "%s" PROXY_PATH_PREFIX "%s/", base, id);
 	else
 		return -ENAMETOOLONG;
+	if (json_is_true(json_object_get(info, "urlTokenRequired"))) {
+		char tok[ROUTES_TOKEN_HEX + 1];
+
+		routes_token(rt, "url", id, tok);
+		json_object_set_new(info, "urlToken", json_string(tok));
+	}
 	return json_object_set_new(info, "url", json_string(url));
 }

@@ -101,3 +101,18 @@ int stream_check(const struct routes *rt, struct http_req *r, const char *sid)
 	}
 	return 0;
 }
+
+void routes_token(const struct routes *rt, const char *what, const char *id,
+                  char out[ROUTES_TOKEN_HEX + 1])
+{
+	unsigned char md[EVP_MAX_MD_SIZE];
+	unsigned int len = 0;
+	char msg[160];
+	int n = snprintf(msg, sizeof(msg), "%s %s", what, id);
+
+	HMAC(EVP_sha256(), rt->cfg.stream_key, (int)sizeof(rt->cfg.stream_key),
+	     (const unsigned char *)msg, (size_t)(n < (int)sizeof(msg) ? n : (int)sizeof(msg) - 1),
+	     md, &len);
+	for (int i = 0; i < ROUTES_TOKEN_HEX / 2; i++)
+		sprintf(out + 2 * i, "%02x", md[i]);
+}

@@ -71,3 +71,33 @@ int proxy_target(const char *host, const char *path, const char *query, const ch
 	t->by_path = true;
 	return set_path(t, path[n] ? "" : "/", path + n, query);
 }
+
+int proxy_take_token(struct proxy_target *t, char *out, size_t outlen)
+{
+	char *q = strchr(t->path, '?'), *p, *end, *val;
+	size_t n;
+
+	out[0] = '\0';
+	if (!q)
+		return 0;
+	for (p = q + 1; *p; p = end + (*end == '&')) {
+		end = p + strcspn(p, "&");
+		if (strncmp(p, PROXY_TOKEN_PARAM "=", strlen(PROXY_TOKEN_PARAM) + 1))
+			continue;
+		val = p + strlen(PROXY_TOKEN_PARAM) + 1;
+		n = (size_t)(end - val);
+		if (n >= outlen)
+			return -ENAMETOOLONG;
+		memcpy(out, val, n);
+		out[n] = '\0';
+		/* The parameter goes, with the '&' after it (or the one before it, or the '?'). */
+		if (*end == '&')
+			memmove(p, end + 1, strlen(end + 1) + 1);
+		else if (p > q + 1)
+			p[-1] = '\0';
+		else
+			*q = '\0';
+		return 1;
+	}
+	return 0;
+}

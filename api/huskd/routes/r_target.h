@@ -9,8 +9,11 @@
  * target.
  */
 #include <stdbool.h>
+#include <stddef.h>
 
 #define PROXY_PATH_PREFIX "/p/"
+/* The query parameter that may carry a url's token (network.urlToken). */
+#define PROXY_TOKEN_PARAM "husk_token"
 
 struct proxy_target {
 	char id[64];     /* "sbx_<rand>" */
@@ -26,5 +29,12 @@ struct proxy_target {
  */
 int proxy_target(const char *host, const char *path, const char *query, const char *domain,
                  struct proxy_target *t);
+
+/*
+ * Takes ?husk_token=VALUE out of t->path's query (the guest's server never
+ * sees it): 1 with out set, 0 if there is none, -ENAMETOOLONG for a value
+ * of outlen bytes or more.
+ */
+int proxy_take_token(struct proxy_target *t, char *out, size_t outlen);
 
 #endif

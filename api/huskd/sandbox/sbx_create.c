@@ -69,7 +69,7 @@ static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *mi
 }
 
 /*
- * network: {enabled, port, allow, deny, egressBytesPerSec}; a network this
+ * network: {enabled, port, urlToken, allow, deny, egressBytesPerSec}; a network this
  * host cannot give is refused here, not at boot.
  */
 static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, struct sbx_err *err)
@@ -77,6 +77,7 @@ static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, str
 	json_t *net = json_object_get(body, "network");
 	json_t *on = json_object_get(net, "enabled"), *port = json_object_get(net, "port");
 	json_t *rate = json_object_get(net, "egressBytesPerSec");
+	json_t *token = json_object_get(net, "urlToken");
 
 	sb->egress_rate = m->cfg.egress_rate;
 	if (!net || json_is_null(net))
@@ -90,6 +91,11 @@ static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, str
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network.port must be a number from 1024 to 65535");
 	sb->port = json_is_integer(port) ? (unsigned)json_integer_value(port) : 0;
+	if (token && (!json_is_boolean(token) || (json_is_true(token) && !sb->port)))
+		return sbx_fail(
+			err, SBX_BAD_INPUT, -EINVAL,
+			"network.urlToken must be true or false, and true needs network.port "
+			"(it guards that port's url)");
 	if (rate && (!json_is_integer(rate) || json_integer_value(rate) < 1000))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network.egressBytesPerSec must be a number of bytes per second, "
@@ -282,6 +288,9 @@ static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t
 		return NULL;
 	if (sb->port)
 		json_object_set_new(pub, "networkPort", json_integer(sb->port));
+	/* The routes give and check the token (an HMAC of the id); the record says it is needed. */
+	if (sb->port && json_is_true(json_object_get(json_object_get(body, "network"), "urlToken")))
+		json_object_set_new(pub, "urlTokenRequired", json_true());
 	for (const char *const *k =
 	             (const char *const[]){"name", "description", "metadata", "projectId",
 	                                   "dependencies", "packages", NULL};
