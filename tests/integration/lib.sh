@@ -36,7 +36,7 @@ l1_lockups() {
 vmm() {
 	rm -f "$T/console" "$T/stderr"
 	lockups=$(l1_lockups)
-	timeout -s KILL 180 "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
+	timeout -s KILL "${VMM_LIMIT:-180}" "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
 	status=$?
 	# A VMM killed by the time limit, either while the nested host's own
 	# kernel reported a soft lockup (it hung in the emulated host, not in
@@ -54,7 +54,7 @@ vmm() {
 	if [ -n "$why" ]; then
 		echo "note: $why; retrying once"
 		rm -f "$T/console.raw"
-		timeout -s KILL 180 "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
+		timeout -s KILL "${VMM_LIMIT:-180}" "$VMM" --console "$T/console.raw" "$@" 2>"$T/stderr"
 		status=$?
 	fi
 	# A VMM that stops before opening its console leaves none.
