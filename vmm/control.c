@@ -15,6 +15,7 @@
 
 #include "evloop.h"
 #include "log.h"
+#include "netstack.h"
 #include "vm.h"
 
 #define MAX_CLIENTS 4
@@ -32,6 +33,7 @@ struct client {
 
 struct control {
 	struct vm *vm;
+	struct netstack *net; /* NULL: the guest has no network */
 	char *path;
 	int listen_fd;
 	int paused;
@@ -90,6 +92,32 @@ static void snapshot(struct client *cl, const char *path, bool diff)
 	reply(cl, "OK saved in %s ms\n", msg);
 }
 
+/* "expose PORT PATH": the guest's TCP port served at the Unix socket PATH from now on. */
+static void expose(struct client *cl, const char *arg)
+{
+	char *end;
+	unsigned long port = strtoul(arg, &end, 10);
+	int ret;
+
+	if (!cl->c->net) {
+		reply(cl, "ERR %s\n", "this VM has no network device (start it with --net slirp)");
+		return;
+	}
+	if (end == arg || *end != ' ' || port < 1 || port > 65535 || end[1] != '/') {
+		reply(cl, "ERR %s\n",
+		      "expose takes a TCP port (1-65535) and a socket's absolute path");
+		return;
+	}
+	ret = netstack_expose(cl->c->net, (unsigned)port, end + 1);
+	if (ret) {
+		log_warn("cannot expose guest port %lu at %s: %s", port, end + 1, strerror(-ret));
+		reply(cl, "ERR cannot expose the port: %s\n", strerror(-ret));
+		return;
+	}
+	log_debug("guest port %lu exposed at %s", port, end + 1);
+	reply(cl, "OK %s\n", "exposed");
+}
+
 static void run_command(struct client *cl, const char *cmd)
 {
 	struct control *c = cl->c;
@@ -134,10 +162,12 @@ static void run_command(struct client *cl, const char *cmd)
 		snapshot(cl, cmd + 9, false);
 	} else if (strncmp(cmd, "snapshot-diff ", 14) == 0) {
 		snapshot(cl, cmd + 14, true);
+	} else if (strncmp(cmd, "expose ", 7) == 0) {
+		expose(cl, cmd + 7);
 	} else {
 		reply(cl,
 		      "ERR unknown command '%.64s' (status, pause, resume, key HEX|none, "
-		      "snapshot FILE, snapshot-diff FILE, quit)\n",
+		      "snapshot FILE, snapshot-diff FILE, expose PORT PATH, quit)\n",
 		      cmd);
 	}
 }
@@ -198,7 +228,7 @@ static void listener_event(void *ctx, uint32_t events)
 	}
 }
 
-struct control *control_create(struct vm *vm, const char *path)
+struct control *control_create(struct vm *vm, const char *path, struct netstack *net)
 {
 	struct sockaddr_un a = {.sun_family = AF_UNIX};
 	struct control *c;
@@ -214,6 +244,7 @@ struct control *control_create(struct vm *vm, const char *path)
 		return NULL;
 	}
 	c->vm = vm;
+	c->net = net;
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		c->clients[i] = (struct client){.c = c, .fd = -1};
 	strcpy(a.sun_path, path);

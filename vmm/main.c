@@ -480,7 +480,7 @@ int main(int argc, char **argv)
 		if (!net)
 			goto out;
 	}
-	if (o.control && !(control = control_create(&vm, o.control)))
+	if (o.control && !(control = control_create(&vm, o.control, netstack)))
 		goto out;
 	/* Device announcements go before the user's part, which may override. */
 	if (asprintf(&cmdline, "%s %s%s %s", base_cmdline,

@@ -25,47 +25,8 @@
 
 #include "confine.h"
 #include "log.h"
+#include "netstack_priv.h"
 #include "virtio/net.h"
-
-/* Frames held for a guest with no receive buffers posted: enough for a TCP window burst. */
-#define NS_PENDING_MAX 512
-#define NS_PENDING_BYTES (8u << 20)
-/* Frames taken from the guest per turn of the loop, so receiving is not starved. */
-#define NS_TX_BUDGET 128
-#define NS_POLL_MAX 4096
-
-struct ns_timer {
-	SlirpTimerId id;
-	void *cb_opaque;
-	int64_t expire_ms; /* -1: not armed */
-	struct ns_timer *next;
-};
-
-struct ns_frame {
-	size_t len;
-	uint8_t data[];
-};
-
-struct netstack {
-	Slirp *slirp;
-	struct virtio_net *dev;
-	pthread_t thread;
-	bool started;
-	atomic_bool stop;
-	int kick_fd;
-	struct pollfd fds[NS_POLL_MAX];
-	unsigned nfds;
-	struct ns_timer *timers;
-	struct ns_frame *pending[NS_PENDING_MAX];
-	unsigned pend_head, pend_count;
-	size_t pend_bytes;
-	_Atomic uint64_t tx_bytes;
-	/* The guest's sending rate: a token bucket in bytes, refilled at rate per second. */
-	uint64_t rate;
-	int64_t tokens, bucket, refilled_ns;
-	bool throttled; /* frames wait in the transmit queue for tokens */
-	uint8_t txbuf[NET_FRAME_MAX];
-};
 
 static int64_t ns_now_ns(void)
 {
@@ -364,6 +325,7 @@ static void *ns_thread(void *arg)
 
 			if (read(ns->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
 				log_warn("net: eventfd: %s", strerror(errno));
+			ns_expose_serve(ns);
 			ns_pending_flush(ns);
 			ns_tx_drain(ns);
 		} else if (ns->throttled) {
@@ -401,6 +363,8 @@ struct netstack *netstack_create(const struct net_spec *spec)
 	inet_pton(AF_INET, "10.0.2.2", &cfg.vhost);
 	inet_pton(AF_INET, "10.0.2.15", &cfg.vdhcp_start);
 	inet_pton(AF_INET, "10.0.2.3", &cfg.vnameserver);
+	pthread_mutex_init(&ns->lock, NULL);
+	pthread_cond_init(&ns->done_cond, NULL);
 	ns->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (ns->kick_fd < 0) {
 		log_err("net: eventfd: %s", strerror(errno));
@@ -415,24 +379,6 @@ struct netstack *netstack_create(const struct net_spec *spec)
 		return NULL;
 	}
 	return ns;
-}
-
-int netstack_expose(struct netstack *ns, unsigned port, const char *path)
-{
-	struct sockaddr_un host = {.sun_family = AF_UNIX};
-	struct sockaddr_in guest = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-
-	if (port < 1 || port > 65535 || strlen(path) >= sizeof(host.sun_path))
-		return -EINVAL;
-	strcpy(host.sun_path, path);
-	inet_pton(AF_INET, "10.0.2.15", &guest.sin_addr);
-	/* A socket left by an earlier VMM of this sandbox would make the bind fail. */
-	if (unlink(path) < 0 && errno != ENOENT)
-		return -errno;
-	if (slirp_add_hostxfwd(ns->slirp, (struct sockaddr *)&host, sizeof(host),
-	                       (struct sockaddr *)&guest, sizeof(guest), 0) < 0)
-		return errno ? -errno : -EADDRINUSE;
-	return 0;
 }
 
 int netstack_start(struct netstack *ns, struct virtio_net *dev)
@@ -467,5 +413,7 @@ void netstack_destroy(struct netstack *ns)
 	while (ns->timers)
 		ns_timer_free(ns->timers, ns);
 	close(ns->kick_fd);
+	pthread_cond_destroy(&ns->done_cond);
+	pthread_mutex_destroy(&ns->lock);
 	free(ns);
 }

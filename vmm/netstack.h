@@ -26,7 +26,10 @@ struct netstack *netstack_create(const struct net_spec *spec);
 /*
  * Connections to the Unix socket path (made here; a stale one is replaced)
  * reach the guest's TCP port: how the host opens an exposed port without
- * any network of its own. Before netstack_start. 0 or -errno.
+ * any network of its own. Before netstack_start, or after it from one other
+ * thread (the control socket's), which waits for the network thread to add
+ * it. A port already exposed is left as it is. 0 or -errno (-ENOSPC past
+ * 64 ports, -ETIMEDOUT if the network thread does not answer).
  */
 int netstack_expose(struct netstack *ns, unsigned port, const char *path)
 	__attribute__((warn_unused_result));

@@ -194,7 +194,7 @@ json_t *run_command_of(struct cli *c, const struct args *a, int npos_before);
 struct sbx_opts {
 	const char *runtime, *runtime_id, *memory, *cpu, *disk, *timeout, *snapshot, *name,
 		*description, *idle, *paused, *metadata, *port, *project, *egress_rate;
-	bool network, quiet, url_token;
+	bool network, quiet, url_token, all_ports;
 	struct strlist env, files, deps, scopes, allow, deny;
 };
 

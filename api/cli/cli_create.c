@@ -93,8 +93,9 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 		rc = args_keyval(c, "--env", o->env.v[i], env);
 	if (!rc && o->port && !(rc = args_uint(c, "port", o->port, 65535, &port)) && port < 1024)
 		rc = args_bad(c, "--port %ld: give a port from 1024 to 65535", port);
-	if (!rc && o->url_token && !port)
-		rc = args_bad(c, "--url-token guards --port's url: give --port too");
+	if (!rc && o->url_token && !port && !o->all_ports)
+		rc = args_bad(c,
+		              "--url-token guards --port's url: give --port (or --all-ports) too");
 	if (!rc && o->egress_rate &&
 	    !(rc = args_uint(c, "egress-rate", o->egress_rate, 100000000000L, &rate)) &&
 	    rate < 1000)
@@ -123,9 +124,14 @@ int create_body(struct cli *c, struct sbx_opts *o, json_t *body)
 			json_object_set(body, "timeout", timeout);
 		if (json_object_size(env))
 			json_object_set(body, "env", env);
-		if (o->network || port || rate || o->allow.n || o->deny.n) {
-			json_t *net = json_pack("{sb}", "enabled", 1);
+		if (o->network || port || rate || o->allow.n || o->deny.n || o->all_ports) {
+			/* --all-ports alone serves the guest's ports and gives it no internet. */
+			json_t *net =
+				json_pack("{sb}", "enabled",
+			                  o->network || port || rate || o->allow.n || o->deny.n);
 
+			if (o->all_ports)
+				json_object_set_new(net, "allPorts", json_true());
 			if (rate)
 				json_object_set_new(net, "egressBytesPerSec", json_integer(rate));
 			if (port)
@@ -160,6 +166,7 @@ int create_main(struct cli *c, int argc, char **argv)
 	                           {"metadata", 0, OPT_STR, &o.metadata},
 	                           {"port", 0, OPT_STR, &o.port},
 	                           {"url-token", 0, OPT_FLAG, &o.url_token},
+	                           {"all-ports", 0, OPT_FLAG, &o.all_ports},
 	                           {"egress-rate", 0, OPT_STR, &o.egress_rate},
 	                           {NULL, 0, 0, NULL}};
 	json_t *body = json_object(), *env = NULL, *data;
@@ -173,13 +180,15 @@ int create_main(struct cli *c, int argc, char **argv)
 		   "[--env K=V]... "
 		   "[--file SBXPATH:LOCAL]...\n"
 		   "            [--snapshot X] [--dependency PKG]... [--name N] [--description D]\n"
-		   "            [--metadata JSON] [--port 1024-65535 [--url-token]] [--json]\n"
+		   "            [--metadata JSON] [--port 1024-65535] [--all-ports] [--url-token]\n"
+		   "            [--json]\n"
 		   "            [--allow-host HOST|CIDR]... [--deny-host HOST|CIDR]...\n"
 		   "            [--egress-rate BYTES_PER_SEC]\n"
 		   "Creates an interactive sandbox and prints its id (--json: huskd's answer).\n"
 		   "--port serves that guest port at the sandbox's url (printed; also in get);\n"
 		   "--url-token: only to requests with its token (printed; X-Husk-Url-Token\n"
-		   "or ?husk_token=).\n"
+		   "or ?husk_token=). --all-ports serves every guest port (port url printed:\n"
+		   "{port} in it becomes the port).\n"
 		   "--allow-host (only these) and --deny-host (not these) imply --network;\n"
 		   "HOST is example.com or *.example.com, CIDR 203.0.113.0/24.\n"
 		   "--timeout is each command's limit; --idle-timeout 0s keeps it forever;\n"
@@ -198,6 +207,8 @@ int create_main(struct cli *c, int argc, char **argv)
 		printf("%s\n", out_cell(data, "sandboxId", id, sizeof(id)));
 		if (*out_cell(data, "url", id, sizeof(id)))
 			fprintf(stderr, "url: %s\n", id);
+		if (*out_cell(data, "portUrl", id, sizeof(id)))
+			fprintf(stderr, "port url: %s\n", id);
 		if (*out_cell(data, "urlToken", id, sizeof(id)))
 			fprintf(stderr, "url token: %s\n", id);
 	}

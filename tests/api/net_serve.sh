@@ -34,13 +34,14 @@ s.on("upgrade", (q, sock, head) => {
 	take(head); /* what came with the request: the client sent its first frame at once */
 	sock.on("data", take);
 });
-s.listen(8080, "0.0.0.0", () => fs.writeFileSync("/tmp/listening", "yes"));
+const port = Number(process.argv[2] || 8080);
+s.listen(port, "0.0.0.0", () => fs.writeFileSync(`/tmp/listening-${port}`, "yes"));
 '
-# serve ID: the server started as a job, waited for until it listens.
+# serve ID [PORT]: the server started as a job (on 8080 unless PORT), waited for until it listens.
 serve() {
 	h exec "$1" -- sh -c 'printf %s "$1" >/tmp/srv.js' sh "$SRV"
-	h job create "$1" -- node /tmp/srv.js
-	h exec "$1" -- sh -c 'i=0; while [ ! -e /tmp/listening ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/listening'
+	h job create "$1" -- node /tmp/srv.js "${2:-8080}"
+	h exec "$1" -- sh -c 'i=0; while [ ! -e "$1" ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; cat "$1"' sh "/tmp/listening-${2:-8080}"
 }
 # What a guest runs to see where it can connect: "ADDR:PORT open|closed" for each.
 PROBE='for (const t of process.argv.slice(1)) {
@@ -146,6 +147,34 @@ else
 	fail url_token "token '$tok': $t1 / $t2 / $t3 / $t4 / $t5"
 fi
 h destroy "$tid"
+
+# Every port (network.allPorts, what E2B's getHost(port) rests on): two servers in one
+# sandbox, each by E2B's host form, husk's, and the path with a port; a port nothing
+# serves is a 502 naming it; a request must name a port; after a pause and a request
+# (a new VMM) a port is served again.
+nc api POST /sandbox '{"runtime":"node:lts","network":{"allPorts":true},"timeout":{"idle":"20m"}}'
+aid=$(sid)
+purl=$(sed -n 's/.*"portUrl": *"\([^"]*\)".*/\1/p' "$T/o")
+if [ "$purl" = "http://sbx-${aid#sbx_}-{port}.sandboxes.test/" ]; then pass port_url_in_create; else fail port_url_in_create "want portUrl http://sbx-${aid#sbx_}-{port}.sandboxes.test/, got '$purl'"; fi
+serve "$aid" 8080
+serve "$aid" 9090
+nc get "http://127.0.0.1:$port/a" "8080-$aid.sandboxes.test"
+grep -q "^served GET /a for 8080-$aid.sandboxes.test\$" "$T/o" && a1=ok || a1="e2b host 8080: $(head -c 200 "$T/o")"
+nc get "http://127.0.0.1:$port/b" "sbx-${aid#sbx_}-9090.sandboxes.test"
+grep -q "^served GET /b for sbx-" "$T/o" && a2=ok || a2="husk host 9090: $(head -c 200 "$T/o")"
+nc get "http://127.0.0.1:$port/p/$aid:9090/c?z=1"
+grep -q "^served GET /c?z=1 for" "$T/o" && a3=ok || a3="path 9090: $(head -c 200 "$T/o")"
+if [ "$a1$a2$a3" = okokok ]; then pass all_ports_served; else fail all_ports_served "$a1 / $a2 / $a3"; fi
+nc get "http://127.0.0.1:$port/p/$aid:7070/"
+if grep -q '^status 502' "$T/o" && grep -q 'port 7070' "$T/o"; then pass all_ports_nothing_listening_502; else fail all_ports_nothing_listening_502 "want a 502 naming port 7070: $(head -c 200 "$T/o")"; fi
+nc get "http://127.0.0.1:$port/p/$aid/"
+if grep -q '^status 400' "$T/o" && grep -q "name one (/p/$aid:PORT/" "$T/o"; then pass all_ports_port_needed; else fail all_ports_port_needed "want a 400 asking for a port: $(head -c 200 "$T/o")"; fi
+h pause "$aid"
+nc get "http://127.0.0.1:$port/p/$aid:9090/again"
+if grep -q "^served GET /again" "$T/o"; then pass all_ports_after_resume; else fail all_ports_after_resume "port 9090 not served after a pause: $(head -c 200 "$T/o")"; fi
+h destroy "$aid"
+# The same through E2B's SDK: sandbox.getHost(port), and its traffic token.
+E2B_TEMPLATE=node:lts client e2b_host.mjs || rc=1
 
 # Egress counted and held to its rate; huskd's deny list; lists changed at run time.
 h create --json --runtime node:lts --egress-rate 200000 --idle-timeout 20m

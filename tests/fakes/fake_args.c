@@ -117,6 +117,8 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		{"key-fd", required_argument, NULL, 'K'},
 		/* husk-vmm's options that mean nothing to the fake. */
 		{"cid", required_argument, NULL, 'C'},
+		{"net", required_argument, NULL, 'C'},
+		{"expose", required_argument, NULL, 'C'},
 		{"lazy", no_argument, NULL, 'L'},
 		{"eager", no_argument, NULL, 'L'},
 		{"verbose", no_argument, NULL, 'v'},

@@ -28,7 +28,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	rc = proxy_target(part[0], part[1], part[2], *part[3] ? part[3] : NULL, &t);
 	if (rc == 1 &&
 	    (!memchr(t.id, 0, sizeof(t.id)) || !memchr(t.path, 0, sizeof(t.path)) ||
-	     (!t.by_path && (strncmp(t.id, "sbx_", 4) || t.port < 1024 || t.port > 65535))))
+	     (!t.by_path && (strncmp(t.id, "sbx_", 4) || t.port < 1 || t.port > 65535)) ||
+	     (t.by_path && t.port > 65535)))
 		abort();
 	if (rc == 1) {
 		char tok[64];

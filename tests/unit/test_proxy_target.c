@@ -18,12 +18,34 @@ UNIT_TEST(proxy_target_by_name)
 	      !strcmp(t.id, "sbx_abc234")); /* names are case-insensitive, ids lower case */
 	/* Not a sandbox's name: the API's own requests go on. */
 	CHECK(proxy_target("sb.example", "/sandbox", "", "sb.example", &t) == 0);
-	CHECK(proxy_target("sbx-abc-80.sb.example", "/", "", "sb.example", &t) == 0); /* < 1024 */
+	/* Any TCP port: which ones a sandbox serves is its own business (network.allPorts). */
+	CHECK(proxy_target("sbx-abc-80.sb.example", "/", "", "sb.example", &t) == 1 &&
+	      t.port == 80);
+	CHECK(proxy_target("sbx-abc-0.sb.example", "/", "", "sb.example", &t) == 0);
 	CHECK(proxy_target("sbx-abc-99999.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("sbx-abc-065536.sb.example", "/", "", "sb.example", &t) == 0);
 	CHECK(proxy_target("sbx--3000.sb.example", "/", "", "sb.example", &t) == 0);
 	CHECK(proxy_target("sbx-a_b-3000.sb.example", "/", "", "sb.example", &t) == 0);
 	CHECK(proxy_target("sbx-abc-3000.other.example", "/", "", "sb.example", &t) == 0);
 	CHECK(proxy_target("sbx-abc-3000.sb.example", "/", "", NULL, &t) == 0);
+}
+
+/* E2B's SDK: sandbox.getHost(port) is "<port>-<sandboxID>.<domain>". */
+UNIT_TEST(proxy_target_e2b_host)
+{
+	struct proxy_target t;
+
+	CHECK(proxy_target("8080-sbx_abc234.sb.example", "/x", "", "sb.example", &t) == 1);
+	CHECK(!strcmp(t.id, "sbx_abc234") && t.port == 8080 && !t.by_path && !strcmp(t.path, "/x"));
+	CHECK(proxy_target("80-SBX_Abc.sb.example:443", "/", "", "sb.example", &t) == 1 &&
+	      !strcmp(t.id, "sbx_abc") && t.port == 80);
+	CHECK(proxy_target("8080-sbx_.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("8080-sbx_a-b.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("-sbx_abc.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("0-sbx_abc.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("123456-sbx_abc.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("8080-xyz_abc.sb.example", "/", "", "sb.example", &t) == 0);
+	CHECK(proxy_target("8080-sbx_abc.other.example", "/", "", "sb.example", &t) == 0);
 }
 
 UNIT_TEST(proxy_target_by_path)
@@ -35,6 +57,14 @@ UNIT_TEST(proxy_target_by_path)
 	CHECK(!strcmp(t.id, "sbx_abc") && t.port == 0 && t.by_path &&
 	      !strcmp(t.path, "/api/x?a=b"));
 	CHECK(proxy_target(NULL, "/p/sbx_abc", "", NULL, &t) == 1 && !strcmp(t.path, "/"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc:8080/ws", "", NULL, &t) == 1 &&
+	      !strcmp(t.id, "sbx_abc") && t.port == 8080 && !strcmp(t.path, "/ws"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc:80", "", NULL, &t) == 1 && t.port == 80 &&
+	      !strcmp(t.path, "/"));
+	CHECK(proxy_target(NULL, "/p/sbx_abc:/x", "", NULL, &t) == 0);
+	CHECK(proxy_target(NULL, "/p/sbx_abc:x80/", "", NULL, &t) == 0);
+	CHECK(proxy_target(NULL, "/p/sbx_abc:70000/", "", NULL, &t) == 0);
+	CHECK(proxy_target(NULL, "/p/:80/", "", NULL, &t) == 0);
 	CHECK(proxy_target(NULL, "/p/", "", NULL, &t) == 0);
 	CHECK(proxy_target(NULL, "/pp/sbx_abc/", "", NULL, &t) == 0);
 	memcpy(longpath, "/p/sbx_abc/", 11);

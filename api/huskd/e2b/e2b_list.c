@@ -82,7 +82,16 @@ json_t *e2b_sandbox(const struct routes *rt, json_t *info, bool token)
 	if (token) {
 		e2b_token(rt, id, tok);
 		json_object_set_new(out, "envdAccessToken", json_string(tok));
-		json_object_set_new(out, "domain", json_null());
+		/* What getHost(port) puts after "<port>-<sandbox id>.": needs DNS for it. */
+		json_object_set_new(out, "domain",
+		                    rt->cfg.public_domain ? json_string(rt->cfg.public_domain)
+		                                          : json_null());
+		if (json_is_true(json_object_get(info, "urlTokenRequired"))) {
+			char traffic[ROUTES_TOKEN_HEX + 1];
+
+			routes_token(rt, "url", id, traffic);
+			json_object_set_new(out, "trafficAccessToken", json_string(traffic));
+		}
 	}
 	return out;
 }

@@ -212,7 +212,8 @@ ROUTE(e2b_create)
 	}
 	/* husk's network is off by default (E2B's is on): asked for, it is the public internet. */
 	if (json_is_true(json_object_get(body, "allow_internet_access")) ||
-	    json_is_object(json_object_get(body, "network"))) {
+	    json_object_get(json_object_get(body, "network"), "allowOut") ||
+	    json_object_get(json_object_get(body, "network"), "denyOut")) {
 		json_t *lists = e2b_net_lists(json_object_get(body, "network"));
 
 		if (lists)
@@ -222,6 +223,20 @@ ROUTE(e2b_create)
 		if (lists && !json_array_size(json_object_get(lists, "deny")))
 			json_object_del(lists, "deny");
 		json_object_set_new(hb, "network", lists ? lists : json_pack("{sb}", "enabled", 1));
+	}
+	/*
+	 * As on E2B, every port is served (sandbox.getHost(port), with huskd
+	 * --public-domain), behind the traffic token when public traffic is off.
+	 */
+	if (sbx_can_network(rt->m)) {
+		json_t *net = json_object_get(hb, "network");
+
+		if (!net)
+			json_object_set_new(hb, "network", net = json_object());
+		json_object_set_new(net, "allPorts", json_true());
+		if (json_is_false(json_object_get(json_object_get(body, "network"),
+		                                  "allowPublicTraffic")))
+			json_object_set_new(net, "urlToken", json_true());
 	}
 	w = calloc(1, sizeof(*w));
 	if (!w || body_set_org(r, hb)) {

@@ -140,6 +140,8 @@ struct fork {
 	struct routes *rt;
 	struct http_req *r;
 	json_t *results; /* one per child, in order */
+	json_t *net; /* the parent's network, every child's: its memory restores only with its NIC
+	              */
 	unsigned count, pending;
 	long long secs;
 	char org[80], org_name[80];
@@ -158,6 +160,7 @@ static void fork_release(struct fork *f)
 		return;
 	http_respond_json(f->r, 200, json_incref(f->results));
 	json_decref(f->results);
+	json_decref(f->net);
 	free(f);
 }
 
@@ -218,6 +221,7 @@ static void fork_snapped(void *ctx, const struct sbx_err *err, const struct sbx_
 	if (err) {
 		e2b_reply_error(f->r, err);
 		json_decref(f->results);
+		json_decref(f->net);
 		free(f);
 		return;
 	}
@@ -227,6 +231,8 @@ static void fork_snapped(void *ctx, const struct sbx_err *err, const struct sbx_
 		                 json_object_get(reply->data, "snapshotId"), "org", "id", f->org,
 		                 "name", f->org_name);
 		c = calloc(1, sizeof(*c));
+		if (body && f->net)
+			json_object_set(body, "network", f->net);
 		if (!body || !c) {
 			struct sbx_err e = {.fault = SBX_UNAVAILABLE, .msg = "out of memory"};
 
@@ -246,20 +252,32 @@ ROUTE(e2b_fork)
 {
 	struct routes *rt = ctx;
 	json_t *body, *hb, *count, *org;
+	json_t *net = NULL;
 	struct fork *f;
+	struct sbx_err err;
 	long long secs;
 
-	if (!e2b_live(rt, r, p[0], NULL) || !(body = e2b_body(r)))
+	if (!e2b_live(rt, r, p[0], NULL))
 		return;
+	if (sbx_net_config(rt->m, p[0], &net, &err)) {
+		e2b_reply_error(r, &err);
+		return;
+	}
+	if (!(body = e2b_body(r))) {
+		json_decref(net);
+		return;
+	}
 	count = json_object_get(body, "count");
 	if (e2b_timeout_of(r, body, 300, &secs)) {
 		json_decref(body);
+		json_decref(net);
 		return;
 	}
 	if (count && !json_is_null(count) &&
 	    (!json_is_integer(count) || json_integer_value(count) < 1 ||
 	     json_integer_value(count) > FORK_MAX)) {
 		json_decref(body);
+		json_decref(net);
 		e2b_error(r, 400, "count must be 1..%d", FORK_MAX);
 		return;
 	}
@@ -268,6 +286,7 @@ ROUTE(e2b_fork)
 	org = json_object();
 	if (!f || !hb || !org || body_set_org(r, org)) {
 		free(f);
+		json_decref(net);
 		json_decref(hb);
 		json_decref(org);
 		json_decref(body);
@@ -279,6 +298,7 @@ ROUTE(e2b_fork)
 	                   .count =
 	                           json_is_integer(count) ? (unsigned)json_integer_value(count) : 1,
 	                   .secs = secs,
+	                   .net = net,
 	                   .results = json_array()};
 	snprintf(f->org, sizeof(f->org), "%s",
 	         json_string_value(json_object_get(json_object_get(org, "org"), "id")) ?: "");

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * A sandbox's exposed port (network.port) at its url, through huskd's own
- * listener: by host name (<sbx-id>-<port>.<public domain>, with huskd
- * --public-domain) or by path (/p/<sandbox-id>/...), which needs no DNS and
- * crosses wherever huskd's port does. The first request is rewritten
+ * listener: by host name (sbx-<rand>-<port>.<public domain>, or E2B's
+ * <port>-<sandbox id>.<public domain>, with huskd --public-domain) or by path
+ * (/p/<sandbox-id>/... or /p/<sandbox-id>:<port>/...), which needs no DNS and
+ * crosses wherever huskd's port does. A sandbox made with network.allPorts
+ * serves any port named; others their network.port. The first request is rewritten
  * (the path prefix dropped, X-Forwarded-* added) and the connection is
  * then handed to a byte tunnel to the VMM's socket for that port: HTTP
  * keep-alive, streaming and WebSocket upgrades pass as they are. A path
@@ -197,7 +199,9 @@ static void client_gone(struct http_req *r, void *arg)
 static bool token_refused(struct routes *rt, struct http_req *r, struct proxy_target *t)
 {
 	char want[ROUTES_TOKEN_HEX + 1], given[ROUTES_TOKEN_HEX + 2] = "";
-	const char *h = http_header(r, "X-Husk-Url-Token");
+	/* E2B's SDK sends a sandbox's trafficAccessToken (the same token) under its own name. */
+	const char *h =
+		http_header(r, "X-Husk-Url-Token") ?: http_header(r, "E2b-Traffic-Access-Token");
 	struct sbx_err err;
 	json_t *info = NULL;
 	bool needed;
@@ -250,28 +254,52 @@ bool proxy_route(struct routes *rt, struct http_req *r)
 	return true;
 }
 
+/* "<scheme>://sbx-<rand>-<port>.<domain>/" or "<base>/p/<id>[:<port>]/"; port 0: the path form's
+ * own. */
+static int url_for(struct routes *rt, struct http_req *r, const char *id, const char *port,
+                   char *out, size_t outlen)
+{
+	const char *pub = rt->cfg.public_url;
+	char base[512];
+	int n;
+
+	if (rt->cfg.public_domain)
+		n = snprintf(out, outlen, "%s://sbx-%s-%s.%s/",
+		             pub && !strncmp(pub, "https:", 6) ? "https" : "http", id + 4, port,
+		             rt->cfg.public_domain);
+	else if (base_url(rt, r, base, sizeof(base)) == 0)
+		n = snprintf(out, outlen, "%s" PROXY_PATH_PREFIX "%s%s%s/", base, id,
+		             strcmp(port, "{port}") ? "" : ":", strcmp(port, "{port}") ? "" : port);
+	else
+		return -ENAMETOOLONG;
+	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
 int proxy_url(struct routes *rt, struct http_req *r, json_t *info)
 {
 	const char *id = json_string_value(json_object_get(info, "sandboxId"));
 	json_t *port = json_object_get(info, "networkPort");
-	const char *pub = rt->cfg.public_url;
-	char base[512], url[1024];
+	char url[1024], num[16];
 
-	if (!id || !json_is_integer(port))
+	if (!id || strlen(id) < 5)
 		return 0;
-	if (rt->cfg.public_domain)
-		snprintf(url, sizeof(url), "%s://sbx-%s-%lld.%s/",
-		         pub && !strncmp(pub, "https:", 6) ? "https" : "http", id + 4,
-		         (long long)json_integer_value(port), rt->cfg.public_domain);
-	else if (base_url(rt, r, base, sizeof(base)) == 0)
-		snprintf(url, sizeof(url), "%s" PROXY_PATH_PREFIX "%s/", base, id);
-	else
-		return -ENAMETOOLONG;
+	/* Any port: the url with "{port}" for the client to fill in. */
+	if (json_is_true(json_object_get(info, "networkAllPorts"))) {
+		if (url_for(rt, r, id, "{port}", url, sizeof(url)))
+			return -ENAMETOOLONG;
+		json_object_set_new(info, "portUrl", json_string(url));
+	}
+	if (json_is_integer(port)) {
+		snprintf(num, sizeof(num), "%lld", (long long)json_integer_value(port));
+		if (url_for(rt, r, id, num, url, sizeof(url)))
+			return -ENAMETOOLONG;
+		json_object_set_new(info, "url", json_string(url));
+	}
 	if (json_is_true(json_object_get(info, "urlTokenRequired"))) {
 		char tok[ROUTES_TOKEN_HEX + 1];
 
 		routes_token(rt, "url", id, tok);
 		json_object_set_new(info, "urlToken", json_string(tok));
 	}
-	return json_object_set_new(info, "url", json_string(url));
+	return 0;
 }

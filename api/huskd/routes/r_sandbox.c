@@ -66,13 +66,14 @@ static void created(void *ctx, const struct sbx_err *err, const struct sbx_reply
 		if (proxy_url(c->rt, c->r, info))
 			log_warn(NULL, "a sandbox's url is too long for the Host header given");
 		api_ok(c->r, 201,
-		       json_pack("{sOsOsO*sO*sO*sO*sO*sO*}", "sandboxId",
+		       json_pack("{sOsOsO*sO*sO*sO*sO*sO*sO*}", "sandboxId",
 		                 json_object_get(info, "sandboxId"), "status",
 		                 json_object_get(info, "status"), "executionId",
 		                 json_object_get(info, "executionId"), "stdoutStreamUrl",
 		                 json_object_get(info, "stdoutStreamUrl"), "stderrStreamUrl",
 		                 json_object_get(info, "stderrStreamUrl"), "url",
-		                 json_object_get(info, "url"), "urlToken",
+		                 json_object_get(info, "url"), "portUrl",
+		                 json_object_get(info, "portUrl"), "urlToken",
 		                 json_object_get(info, "urlToken"), "auditStreamUrl",
 		                 json_object_get(info, "auditStreamUrl")));
 		json_decref(info);

@@ -8,35 +8,54 @@
 #include <string.h>
 #include <strings.h>
 
-/* "sbx-<rand>-<port>" (the host's first label, any case) into id "sbx_<rand>" and port. */
-static bool host_label(const char *label, size_t len, struct proxy_target *t)
+/* Decimal digits [s, s+n) as a TCP port (1-65535); false for anything else. */
+static bool port_of(const char *s, size_t n, unsigned *port)
 {
-	size_t dash = len, n;
-
-	if (len < 6 || strncasecmp(label, "sbx-", 4))
+	*port = 0;
+	if (n == 0 || n > 5)
 		return false;
-	while (dash > 4 && label[dash - 1] != '-')
-		dash--;
-	if (dash <= 5 || dash == len)
-		return false; /* no "-<port>", or nothing between "sbx-" and it */
-	dash--;
-	t->port = 0;
-	for (size_t i = dash + 1; i < len; i++) {
-		if (!isdigit((unsigned char)label[i]) || t->port > 65535)
+	for (size_t i = 0; i < n; i++) {
+		if (!isdigit((unsigned char)s[i]))
 			return false;
-		t->port = t->port * 10 + (unsigned)(label[i] - '0');
+		*port = *port * 10 + (unsigned)(s[i] - '0');
 	}
-	n = dash - 4;
-	if (t->port < 1024 || t->port > 65535 || n + 5 > sizeof(t->id))
+	return *port >= 1 && *port <= 65535;
+}
+
+/* "sbx_<rand>" from n letters and digits at rand (any case); false if they are not. */
+static bool id_of(const char *rand, size_t n, struct proxy_target *t)
+{
+	if (n == 0 || n + 5 > sizeof(t->id))
 		return false;
 	memcpy(t->id, "sbx_", 4);
 	for (size_t i = 0; i < n; i++) {
-		if (!isalnum((unsigned char)label[4 + i]))
+		if (!isalnum((unsigned char)rand[i]))
 			return false;
-		t->id[4 + i] = (char)tolower((unsigned char)label[4 + i]);
+		t->id[4 + i] = (char)tolower((unsigned char)rand[i]);
 	}
 	t->id[4 + n] = '\0';
 	return true;
+}
+
+/*
+ * The host's first label, any case: husk's "sbx-<rand>-<port>", or E2B's
+ * "<port>-sbx_<rand>" (what its SDK's getHost(port) gives).
+ */
+static bool host_label(const char *label, size_t len, struct proxy_target *t)
+{
+	size_t dash = len;
+
+	if (len > 4 && !strncasecmp(label, "sbx-", 4)) {
+		while (dash > 4 && label[dash - 1] != '-')
+			dash--;
+		if (dash <= 5)
+			return false; /* no "-<port>", or nothing between "sbx-" and it */
+		return port_of(label + dash, len - dash, &t->port) && id_of(label + 4, dash - 5, t);
+	}
+	dash = strcspn(label, "-");
+	if (dash >= len || len - dash - 1 <= 4 || strncasecmp(label + dash + 1, "sbx_", 4))
+		return false;
+	return port_of(label, dash, &t->port) && id_of(label + dash + 5, len - dash - 5, t);
 }
 
 static int set_path(struct proxy_target *t, const char *lead, const char *path, const char *query)
@@ -63,13 +82,20 @@ int proxy_target(const char *host, const char *path, const char *query, const ch
 	if (strncmp(path, PROXY_PATH_PREFIX, strlen(PROXY_PATH_PREFIX)))
 		return 0;
 	path += strlen(PROXY_PATH_PREFIX);
-	n = strcspn(path, "/");
+	n = strcspn(path, "/:");
 	if (n == 0 || n >= sizeof(t->id))
 		return 0;
 	memcpy(t->id, path, n);
 	t->id[n] = '\0';
 	t->by_path = true;
-	return set_path(t, path[n] ? "" : "/", path + n, query);
+	path += n;
+	if (*path == ':') { /* "/p/<id>:<port>/": one port of a sandbox that serves them all */
+		n = strcspn(++path, "/");
+		if (!port_of(path, n, &t->port))
+			return 0;
+		path += n;
+	}
+	return set_path(t, *path ? "" : "/", path, query);
 }
 
 int proxy_take_token(struct proxy_target *t, char *out, size_t outlen)

@@ -4,9 +4,10 @@
 
 /*
  * Which sandbox port a request is for (r_proxy.c), from the client's Host
- * header, path and query alone: "sbx-<rand>-<port>.<domain>" (any port on
- * the Host, any case) or the path "/p/<sandbox id>/...". Pure, for the fuzz
- * target.
+ * header, path and query alone: "sbx-<rand>-<port>.<domain>" or E2B's
+ * "<port>-sbx_<rand>.<domain>" (any port on the Host, any case), or the
+ * path "/p/<sandbox id>/..." (its network.port) or "/p/<sandbox id>:<port>/...".
+ * Pure, for the fuzz target.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -17,7 +18,7 @@
 
 struct proxy_target {
 	char id[64];     /* "sbx_<rand>" */
-	unsigned port;   /* by name: the port named; by path: 0 (the sandbox's own) */
+	unsigned port;   /* the port named (1-65535); 0: the sandbox's own (network.port) */
 	bool by_path;    /* the path form (its prefix dropped from path) */
 	char path[8192]; /* what the guest's server is asked for, query included */
 };

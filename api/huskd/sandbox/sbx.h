@@ -382,7 +382,8 @@ void sbx_build_finalize(struct sbx_mgr *m, const char *build, json_t *body, sbx_
 int sbx_net_set(struct sbx_mgr *m, const char *id, json_t *body, json_t **out, struct sbx_err *err)
 	__attribute__((warn_unused_result));
 /*
- * For a request to sandbox id's exposed port (0: whichever it serves):
+ * For a request to sandbox id's exposed port (0: its network.port; any
+ * port of a network.allPorts sandbox):
  * once it is up (resumed if paused), fn(ctx, NULL, path, port) with the
  * Unix socket that reaches the guest's port, or fn(ctx, err, NULL, 0) (no
  * such sandbox or port, ended). Called exactly once, maybe before this
@@ -392,6 +393,16 @@ typedef void (*sbx_port_fn)(void *ctx, const struct sbx_err *err, const char *pa
 void sbx_port_open(struct sbx_mgr *m, const char *id, unsigned port, sbx_port_fn fn, void *ctx);
 /* Traffic through the port: the sandbox is in use (its idle countdown starts again). */
 void sbx_port_touch(struct sbx_mgr *m, const char *id);
+/*
+ * Sandbox id's network as a create's "network" field gives it (enabled,
+ * port, allPorts, urlToken, egressBytesPerSec, the lists as they are now):
+ * for a copy of it (E2B's fork). 0 with *out, or -errno with err.
+ */
+int sbx_net_config(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
+	__attribute__((warn_unused_result));
+/* Whether this huskd gives sandboxes a NIC (network.enabled, port, allPorts): a jail and nftables.
+ */
+bool sbx_can_network(struct sbx_mgr *m);
 
 /* ---- Records (sbx_query.c) ---- */
 

@@ -69,7 +69,7 @@ static int plan_resources(json_t *res, json_t *rt_req, int64_t *mem, int64_t *mi
 }
 
 /*
- * network: {enabled, port, urlToken, allow, deny, egressBytesPerSec}; a network this
+ * network: {enabled, port, allPorts, urlToken, allow, deny, egressBytesPerSec}; a network this
  * host cannot give is refused here, not at boot.
  */
 static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, struct sbx_err *err)
@@ -77,7 +77,7 @@ static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, str
 	json_t *net = json_object_get(body, "network");
 	json_t *on = json_object_get(net, "enabled"), *port = json_object_get(net, "port");
 	json_t *rate = json_object_get(net, "egressBytesPerSec");
-	json_t *token = json_object_get(net, "urlToken");
+	json_t *token = json_object_get(net, "urlToken"), *all = json_object_get(net, "allPorts");
 
 	sb->egress_rate = m->cfg.egress_rate;
 	if (!net || json_is_null(net))
@@ -91,11 +91,17 @@ static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, str
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network.port must be a number from 1024 to 65535");
 	sb->port = json_is_integer(port) ? (unsigned)json_integer_value(port) : 0;
-	if (token && (!json_is_boolean(token) || (json_is_true(token) && !sb->port)))
+	if (all && !json_is_boolean(all))
+		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
+		                "network.allPorts must be true or false (true: every guest TCP "
+		                "port is served at the sandbox's url forms)");
+	sb->all_ports = json_is_true(all);
+	if (token &&
+	    (!json_is_boolean(token) || (json_is_true(token) && !sb->port && !sb->all_ports)))
 		return sbx_fail(
 			err, SBX_BAD_INPUT, -EINVAL,
 			"network.urlToken must be true or false, and true needs network.port "
-			"(it guards that port's url)");
+			"or network.allPorts (it guards their urls)");
 	if (rate && (!json_is_integer(rate) || json_integer_value(rate) < 1000))
 		return sbx_fail(err, SBX_BAD_INPUT, -EINVAL,
 		                "network.egressBytesPerSec must be a number of bytes per second, "
@@ -113,7 +119,9 @@ static int plan_network(struct sbx_mgr *m, json_t *body, struct sandbox *sb, str
 	if (sbx_has_nic(sb) && (!m->cfg.jail || !sbx_net(m)))
 		return sbx_fail(err, SBX_UNAVAILABLE, -EOPNOTSUPP,
 		                "%s: this huskd gives sandboxes no network (%s)",
-		                sb->net ? "network.enabled" : "network.port",
+		                sb->net    ? "network.enabled"
+		                : sb->port ? "network.port"
+		                           : "network.allPorts",
 		                m->cfg.jail ? m->net_why : "husk-jail was not found beside huskd");
 	return 0;
 }
@@ -289,7 +297,10 @@ static json_t *public_info(json_t *body, struct sandbox *sb, json_t *rt, int64_t
 	if (sb->port)
 		json_object_set_new(pub, "networkPort", json_integer(sb->port));
 	/* The routes give and check the token (an HMAC of the id); the record says it is needed. */
-	if (sb->port && json_is_true(json_object_get(json_object_get(body, "network"), "urlToken")))
+	if (sb->all_ports)
+		json_object_set_new(pub, "networkAllPorts", json_true());
+	if ((sb->port || sb->all_ports) &&
+	    json_is_true(json_object_get(json_object_get(body, "network"), "urlToken")))
 		json_object_set_new(pub, "urlTokenRequired", json_true());
 	for (const char *const *k =
 	             (const char *const[]){"name", "description", "metadata", "projectId",
@@ -401,6 +412,8 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 		json_object_set(c->priv, "image", sb->image);
 	if (c->priv && sb->port)
 		json_object_set_new(c->priv, "port", json_integer(sb->port));
+	if (c->priv && sb->all_ports)
+		json_object_set_new(c->priv, "allPorts", json_true());
 	if (c->priv && sb->egress_rate)
 		json_object_set_new(c->priv, "egressRate",
 		                    json_integer((json_int_t)sb->egress_rate));

@@ -130,6 +130,9 @@ struct sbx_mgr {
 
 struct net_policy;
 
+/* Guest ports a network.allPorts sandbox serves at once (the VMM's own bound is 64). */
+#define SBX_EXPOSED_MAX 32
+
 struct sandbox {
 	struct sbx_mgr *m;
 	struct sbx_job_tail *tails; /* its jobs' output followed (sbx_job_tail.c) */
@@ -188,8 +191,12 @@ struct sandbox {
 	unsigned jail_uid;             /* the uid its running VMM holds, 0: none */
 	struct net_policy *net_policy; /* network.allow / deny, NULL: none */
 	unsigned port;                 /* network.port, served at its url; 0: none */
-	uint64_t egress_rate;          /* bytes per second it may send; 0: no limit */
-	uint64_t egress_bytes;         /* sent to the internet by its VMMs that have ended */
+	bool all_ports;                /* network.allPorts: any guest TCP port served */
+	/* Ports beyond port its running VMM was asked to serve (sbx_port.c). */
+	uint16_t exposed[SBX_EXPOSED_MAX];
+	unsigned nr_exposed;
+	uint64_t egress_rate;  /* bytes per second it may send; 0: no limit */
+	uint64_t egress_bytes; /* sent to the internet by its VMMs that have ended */
 	uint64_t exec_timeout_ms, idle_ms, paused_ms;
 	uint64_t mem_mib;
 	unsigned vcpus;
@@ -434,7 +441,7 @@ void sbx_hostname(const struct sandbox *sb, char out[SBX_HOSTNAME_LEN]);
 /* A NIC in its VMM: for network.enabled, or for serving network.port. */
 static inline bool sbx_has_nic(const struct sandbox *sb)
 {
-	return sb->net || sb->port;
+	return sb->net || sb->port || sb->all_ports;
 }
 /* Bytes it sent to the internet so far, the running VMM's included. */
 uint64_t sbx_net_egress(struct sandbox *sb);

@@ -28,6 +28,11 @@ struct net_host *sbx_net(struct sbx_mgr *m)
 	return m->net;
 }
 
+bool sbx_can_network(struct sbx_mgr *m)
+{
+	return m->cfg.jail && sbx_net(m);
+}
+
 static int list_from_json(json_t *arr, const char *field, struct net_list *list,
                           struct sbx_err *err)
 {
@@ -134,6 +139,39 @@ int sbx_net_set(struct sbx_mgr *m, const char *id, json_t *body, json_t **out, s
 	                 json_is_array(allow) ? json_incref(allow) : json_array(), "deny",
 	                 json_is_array(deny) ? json_incref(deny) : json_array());
 	return *out ? 0 : -ENOMEM;
+}
+
+int sbx_net_config(struct sbx_mgr *m, const char *id, json_t **out, struct sbx_err *err)
+{
+	struct sandbox *sb = sbx_lookup(m, id, err);
+	json_t *info = NULL, *priv = NULL, *net;
+
+	*out = NULL;
+	if (!sb)
+		return -ENOENT;
+	if (store_sandbox_get(m->store, id, &info, &priv))
+		return sbx_fail(err, SBX_INTERNAL, -EIO, "cannot read sandbox %s's record", id);
+	net = json_pack("{sb}", "enabled", sb->net);
+	if (net && sb->port)
+		json_object_set_new(net, "port", json_integer(sb->port));
+	if (net && sb->all_ports)
+		json_object_set_new(net, "allPorts", json_true());
+	if (net && json_is_true(json_object_get(info, "urlTokenRequired")))
+		json_object_set_new(net, "urlToken", json_true());
+	if (net && sb->egress_rate && sb->egress_rate != m->cfg.egress_rate)
+		json_object_set_new(net, "egressBytesPerSec",
+		                    json_integer((json_int_t)sb->egress_rate));
+	/* The lists as they are now (changed at run time, or as created). */
+	for (const char *const *k = (const char *const[]){"allow", "deny", NULL}; net && *k; k++) {
+		json_t *v = json_object_get(priv, !strcmp(*k, "allow") ? "netAllow" : "netDeny");
+
+		if (sb->net && json_is_array(v))
+			json_object_set(net, *k, v);
+	}
+	json_decref(info);
+	json_decref(priv);
+	*out = net;
+	return net ? 0 : sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 }
 
 /*

@@ -302,6 +302,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		spec.jail = rc ? NULL : &jail.spec;
 	}
 	if (!rc) {
+		sb->nr_exposed = 0; /* a new VMM serves network.port alone until asked */
 		rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
 		if (m->cfg.jail)
 			sbx_jail_done(&jail);

@@ -74,6 +74,8 @@ await expect('bad_timeout', req('POST', '/sandbox', { body: '{"timeout":{"execut
 await expect('command_not_array', req('POST', '/sandbox', { body: '{"command":{"exec":"ls"}}' }), 400);
 await expect('url_token_needs_port', req('POST', '/sandbox', { body: '{"network":{"urlToken":true}}' }), 400);
 await expect('url_token_not_boolean', req('POST', '/sandbox', { body: '{"network":{"port":8080,"urlToken":"yes"}}' }), 400);
+await expect('all_ports_not_boolean', req('POST', '/sandbox', { body: '{"network":{"allPorts":"yes"}}' }), 400);
+await expect('unknown_sandbox_port_by_path', req('GET', '/p/sbx_nosuchthing:8080/x'), 404);
 await expect('env_not_object', req('POST', '/sandbox', { body: '{"env":["A=1"]}' }), 400);
 await expect('unknown_sandbox_get', req('GET', '/sandbox/sbx_nosuchthing'), 404, 'SANDBOX_NOT_FOUND');
 await expect('unknown_sandbox_execute', req('POST', '/sandbox/sbx_nosuchthing/execute', { body: '{"command":["true"]}' }), 404, 'SANDBOX_NOT_FOUND');
