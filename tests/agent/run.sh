@@ -68,10 +68,15 @@ else
 	bad timeout_kills_tree "status $rc after ${took}s; sleeps $(cat "$T/left")"
 fi
 
-# Ctrl-C on the client cancels the remote process.
-timeout 60 $ctl exec -- sleep 100 >"$T/out" 2>"$T/err" &
+# Ctrl-C on the client cancels the remote process (sent once the process runs:
+# its first line is in).
+timeout 600 $ctl exec -- sh -c 'echo started; exec sleep 100' >"$T/out" 2>"$T/err" &
 pid=$!
-sleep 1
+i=0
+while ! grep -q started "$T/out" 2>/dev/null && kill -0 $pid 2>/dev/null && [ $i -lt 6000 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
 kill -INT $pid
 wait $pid
 rc=$?
@@ -148,11 +153,17 @@ x rmdir -r /tmp/husk-tar
 # Jobs: start, list, output, stop.
 x job-start -- sh -c 'echo job-started; sleep 100'
 job=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$T/out")
-sleep 1
+# (its first line waited for: then it runs, and has said what it says)
+i=0
+while [ -n "$job" ] && [ $i -lt 6000 ]; do
+	x job-output "$job"
+	[ "$(cat "$T/out")" = job-started ] && break
+	sleep 0.1
+	i=$((i + 1))
+done
+output=$(cat "$T/out")
 x job-list
 listed=$(grep -c "\"id\":\"$job\",[^}]*\"running\":true" "$T/out")
-x job-output "$job"
-output=$(cat "$T/out")
 x job-stop "$job"
 if [ -n "$job" ] && [ "$listed" = 1 ] && [ "$output" = job-started ] &&
 	grep -q '"running":false' "$T/out" && grep -q '"signal":15' "$T/out"; then

@@ -72,9 +72,10 @@ check exec_order_and_code "want lines 1-3 in order on stdout, errs on stderr, st
 	test "$cli_s" = 4 -a "$(tr '\n' ' ' <"$T/o")" = "line1 line2 line3 " \
 	-a "$(grep err "$T/e" | tr '\n' ' ')" = "err1 err2 err3 "
 
-# Live: the first line is out while the command still runs.
+# Live: the first line is out while the command still runs (it waits for a file
+# the test copies in once it has looked; the bound only ends a hang).
 HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$cli_bin" exec "$id" -- \
-	sh -c 'echo first; sleep 8; echo second' >"$T/live" 2>>"$T/cli.allerr" &
+	sh -c 'echo first; i=0; while [ ! -e /tmp/go ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i + 1)); done; echo second' >"$T/live" 2>>"$T/cli.allerr" &
 live=$!
 i=0
 while [ $i -lt 600 ] && ! grep -q first "$T/live"; do
@@ -90,6 +91,8 @@ fi
 h exec "$id" -- true
 check exec_busy_message "want status 1 and SANDBOX_BUSY, got $cli_s" \
 	test "$cli_s" = 1 -a "$(grep -c SANDBOX_BUSY "$T/e")" = 1
+: >"$T/go"
+h fs cp "$T/go" "$id:/tmp/go"
 wait $live
 check exec_live_completes "want first and second" test "$(tr '\n' ' ' <"$T/live")" = "first second "
 

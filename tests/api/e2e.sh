@@ -37,7 +37,6 @@ for p in /proc/[0-9]*; do
 	fi
 done
 [ -n "$killed" ] || { echo "FAIL api/vmm_killed: no VMM for $a"; rc=1; }
-sleep 2
 TEST_NAME=vmm_kill_fails_that_sandbox client lifecycle.mjs failed "$a" || rc=1
 TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" || rc=1
 

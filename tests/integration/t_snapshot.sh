@@ -119,8 +119,12 @@ t_snapshot_agent_disk() {
 		why="the agent did not answer before the snapshot"
 	[ -n "$why" ] || agentctl job-start -- sh -c 'i=0; while true; do i=$((i+1)); echo $i >/tmp/c.new; mv /tmp/c.new /tmp/c; sleep 0.2; done' >/dev/null ||
 		why="cannot start the counting job"
-	sleep 2
-	c0=$(agentctl exec -- cat /tmp/c 2>/dev/null)
+	# (the job has counted once: it runs when the snapshot is taken)
+	i=0
+	until c0=$(agentctl exec -- cat /tmp/c 2>/dev/null) && [ -n "$c0" ] || [ -n "$why" ] || [ $i -ge 600 ]; do
+		sleep 0.2
+		i=$((i + 1))
+	done
 	[ -n "$why" ] || [ "$(ctl pause)" = paused ] || why="pause failed"
 	[ -n "$why" ] || reply=$(ctl "snapshot $T/snap") || why="snapshot failed: $reply"
 	[ -n "$why" ] || ctl quit >/dev/null || why="quit failed"
@@ -139,8 +143,13 @@ t_snapshot_agent_disk() {
 			sleep 1
 			i=$((i + 1))
 		done
-		sleep 2
-		b=$(agentctl exec -- cat /tmp/c 2>/dev/null)
+		# Counting on: a later value, waited for (the bound only ends a hang).
+		i=0
+		until b=$(agentctl exec -- cat /tmp/c 2>/dev/null) && [ -n "$a" ] && [ "${b:-0}" -gt "$a" ] ||
+			[ $i -ge 600 ]; do
+			sleep 0.2
+			i=$((i + 1))
+		done
 		f=$(agentctl exec -- cat /root/before 2>/dev/null)
 		if [ "$f" != written-before ]; then
 			why="after the restore the agent gave '$f' for the file written before"

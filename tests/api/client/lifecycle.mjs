@@ -3,6 +3,7 @@
 //   alive ID...       → each still runs commands and has its file (PASS/FAIL lines, NAME from $T)
 //   failed ID         → the sandbox is failed, with a lifecycle:failed event saying why
 import { SandboxClient } from '@agentuity/core';
+import { request } from './checks.mjs';
 
 const client = new SandboxClient({ url: process.env.HUSK_URL, apiKey: process.env.HUSK_API_KEY });
 const [step, ...args] = process.argv.slice(2);
@@ -30,6 +31,11 @@ try {
 		}
 		console.log(`PASS api/${name}`);
 	} else if (step === 'failed') {
+		// huskd's long-poll: answered once the VMM's end is seen (the bound only ends a hang).
+		for (let i = 0; i < 10; i++) {
+			const w = await request(process.env.HUSK_URL, process.env.HUSK_API_KEY, 'GET', `/sandbox/${args[0]}?waitForStatus=failed&waitMs=60000`);
+			if (w.json?.data?.status === 'failed') break;
+		}
 		const info = await client.get(args[0]);
 		const ev = await client.listEvents(args[0]);
 		const f = (ev.events ?? []).find((e) => e.type === 'lifecycle:failed');
