@@ -108,6 +108,11 @@ void http_server_stop(struct http_server *s);
 const char *http_method(const struct http_req *r);
 /* r's path, raw (not percent-decoded) and without the query: "/sandbox/sbx_1/execute". */
 const char *http_path(const struct http_req *r);
+/*
+ * Puts prefix before r's path, for a server that serves one API under two
+ * names (the same routes by path and by host name). 0 or -ENOMEM.
+ */
+int http_path_prefix(struct http_req *r, const char *prefix) __attribute__((warn_unused_result));
 /* r's query string, raw, without '?'; "" if none. */
 const char *http_query(const struct http_req *r);
 /*

@@ -65,6 +65,19 @@ static int head_put(struct http_req *r, const char *p, size_t n)
 	return 0;
 }
 
+int http_path_prefix(struct http_req *r, const char *prefix)
+{
+	size_t n = strlen(prefix), plen = strlen(r->head + r->path_off);
+
+	if (head_reserve(r, n + plen + 1) < 0)
+		return -ENOMEM;
+	memcpy(r->head + r->head_len, prefix, n);
+	memcpy(r->head + r->head_len + n, r->head + r->path_off, plen + 1);
+	r->path_off = r->head_len;
+	r->head_len += n + plen + 1;
+	return 0;
+}
+
 /* Adds one piece of the URL, a header name or a header value (cb says which). */
 static int head_add(struct http_parser *p, const char *at, size_t n, int cb, size_t cost)
 {

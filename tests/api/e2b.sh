@@ -8,8 +8,9 @@ port=18379
 . "$(dirname "$0")/lib.sh"
 
 fake_images "$T/images" || { echo "FAIL e2b/images: husk-img cannot make one"; exit 1; }
-HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm start_huskd 1 || exit 1
-E2B_KEEP=$T/kept.json client e2b.mjs
+# (--public-domain: E2B's SDK by domain alone, e2b/served_by_domain)
+HUSKD_ARGS="--public-domain e2b.test" HUSKD_IMAGES=$T/images HUSKD_VMM=$top/build/tests/fake-vmm start_huskd 1 || exit 1
+E2B_TEST_DOMAIN=e2b.test E2B_KEEP=$T/kept.json client e2b.mjs
 rc=$?
 # Every REST path and RPC method the SDK's sandbox calls, served (the SDK's own dist read).
 HUSKD_BIN=$top/build/bin/huskd-san client e2b_conformance.mjs || rc=1

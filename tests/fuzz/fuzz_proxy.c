@@ -25,6 +25,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (p < s + size)
 			p += strlen(p) + 1;
 	}
+	{
+		const char *e = proxy_e2b_prefix(part[0], *part[3] ? part[3] : NULL);
+
+		if (e && strcmp(e, "/e2b") && strcmp(e, "/e2b/envd"))
+			abort();
+	}
 	rc = proxy_target(part[0], part[1], part[2], *part[3] ? part[3] : NULL, &t);
 	if (rc == 1 &&
 	    (!memchr(t.id, 0, sizeof(t.id)) || !memchr(t.path, 0, sizeof(t.path)) ||

@@ -48,6 +48,22 @@ UNIT_TEST(proxy_target_e2b_host)
 	CHECK(proxy_target("8080-sbx_abc.other.example", "/", "", "sb.example", &t) == 0);
 }
 
+/* E2B's SDK by E2B_DOMAIN alone: its API at api.D, envd at 49983-<id>.D. */
+UNIT_TEST(proxy_e2b_prefix_by_host)
+{
+	CHECK(!strcmp(proxy_e2b_prefix("api.sb.example", "sb.example") ?: "", "/e2b"));
+	CHECK(!strcmp(proxy_e2b_prefix("API.SB.example:443", "sb.example") ?: "", "/e2b"));
+	CHECK(!strcmp(proxy_e2b_prefix("49983-sbx_abc.sb.example", "sb.example:8443") ?: "",
+	              "/e2b/envd"));
+	CHECK(!proxy_e2b_prefix("49983-.sb.example", "sb.example"));
+	CHECK(!proxy_e2b_prefix("8080-sbx_abc.sb.example", "sb.example"));
+	CHECK(!proxy_e2b_prefix("api.other.example", "sb.example"));
+	CHECK(!proxy_e2b_prefix("xapi.sb.example", "sb.example"));
+	CHECK(!proxy_e2b_prefix("sb.example", "sb.example"));
+	CHECK(!proxy_e2b_prefix("api.sb.example", NULL));
+	CHECK(!proxy_e2b_prefix(NULL, "sb.example"));
+}
+
 UNIT_TEST(proxy_target_by_path)
 {
 	static char longpath[9000];

@@ -17,6 +17,7 @@
 #include "e2b_int.h"
 #include "e2b_routes.h"
 #include "e2b_wire.h"
+#include "r_target.h"
 
 /* Files one multipart upload holds at most. */
 #define UPLOAD_PARTS_MAX 64
@@ -198,4 +199,19 @@ out:
 	free(parts);
 	json_decref(files);
 	json_decref(answer);
+}
+
+bool e2b_by_host(const char *domain, struct http_req *r)
+{
+	const char *prefix = proxy_e2b_prefix(http_header(r, "Host"), domain);
+	size_t n = prefix ? strlen(prefix) : 0;
+
+	if (!prefix)
+		return false;
+	/* Asked again for the same request (admission, then the handler): prefixed already. */
+	if (!strncmp(http_path(r), prefix, n) && http_path(r)[n] == '/')
+		return true;
+	if (http_path_prefix(r, prefix))
+		log_warn(NULL, "out of memory routing %s for E2B", http_path(r));
+	return true;
 }

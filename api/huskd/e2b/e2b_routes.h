@@ -25,4 +25,11 @@ ROUTE(e2b_rpc);
 ROUTE(e2b_files_get);
 ROUTE(e2b_files_post);
 
+/*
+ * E2B's SDK given only E2B_DOMAIN=D (huskd --public-domain D): its API at
+ * api.D and a sandbox's envd at 49983-<sandbox id>.D are served as /e2b
+ * and /e2b/envd (r's path prefixed, once). True for such a request.
+ */
+bool e2b_by_host(const char *domain, struct http_req *r);
+
 #endif

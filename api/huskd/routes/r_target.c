@@ -98,6 +98,24 @@ int proxy_target(const char *host, const char *path, const char *query, const ch
 	return set_path(t, *path ? "" : "/", path, query);
 }
 
+const char *proxy_e2b_prefix(const char *host, const char *domain)
+{
+	size_t hl, dl;
+
+	if (!host || !domain)
+		return NULL;
+	hl = strcspn(host, ":");
+	dl = strcspn(domain, ":");
+	if (!dl || hl <= dl + 1 || host[hl - dl - 1] != '.' ||
+	    strncasecmp(host + hl - dl, domain, dl))
+		return NULL;
+	if (hl - dl - 1 == 3 && !strncasecmp(host, "api", 3))
+		return "/e2b";
+	if (hl - dl - 1 > 6 && !strncmp(host, "49983-", 6))
+		return "/e2b/envd";
+	return NULL;
+}
+
 int proxy_take_token(struct proxy_target *t, char *out, size_t outlen)
 {
 	char *q = strchr(t->path, '?'), *p, *end, *val;

@@ -32,6 +32,13 @@ int proxy_target(const char *host, const char *path, const char *query, const ch
                  struct proxy_target *t);
 
 /*
+ * E2B's SDK given only E2B_DOMAIN (domain): "/e2b" for the Host
+ * "api.<domain>", "/e2b/envd" for "49983-<anything>.<domain>" (envd's port),
+ * NULL for any other (or NULL) host or domain: the path prefix that serves it.
+ */
+const char *proxy_e2b_prefix(const char *host, const char *domain);
+
+/*
  * Takes ?husk_token=VALUE out of t->path's query (the guest's server never
  * sees it): 1 with out set, 0 if there is none, -ENAMETOOLONG for a value
  * of outlen bytes or more.

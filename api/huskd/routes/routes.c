@@ -180,7 +180,8 @@ int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out)
 	unsigned retry;
 	int rc;
 
-	if (proxy_target(http_header(r, "Host"), http_path(r), http_query(r), rt->cfg.public_domain,
+	if (!e2b_by_host(rt->cfg.public_domain, r) &&
+	    proxy_target(http_header(r, "Host"), http_path(r), http_query(r), rt->cfg.public_domain,
 	                 &t) != 0)
 		return 0;
 	if (router_match(api_routes, sizeof(api_routes) / sizeof(api_routes[0]), http_method(r),
@@ -293,7 +294,7 @@ void routes_handle(struct http_req *r, void *ctx)
 	struct routes *rt = ctx;
 
 	/* A sandbox's url is public, as the reference's are (no key on the way in). */
-	if (proxy_route(rt, r))
+	if (!e2b_by_host(rt->cfg.public_domain, r) && proxy_route(rt, r))
 		return;
 	router_dispatch_guarded(r, api_routes, sizeof(api_routes) / sizeof(api_routes[0]), guard,
 	                        rt);

@@ -4,6 +4,7 @@
 // Prints PASS/FAIL lines "e2b/<name>".
 import { Sandbox, CommandExitError, NotFoundError, SandboxNotFoundError } from 'e2b';
 import { readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import { checks, request } from './checks.mjs';
 
 const base = process.env.HUSK_URL;
@@ -350,6 +351,49 @@ await check('kill', async () => {
 	if (await Sandbox.kill(sbx.sandboxId)) return 'a second kill found it';
 	if (await sbx.isRunning()) return 'isRunning after kill';
 });
+
+// By domain alone (E2B_DOMAIN=D, what a self-hosted E2B is pointed at; huskd
+// --public-domain D, here E2B_TEST_DOMAIN): E2B's API at api.D, a sandbox's
+// envd at 49983-<id>.D. Sent to huskd's own address with that Host.
+function byHost(method, host, path, headers = {}, body) {
+	const u = new URL(base);
+	return new Promise((resolve, reject) => {
+		const q = http.request({ host: u.hostname, port: u.port, method, path, agent: false, headers: { host, ...headers, ...(body ? { 'content-type': 'application/json' } : {}) } }, (res) => {
+			let text = '';
+			res.setEncoding('utf8');
+			res.on('data', (d) => (text += d));
+			res.on('end', () => {
+				let json = null;
+				try {
+					json = JSON.parse(text);
+				} catch {}
+				resolve({ status: res.statusCode, text, json });
+			});
+		});
+		q.on('error', reject);
+		q.end(body ? JSON.stringify(body) : undefined);
+	});
+}
+const domain = process.env.E2B_TEST_DOMAIN;
+if (domain)
+	await check('served_by_domain', async () => {
+		const api = `api.${domain}`;
+		const none = await byHost('GET', api, '/v2/sandboxes');
+		if (none.status !== 401) return `list without a key: ${none.status} ${none.text.slice(0, 120)}`;
+		const c = await byHost('POST', api, '/v2/sandboxes', { 'X-API-Key': key }, { templateID: template, timeout: 300 });
+		const id = c.json?.sandboxID;
+		if (c.status !== 201 || !id || c.json.domain !== domain) return `create: ${c.status} ${c.text.slice(0, 200)}`;
+		const envd = `49983-${id}.${domain}`;
+		const auth = { 'E2b-Sandbox-Id': id, 'X-Access-Token': c.json.envdAccessToken };
+		const h = await byHost('GET', envd, '/health', auth);
+		if (h.status !== 204) return `envd health: ${h.status} ${h.text.slice(0, 120)}`;
+		const st = await byHost('POST', envd, '/filesystem.Filesystem/Stat', auth, { path: '/' });
+		if (st.status !== 200 || st.json?.entry?.type !== 'FILE_TYPE_DIRECTORY') return `Stat: ${st.status} ${st.text.slice(0, 200)}`;
+		const bad = await byHost('GET', envd, '/health', { 'E2b-Sandbox-Id': id, 'X-Access-Token': '0'.repeat(32) });
+		if (bad.status !== 401) return `envd with a wrong token: ${bad.status}`;
+		const k = await byHost('DELETE', api, `/sandboxes/${id}`, { 'X-API-Key': key });
+		if (k.status !== 204) return `kill: ${k.status} ${k.text.slice(0, 120)}`;
+	});
 
 if (process.env.E2B_KEEP)
 	await check('deadline_kept', async () => {
