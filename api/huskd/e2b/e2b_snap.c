@@ -140,8 +140,7 @@ struct fork {
 	struct routes *rt;
 	struct http_req *r;
 	json_t *results; /* one per child, in order */
-	json_t *net; /* the parent's network, every child's: its memory restores only with its NIC
-	              */
+	json_t *net;     /* the parent's network: its memory restores only with its NIC */
 	unsigned count, pending;
 	long long secs;
 	char org[80], org_name[80];

@@ -254,12 +254,15 @@ bool proxy_route(struct routes *rt, struct http_req *r)
 	return true;
 }
 
-/* "<scheme>://sbx-<rand>-<port>.<domain>/" or "<base>/p/<id>[:<port>]/"; port 0: the path form's
- * own. */
+/*
+ * A url of sandbox id's port: "<scheme>://sbx-<rand>-<port>.<domain>/", or
+ * by path "<base>/p/<id>/" (its network.port) or "<base>/p/<id>:{port}/".
+ */
 static int url_for(struct routes *rt, struct http_req *r, const char *id, const char *port,
                    char *out, size_t outlen)
 {
 	const char *pub = rt->cfg.public_url;
+	bool any = !strcmp(port, "{port}");
 	char base[512];
 	int n;
 
@@ -269,7 +272,7 @@ static int url_for(struct routes *rt, struct http_req *r, const char *id, const 
 		             rt->cfg.public_domain);
 	else if (base_url(rt, r, base, sizeof(base)) == 0)
 		n = snprintf(out, outlen, "%s" PROXY_PATH_PREFIX "%s%s%s/", base, id,
-		             strcmp(port, "{port}") ? "" : ":", strcmp(port, "{port}") ? "" : port);
+		             any ? ":" : "", any ? port : "");
 	else
 		return -ENAMETOOLONG;
 	return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
