@@ -65,7 +65,7 @@ int exec_opts_parse(struct agent *a, json_t *req, struct exec_opts *o, const cha
 {
 	json_t *argv = json_object_get(req, "argv"), *cwd = json_object_get(req, "cwd");
 	json_t *pty = json_object_get(req, "pty"), *in = json_object_get(req, "stdin");
-	json_t *user = json_object_get(req, "user");
+	json_t *user = json_object_get(req, "user"), *keep = json_object_get(req, "keep");
 	size_t n = json_array_size(argv);
 
 	memset(o, 0, sizeof(*o));
@@ -81,6 +81,11 @@ int exec_opts_parse(struct agent *a, json_t *req, struct exec_opts *o, const cha
 		*why = "stdin must be true or false";
 		return -EINVAL;
 	}
+	if (keep && !json_is_boolean(keep)) {
+		*why = "keep must be true or false";
+		return -EINVAL;
+	}
+	o->keep = json_is_true(keep);
 	if (pty && !json_is_boolean(pty) && !json_is_object(pty)) {
 		*why = "pty must be true or an object {rows, cols}";
 		return -EINVAL;

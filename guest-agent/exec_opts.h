@@ -17,6 +17,7 @@ struct exec_opts {
 	char *cwd;
 	uint64_t timeout_ms; /* 0: none */
 	uint64_t grace_ms;   /* SIGTERM to SIGKILL */
+	bool keep;           /* exec: the process outlives its connection (its output dropped) */
 };
 
 #define DEFAULT_GRACE_MS 2000
@@ -25,7 +26,7 @@ struct exec_opts {
 /*
  * Reads argv (non-empty array of strings), env (object: merged over the
  * sandbox defaults), cwd, stdin (bool), pty (true or {rows, cols}),
- * timeout_ms and grace_ms. Returns 0, or -EINVAL with *why set.
+ * timeout_ms, grace_ms and keep (bool). Returns 0, or -EINVAL with *why set.
  */
 int exec_opts_parse(struct agent *a, json_t *req, struct exec_opts *o, const char **why)
 	__attribute__((warn_unused_result));

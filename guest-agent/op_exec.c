@@ -39,6 +39,8 @@ struct exec_req {
 	enum phase phase;
 	uint64_t grace_ms;
 	bool paused, held, timed_out, cancelled, stdin_eof;
+	bool keep;   /* asked to outlive its connection */
+	bool orphan; /* it did: no connection, its output read and dropped */
 	uint8_t *in_buf;
 	size_t in_len;
 	const char *spawn_error;
@@ -105,6 +107,8 @@ static void pump_stream(struct exec_req *e, int *fd, uint8_t type)
 		maybe_finish(e);
 		return;
 	}
+	if (e->orphan)
+		return; /* read so that its writes never block; nobody is left to send them to */
 	if (type == FRAME_STDERR && e->mode->data) {
 		for (ssize_t i = 0; i < n && e->err_len < sizeof(e->err) - 1; i++)
 			e->err[e->err_len++] = buf[i] == '\n' ? ' ' : (char)buf[i];
@@ -304,6 +308,20 @@ static void exec_conn_lost(struct req *r)
 {
 	struct exec_req *e = (struct exec_req *)r;
 
+	/*
+	 * Kept (keep: true): a connection that drops with a pause or a restore
+	 * ends with it, the process does not. It runs on with stdin at EOF, its
+	 * output drained, until it exits or its timeout ends it.
+	 */
+	if (e->keep && !e->ch->exited) {
+		e->orphan = true;
+		e->held = false;
+		e->r.conn = NULL;
+		close_fd(e, &e->ch->in_fd);
+		set_output_paused(e, false);
+		return;
+	}
+
 	/* Nobody is listening: end the process tree; it is reaped as an orphan. */
 	proc_signal_group(e->ch, SIGKILL);
 	e->held = false;
@@ -319,9 +337,14 @@ static const struct req_ops exec_ops = {
 static void exec_finish(struct exec_req *e)
 {
 	struct child *ch = e->ch;
-	json_t *res = json_object();
+	json_t *res;
 	int st = ch->status;
 
+	if (e->orphan) {
+		exec_free(e);
+		return;
+	}
+	res = json_object();
 	if (e->mode->data) {
 		json_decref(res);
 		if (e->held)
@@ -372,6 +395,7 @@ void exec_start(struct conn *c, uint32_t id, struct exec_opts *o, const struct e
 	e->a = a;
 	e->mode = mode;
 	e->grace_ms = o->grace_ms;
+	e->keep = o->keep && !mode->data;
 	e->timer_fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
 	ret = e->timer_fd < 0 ? -errno : proc_spawn(a, &o->spawn, &e->ch);
 	if (ret) {

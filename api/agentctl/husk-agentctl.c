@@ -28,7 +28,8 @@ static void usage(FILE *f)
 	        "  --vsock PATH   a VMM's vsock socket (husk-vmm --vsock PATH); agent port %d\n"
 	        "\n"
 	        "commands:\n"
-	        "  exec [--stdin] [--pty] [--timeout MS] [--cwd DIR] [--user U] [--env K=V]... -- "
+	        "  exec [--stdin] [--pty] [--keep] [--timeout MS] [--cwd DIR] [--user U] [--env "
+	        "K=V]... -- "
 	        "ARGV...\n"
 	        "                 runs ARGV, streams its output, exits with its exit code\n"
 	        "  put LOCAL REMOTE [MODE]   write a file (atomically)\n"
@@ -126,6 +127,8 @@ static int cmd_exec(struct agent_client *c, int argc, char **argv)
 			use_stdin = 1;
 		else if (!strcmp(argv[i], "--pty"))
 			json_object_set_new(req, "pty", json_true());
+		else if (!strcmp(argv[i], "--keep"))
+			json_object_set_new(req, "keep", json_true());
 		else if (!strcmp(argv[i], "--timeout") && i + 1 < argc)
 			json_object_set_new(req, "timeout_ms", json_integer(atoll(argv[++i])));
 		else if (!strcmp(argv[i], "--cwd") && i + 1 < argc)

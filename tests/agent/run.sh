@@ -82,6 +82,38 @@ wait $pid
 rc=$?
 if [ "$rc" = 143 ] && grep -q cancelled "$T/err"; then ok cancel; else bad cancel "status $rc"; fi
 
+# keep: the process outlives its connection (a pause drops every one); without it,
+# it ends with it. Both clients killed, kept one first: once the other is
+# gone, the agent has seen both connections close.
+started() { # FILE: waits for the pid its command printed first
+	i=0
+	while [ ! -s "$1" ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i + 1)); done
+	head -n 1 "$1"
+}
+# (the clients themselves in the background, not under timeout: killed, their connections close)
+$ctl exec --keep -- sh -c 'echo $$; exec sleep 1000' >"$T/kept" 2>/dev/null &
+kc=$!
+$ctl exec -- sh -c 'echo $$; exec sleep 1000' >"$T/plain" 2>/dev/null &
+pc=$!
+kpid=$(started "$T/kept")
+ppid_=$(started "$T/plain")
+kill -9 $kc
+kill -9 $pc
+wait $kc $pc 2>/dev/null
+# (alive: a process that is not a zombie; on the host the agent is no one's reaper)
+alive() { x exec -- sh -c 'grep -q "^State:[[:space:]]*[^Z]" "/proc/$1/status"' sh "$1"; }
+i=0
+while alive "$ppid_" && [ "$rc" = 0 ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i + 1)); done
+plain_rc=$rc
+alive "$kpid"
+kept_rc=$rc
+x exec -- kill "$kpid"
+if [ -n "$kpid" ] && [ -n "$ppid_" ] && [ "$plain_rc" != 0 ] && [ "$kept_rc" = 0 ]; then
+	ok keep_outlives_connection
+else
+	bad keep_outlives_connection "kept pid '$kpid' alive-check status $kept_rc (want 0); plain pid '$ppid_' status $plain_rc (want non-zero)"
+fi
+
 x exec --pty -- sh -c 'test -t 0 && test -t 1 && echo on-a-tty'
 grep -q on-a-tty "$T/out" && ok pty || bad pty "not on a terminal"
 

@@ -277,8 +277,10 @@ static void proc_start(struct e2b *e, struct http_req *r, const char *id, json_t
 	const char *cmd = json_string_value(json_object_get(proc, "cmd"));
 	const char *cwd = json_string_value(json_object_get(proc, "cwd"));
 	const char *tag = json_string_value(json_object_get(msg, "tag"));
+	/* As on E2B, a pause does not end it (its stream does end: see API.md §11.2). */
 	struct sbx_shell_opts o = {.env = json_is_object(envs) ? envs : NULL,
-	                           .cwd = cwd && *cwd ? cwd : NULL};
+	                           .cwd = cwd && *cwd ? cwd : NULL,
+	                           .keep = true};
 	struct sbx_shell *sh;
 	struct e2b_proc *p;
 	struct sbx_err err;

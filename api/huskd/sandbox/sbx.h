@@ -212,6 +212,7 @@ struct sbx_shell_opts {
 	const char *user;    /* NULL: the sandbox's */
 	unsigned rows, cols; /* a PTY of this size; 0 x 0: pipes (stdout and stderr apart) */
 	bool no_stdin;       /* stdin is /dev/null (sbx_shell_input: -EPIPE) */
+	bool keep;           /* the process outlives a pause (its session ends; it runs on) */
 };
 /* A command (once the sandbox is ready: a paused one resumes); it runs until it ends. */
 int sbx_shell_spawn(struct sbx_mgr *m, const char *id, const struct sbx_shell_opts *o,

@@ -179,6 +179,8 @@ int sbx_shell_spawn(struct sbx_mgr *m, const char *id, const struct sbx_shell_op
 	s->req = json_pack("{sssOsssosbsoss*}", "op", "exec", "argv", o->argv, "cwd",
 	                   o->cwd ? o->cwd : sbx_workspace(sb), "env", env, "stdin", !o->no_stdin,
 	                   "pty", pty, "user", o->user ? o->user : sbx_user(sb));
+	if (s->req && o->keep)
+		json_object_set_new(s->req, "keep", json_true());
 	if (!s->req) {
 		free(s);
 		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");

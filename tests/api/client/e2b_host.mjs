@@ -31,13 +31,12 @@ function get(host, headers = {}) {
 	});
 }
 
-// A server on port answering "port <port>", returning once it listens. It runs
-// in a session of its own: a pause ends the commands the SDK started (API.md
-// §11.2), and the pause below is about the ports, not about them.
+// A server on port answering "port <port>", started as E2B programs do (a
+// background command: it outlives a pause, as on E2B), returning once it listens.
 async function serve(sbx, port) {
 	const js = `require("http").createServer((q, r) => r.end("port ${port}\\n")).listen(${port}, "0.0.0.0", () => require("fs").writeFileSync("/tmp/up-${port}", ""))`;
 	await sbx.files.write(`/tmp/srv-${port}.js`, js);
-	await sbx.commands.run(`node -e 'require("child_process").spawn("node", ["/tmp/srv-${port}.js"], { detached: true, stdio: "ignore" }).unref()'`);
+	await sbx.commands.run(`node /tmp/srv-${port}.js`, { background: true });
 	await sbx.commands.run(`i=0; while [ ! -e /tmp/up-${port} ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; test -e /tmp/up-${port}`);
 }
 
@@ -65,7 +64,7 @@ await check('get_host_nothing_listening_502', async () => {
 await check('get_host_after_pause_and_connect', async () => {
 	await sbx.pause();
 	const s = await Sandbox.connect(sbx.sandboxId);
-	// The servers ran on in the paused guest; the new VMM serves their ports again.
+	// The servers (background commands) outlive the pause; the new VMM serves their ports again.
 	const r = await get(s.getHost(8081));
 	if (r.status !== 200 || r.body !== 'port 8081\n') return `${r.status} ${r.body}`;
 });
