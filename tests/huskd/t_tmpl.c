@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sbx_test.h"
+#include "sbx_tmpl.h"
 
 static struct sbx_tmpl *only(void)
 {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "sbx_int.h"
+#include "sbx_tmpl.h"
 
 static char *priv_string(json_t *priv, const char *key)
 {

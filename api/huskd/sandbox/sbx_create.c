@@ -15,6 +15,7 @@
 #include "img.h"
 #include "sbx_base.h"
 #include "sbx_int.h"
+#include "sbx_tmpl.h"
 
 #define DEFAULT_MEM (512ll << 20)
 #define MAX_VCPUS 16

@@ -15,6 +15,7 @@
 #include "net_host.h"
 #include "sbx_import.h"
 #include "sbx_int.h"
+#include "sbx_tmpl.h"
 #include "vmm_proc.h"
 
 static void vmm_exited(struct sandbox *sb, int status)

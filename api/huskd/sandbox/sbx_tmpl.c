@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "sbx_int.h"
+#include "sbx_tmpl.h"
 
 /* Shapes kept at most; a new one past this cold-boots. */
 #define TMPL_MAX 16
