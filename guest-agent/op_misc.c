@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "netcfg.h"
 
 void op_env(struct conn *c, uint32_t id, const char *op, json_t *req)
 {
@@ -123,7 +124,11 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 	const char *machine_id = json_string_value(json_object_get(req, "machine_id"));
 	const char *hostname = json_string_value(json_object_get(req, "hostname"));
 	const char *boot_id = json_string_value(json_object_get(req, "boot_id"));
-	json_t *ns = json_object_get(req, "time_ns");
+	json_t *ns = json_object_get(req, "time_ns"), *net = json_object_get(req, "net");
+	struct netcfg nc;
+	json_t *res;
+	char why[160];
+	int ended = 0;
 	struct {
 		struct rand_pool_info info;
 		uint8_t buf[64];
@@ -163,6 +168,10 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		                "boot_id must be a UUID in lowercase hex (8-4-4-4-12)");
 		return;
 	}
+	if (net && netcfg_parse(net, &nc, why, sizeof(why))) {
+		conn_send_error(c, id, "bad_request", "%s", why);
+		return;
+	}
 	ts.tv_sec = (time_t)(json_integer_value(ns) / 1000000000);
 	ts.tv_nsec = (long)(json_integer_value(ns) % 1000000000);
 	if (clock_settime(CLOCK_REALTIME, &ts) < 0)
@@ -192,8 +201,17 @@ void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		conn_send_error(c, id, "failed", "cannot renew the boot id: %s", strerror(-rc));
 		return;
 	}
-	conn_send_json(c, FRAME_RESULT, id,
-	               json_pack("{s:b, s:b, s:b, s:b, s:b}", "clock", 1, "reseeded", 1,
-	                         "machineId", machine_id != NULL, "hostname", hostname != NULL,
-	                         "bootId", boot_id != NULL));
+	if (net && (rc = netcfg_apply(&nc, &ended, why, sizeof(why)))) {
+		conn_send_error(c, id, "failed", "the network: %s", why);
+		return;
+	}
+	res = json_pack("{s:b, s:b, s:b, s:b, s:b, s:b}", "clock", 1, "reseeded", 1, "machineId",
+	                machine_id != NULL, "hostname", hostname != NULL, "bootId", boot_id != NULL,
+	                "net", net != NULL);
+	/* The network is the guest's either way; its old connections may linger. */
+	if (res && net)
+		json_object_set_new(res, "connectionsEnded",
+		                    ended >= 0 ? json_integer(ended)
+		                               : json_string(strerror(-ended)));
+	conn_send_json(c, FRAME_RESULT, id, res);
 }

@@ -354,6 +354,7 @@ struct netstack *netstack_create(const struct net_spec *spec)
 		return NULL;
 	/* A tenth of a second of sending, and never less than two frames. */
 	ns->rate = spec->rate;
+	ns->guest_host = spec->host;
 	ns->bucket = (int64_t)(spec->rate / 10 > 2 * NET_FRAME_MAX ? spec->rate / 10
 	                                                           : 2 * NET_FRAME_MAX);
 	ns->tokens = ns->bucket;
@@ -361,7 +362,7 @@ struct netstack *netstack_create(const struct net_spec *spec)
 	inet_pton(AF_INET, "10.0.2.0", &cfg.vnetwork);
 	inet_pton(AF_INET, "255.255.255.0", &cfg.vnetmask);
 	inet_pton(AF_INET, "10.0.2.2", &cfg.vhost);
-	inet_pton(AF_INET, "10.0.2.15", &cfg.vdhcp_start);
+	cfg.vdhcp_start.s_addr = htonl(0x0a000200u | spec->host);
 	inet_pton(AF_INET, "10.0.2.3", &cfg.vnameserver);
 	pthread_mutex_init(&ns->lock, NULL);
 	pthread_cond_init(&ns->done_cond, NULL);

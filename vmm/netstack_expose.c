@@ -22,7 +22,7 @@ static int ns_expose_now(struct netstack *ns, unsigned port, const char *path)
 	if (ns->nr_exposed == NS_EXPOSED_MAX)
 		return -ENOSPC;
 	strcpy(host.sun_path, path);
-	inet_pton(AF_INET, "10.0.2.15", &guest.sin_addr);
+	guest.sin_addr.s_addr = htonl(0x0a000200u | ns->guest_host);
 	errno = 0;
 	if (slirp_add_hostxfwd(ns->slirp, (struct sockaddr *)&host, sizeof(host),
 	                       (struct sockaddr *)&guest, sizeof(guest), 0) < 0)

@@ -52,6 +52,7 @@ struct netstack {
 	_Atomic uint64_t tx_bytes;
 	/* The guest's sending rate: a token bucket in bytes, refilled at rate per second. */
 	uint64_t rate;
+	uint8_t guest_host; /* the guest is 10.0.2.<guest_host>: where forwarded ports go */
 	int64_t tokens, bucket, refilled_ns;
 	bool throttled; /* frames wait in the transmit queue for tokens */
 	/* A port to expose, handed from the main loop to the thread (which alone calls slirp). */

@@ -118,6 +118,14 @@ int main(int argc, char **argv)
 		         "\"boot_id\":\"0e078a7c-3158-4714-9d34-b3bea861ddbX\"}"},
 			{"resumed_bad_machine_id", "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":"
 		                                   "\"00\",\"machine_id\":\"ab\"}"},
+			/* Never a good one here: it would take the host's own NIC. */
+			{"resumed_bad_net_mac",
+		         "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":\"00\",\"net\":{\"mac\":"
+		         "\"01:00:00:00:00:01\",\"address\":\"10.0.2.20/"
+		         "24\",\"gateway\":\"10.0.2.2\"}}"},
+			{"resumed_net_no_gateway",
+		         "{\"op\":\"resumed\",\"time_ns\":%lld,\"seed\":\"00\",\"net\":{\"mac\":"
+		         "\"02:00:00:00:00:01\",\"address\":\"10.0.2.20/24\"}}"},
 		};
 
 		for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {

@@ -81,6 +81,11 @@ for t in 10.99.0.1:80:private_range 169.254.169.254:80:metadata_service 198.51.1
 done
 sed -n 's/^probe /  (measured) /p' "$T/probe"
 
+# A guest's MAC and IPv4 address, as its kernel has them (the base runtime has no ip tool).
+IDENT='echo "mac $(cat /sys/class/net/eth0/address)"; echo "addr $(awk "/32 host LOCAL/{print a} {a=\$2}" /proc/net/fib_trie | grep -v "^127\." | sort -u | tr "\n" " ")"'
+h exec "$id" -- sh -c "$IDENT"
+cp "$T/o" "$T/ident_before"
+
 # Paused to disk and resumed in a new VMM (a new jail, a new stack): the
 # guest keeps its address and reaches the stand-in again by name.
 h pause "$id"
@@ -89,6 +94,14 @@ if grep -q '^fetched: hello from the stand-in' "$T/o" && grep -q '^probe 10.99.0
 	pass after_pause_resume
 else
 	fail after_pause_resume "after a pause and resume the guest could not fetch by name, or reached a private address"
+fi
+# Its own MAC (locally administered) and an address of 10.0.2.16-239, the same after the resume.
+h exec "$id" -- sh -c "$IDENT"
+if grep -Eq '^mac 02:' "$T/ident_before" && grep -Eq '^addr 10\.0\.2\.(1[6-9]|[2-9][0-9]|1[0-9][0-9]|2[0-3][0-9]) $' "$T/ident_before" &&
+	cmp -s "$T/o" "$T/ident_before"; then
+	pass keeps_mac_and_address_after_resume
+else
+	fail keeps_mac_and_address_after_resume "before: $(tr '\n' ' ' <"$T/ident_before"); after: $(tr '\n' ' ' <"$T/o")"
 fi
 
 # A template with a NIC: the first networked create had one made (its maker had a NIC and no
@@ -107,6 +120,26 @@ if grep -q "\[$tid\] created: .*restored from its runtime's template" "$T/huskd.
 else
 	fail nic_template_child_reaches_out "$(grep -i "template" "$T/huskd.log" | tail -n 3); $(head -c 300 "$T/o")"
 fi
+# Two children of the one template: each its own MAC and address (the agent
+# reset the link and took them when the guest resumed), and both reach out.
+h exec "$tid" -- sh -c "$IDENT"
+cp "$T/o" "$T/ident_a"
+h create --json --runtime base:latest --network --idle-timeout 20m
+tid2=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$tid2" -- bash -c "$IDENT; $PROBE"
+a_mac=$(sed -n 's/^mac //p' "$T/ident_a")
+a_addr=$(sed -n 's/^addr //p' "$T/ident_a")
+b_mac=$(sed -n 's/^mac //p' "$T/o")
+b_addr=$(sed -n 's/^addr //p' "$T/o")
+if [ -n "$a_mac" ] && [ -n "$b_mac" ] && [ "$a_mac" != "$b_mac" ] && [ -n "$a_addr" ] && [ -n "$b_addr" ] &&
+	[ "$a_addr" != "$b_addr" ] && grep -q '^fetched: hello from the stand-in' "$T/o" &&
+	grep -q "\[$tid2\] created: .*restored from its runtime's template" "$T/huskd.log"; then
+	pass template_children_own_mac_and_address
+	echo "  (measured) children: $a_mac $a_addr / $b_mac $b_addr"
+else
+	fail template_children_own_mac_and_address "first: $a_mac $a_addr; second: $b_mac $b_addr; $(head -c 300 "$T/o")"
+fi
+h destroy "$tid2"
 h destroy "$tid"
 
 # Lists. LISTS probes before and after asking DNS for web.standin.test.

@@ -228,10 +228,19 @@ h job create "$cid" -- node /tmp/hold.js
 h exec "$cid" -- sh -c 'i=0; while [ ! -e /tmp/held ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/held'
 held=$(cat "$T/o")
 h pause "$cid"
+# The resume's setup ends the old stack's connections (the agent aborts
+# them): the program learns it without writing. Its setup is done before the
+# exec runs, so the result is there or on its way (bounded wait: a hang guard).
+h exec "$cid" -- sh -c 'i=0; while [ ! -e /tmp/result ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/result 2>/dev/null || echo "no result before a write"'
+unasked=$(cat "$T/o")
 h exec "$cid" -- sh -c 'touch /tmp/go; i=0; while [ ! -e /tmp/result ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done; cat /tmp/result 2>/dev/null || echo "no result in 120 s"'
 case "$held $(cat "$T/o")" in
 yes*error* | yes*closed*) pass connection_ends_after_pause; echo "  (measured) after the resume: $(cat "$T/o")" ;;
 *) fail connection_ends_after_pause "want the held connection to fail at its first write after the resume" ;;
+esac
+case "$unasked" in
+"error ECONNABORTED") pass connection_aborted_at_resume ;;
+*) fail connection_aborted_at_resume "want the held connection aborted by the resume itself (error ECONNABORTED), got: $unasked" ;;
 esac
 h destroy "$cid"
 

@@ -149,6 +149,25 @@ UNIT_TEST(net_spec_refuses_what_it_cannot_do)
 	      strstr(err, "speed"));
 }
 
+UNIT_TEST(net_spec_guest_address)
+{
+	struct net_spec s;
+	char err[256];
+
+	CHECK(net_spec_parse("slirp", &s, err, sizeof(err)) == 0 && s.host == 15);
+	CHECK(net_spec_parse("slirp,mac=02:00:00:00:00:07,ip=10.0.2.200", &s, err, sizeof(err)) ==
+	              0 &&
+	      s.host == 200 && s.mac[5] == 7);
+	CHECK(net_spec_parse("slirp,ip=10.0.2.4", &s, err, sizeof(err)) == 0 && s.host == 4);
+	for (const char *const *bad =
+	             (const char *const[]){"slirp,ip=10.0.2.3", "slirp,ip=10.0.2.240",
+	                                   "slirp,ip=10.0.3.15", "slirp,ip=10.0.2. 15",
+	                                   "slirp,ip=10.0.2.15x", "slirp,ip=10.0.2.1234",
+	                                   "slirp,ip=", NULL};
+	     *bad; bad++)
+		CHECK(net_spec_parse(*bad, &s, err, sizeof(err)) == -EINVAL && strstr(err, "ip="));
+}
+
 /* An Ethernet + IPv4 + UDP frame of len bytes whose UDP checksum the guest left to the device. */
 static void udp_frame(uint8_t *f, size_t len)
 {

@@ -83,13 +83,15 @@ int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t err
 		return -ENOMEM;
 	memset(spec, 0, sizeof(*spec));
 	spec->mtu = NET_MTU_MAX;
+	spec->host = 15;
 	if (getrandom(spec->mac, sizeof(spec->mac), 0) != sizeof(spec->mac))
 		spec->mac[5] = 1;
 	spec->mac[0] = (uint8_t)((spec->mac[0] & 0xfe) | 0x02); /* unicast, locally administered */
 	tok = strtok_r(copy, ",", &save);
 	if (!tok || strcmp(tok, "slirp") != 0) {
 		snprintf(err, errlen,
-		         "--net %s: the only network is \"slirp\" (--net slirp[,mac=..][,mtu=N])",
+		         "--net %s: the only network is \"slirp\" (--net "
+		         "slirp[,mac=..][,mtu=N][,rate=N][,ip=10.0.2.N])",
 		         arg);
 		ret = -EINVAL;
 	}
@@ -121,9 +123,22 @@ int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t err
 				         tok + 5);
 				ret = -EINVAL;
 			}
+		} else if (!strncmp(tok, "ip=", 3)) {
+			unsigned n;
+			char rest;
+
+			if (strspn(tok + 3, "0123456789.") != strlen(tok + 3) ||
+			    sscanf(tok + 3, "10.0.2.%3u%c", &n, &rest) != 1 || n < 4 || n > 239) {
+				snprintf(err, errlen,
+				         "--net: ip=%s is not an address from 10.0.2.4 to "
+				         "10.0.2.239 (give ip=10.0.2.15)",
+				         tok + 3);
+				ret = -EINVAL;
+			}
+			spec->host = (uint8_t)n;
 		} else {
-			snprintf(err, errlen, "--net: unknown option \"%s\" (mac=, mtu=, rate=)",
-			         tok);
+			snprintf(err, errlen,
+			         "--net: unknown option \"%s\" (mac=, mtu=, rate=, ip=)", tok);
 			ret = -EINVAL;
 		}
 	}

@@ -17,13 +17,17 @@ struct net_spec {
 	uint8_t mac[6];
 	uint16_t mtu;  /* 68..NET_MTU_MAX */
 	uint64_t rate; /* the guest's sending, bytes per second; 0: unlimited */
+	uint8_t host;  /* the guest's address is 10.0.2.<host> (its DHCP answer) */
 };
 
 /*
- * Parses a --net argument: "slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N][,rate=N]".
+ * Parses a --net argument:
+ * "slirp[,mac=XX:XX:XX:XX:XX:XX][,mtu=N][,rate=N][,ip=10.0.2.N]".
  * Fills spec (a random locally administered MAC unless given; MTU 65520
  * unless given; rate in bytes per second, with an optional K, M or G, none
- * unless given). Returns 0, or -EINVAL with a message in err naming the bad part.
+ * unless given; the guest's address 10.0.2.15 unless given, N from 4 to 239
+ * so DHCP's range stays inside the network). Returns 0, or -EINVAL with a message in err naming the
+ * bad part.
  */
 int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t errlen)
 	__attribute__((warn_unused_result));

@@ -32,6 +32,7 @@ static void restore_fields(struct sandbox *sb, json_t *priv)
 	sb->net = json_is_true(json_object_get(priv, "network"));
 	sb->port = (unsigned)json_integer_value(json_object_get(priv, "port"));
 	sb->all_ports = json_is_true(json_object_get(priv, "allPorts"));
+	sbx_net_identity_adopt(sb, priv);
 	sb->egress_rate = (uint64_t)json_integer_value(json_object_get(priv, "egressRate"));
 	sb->egress_bytes = (uint64_t)json_integer_value(json_object_get(priv, "netEgress"));
 	if (sb->net) {

@@ -415,6 +415,8 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 		json_object_set_new(c->priv, "port", json_integer(sb->port));
 	if (c->priv && sb->all_ports)
 		json_object_set_new(c->priv, "allPorts", json_true());
+	if (c->priv && sbx_has_nic(sb))
+		sbx_net_identity(sb, c->priv);
 	if (c->priv && sb->egress_rate)
 		json_object_set_new(c->priv, "egressRate",
 		                    json_integer((json_int_t)sb->egress_rate));

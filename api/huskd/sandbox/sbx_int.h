@@ -188,7 +188,9 @@ struct sandbox {
 	bool hidden;  /* a template's maker: in no list, found by no request, purged once ended */
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
-	unsigned jail_uid;             /* the uid its running VMM holds, 0: none */
+	char net_mac[18];  /* its NIC's MAC; "": made before sandboxes had their own */
+	unsigned net_host; /* its guest's address is 10.0.2.<net_host>; 0: the VMM's default */
+	unsigned jail_uid; /* the uid its running VMM holds, 0: none */
 	struct net_policy *net_policy; /* network.allow / deny, NULL: none */
 	unsigned port;                 /* network.port, served at its url; 0: none */
 	bool all_ports;                /* network.allPorts: any guest TCP port served */
@@ -431,6 +433,12 @@ int sbx_net_policy(struct sandbox *sb, json_t *allow, json_t *deny, struct sbx_e
 int sbx_net_attach(struct sandbox *sb, char *resolv, size_t rlen, char *err, size_t errlen);
 /* Its VMM ended (or never started): the slot and the lists go. */
 void sbx_net_detach(struct sandbox *sb);
+/*
+ * A MAC and guest address of its own, recorded in priv (children of one
+ * snapshot differ: each resume gives the guest its own); _adopt reads them back.
+ */
+void sbx_net_identity(struct sandbox *sb, json_t *priv);
+void sbx_net_identity_adopt(struct sandbox *sb, json_t *priv);
 /* An adopted VMM holds slot again, and its lists go back into huskd's new table. */
 void sbx_net_adopt(struct sandbox *sb, int slot);
 /* Starts a VMM (booting, or from the memory file restore); 0 or -errno with err. */

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "jail.h"
 #include "net_host.h"
@@ -281,4 +282,54 @@ void sbx_net_adopt(struct sandbox *sb, int slot)
 	if (net_host_policy_set(sb->m->net, (unsigned)slot, sb->net_policy, why, sizeof(why)) ||
 	    net_host_count_start(sb->m->net, (unsigned)slot, true, why, sizeof(why)))
 		log_error(sb->id, "cannot restore its network lists: %s", why);
+}
+
+/* Guest addresses 10.0.2.16 to .239: below are slirp's own, above its DHCP range would end. */
+#define GUEST_HOST_FIRST 16
+#define GUEST_HOST_COUNT 224
+
+static bool host_taken(struct sbx_mgr *m, const struct sandbox *self, unsigned host)
+{
+	for (struct sandbox *o = m->sandboxes; o; o = o->next)
+		if (o != self && o->net_host == host)
+			return true;
+	return false;
+}
+
+void sbx_net_identity(struct sandbox *sb, json_t *priv)
+{
+	uint8_t r[8];
+	unsigned start;
+
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		return; /* the VMM's own random MAC and 10.0.2.15, as before */
+	/* Locally administered, unicast. */
+	snprintf(sb->net_mac, sizeof(sb->net_mac), "02:%02x:%02x:%02x:%02x:%02x", r[0], r[1], r[2],
+	         r[3], r[4]);
+	/* Each stack is its own, so a shared address would work; apart, programs tell them apart.
+	 */
+	start = (unsigned)(r[5] | r[6] << 8) % GUEST_HOST_COUNT;
+	sb->net_host = GUEST_HOST_FIRST + start;
+	for (unsigned i = 0; i < GUEST_HOST_COUNT; i++) {
+		unsigned h = GUEST_HOST_FIRST + (start + i) % GUEST_HOST_COUNT;
+
+		if (!host_taken(sb->m, sb, h)) {
+			sb->net_host = h;
+			break;
+		}
+	}
+	json_object_set_new(priv, "mac", json_string(sb->net_mac));
+	json_object_set_new(priv, "guestHost", json_integer(sb->net_host));
+}
+
+void sbx_net_identity_adopt(struct sandbox *sb, json_t *priv)
+{
+	const char *mac = json_string_value(json_object_get(priv, "mac"));
+	json_int_t host = json_integer_value(json_object_get(priv, "guestHost"));
+
+	if (!mac || strlen(mac) != sizeof(sb->net_mac) - 1 || host < GUEST_HOST_FIRST ||
+	    host >= GUEST_HOST_FIRST + GUEST_HOST_COUNT)
+		return;
+	snprintf(sb->net_mac, sizeof(sb->net_mac), "%s", mac);
+	sb->net_host = (unsigned)host;
 }

@@ -59,6 +59,7 @@ static void step_done(void *arg, int rc, json_t *reply, const struct sbx_err *er
 {
 	struct setup *s = arg;
 	const char *msg = json_string_value(json_object_get(reply, "message"));
+	json_t *ended;
 
 	/*
 	 * Without "resumed" the guest would run on with its siblings' random
@@ -74,6 +75,15 @@ static void step_done(void *arg, int rc, json_t *reply, const struct sbx_err *er
 		setup_fail(s, rc > 0 ? (msg ? msg : "refused by the agent") : err->msg);
 		return;
 	}
+	ended = json_object_get(reply, "connectionsEnded");
+	if (s->step == STEP_RESUMED && json_is_integer(ended))
+		log_debug(s->sb->id,
+		          "its guest took its network; %lld connections of the old ended",
+		          (long long)json_integer_value(ended));
+	else if (s->step == STEP_RESUMED && json_is_string(ended))
+		log_warn(s->sb->id,
+		         "its guest took its network, but its old connections live on: %s",
+		         json_string_value(ended));
 	s->step++;
 	setup_step(s);
 }
@@ -143,6 +153,12 @@ static json_t *resumed_req(const struct sandbox *sb, bool child)
 		json_object_set_new(req, "hostname", json_string(host));
 		json_object_set_new(req, "boot_id", json_string(boot));
 	}
+	/* Its own MAC and address, the link reset, the old stack's connections ended. */
+	if (req && sbx_has_nic(sb) && sb->net_mac[0] && sb->net_host)
+		json_object_set_new(req, "net",
+		                    json_pack("{sssoss}", "mac", sb->net_mac, "address",
+		                              json_sprintf("10.0.2.%u/24", sb->net_host), "gateway",
+		                              "10.0.2.2"));
 	explicit_bzero(hex, sizeof(hex));
 	explicit_bzero(seed, sizeof(seed));
 	return req;

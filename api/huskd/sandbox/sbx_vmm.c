@@ -290,6 +290,8 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		spec.net_slot = sb->net_slot;
 		spec.resolv = sb->net ? resolv : NULL;
 		spec.net_rate = sb->egress_rate;
+		spec.mac = sb->net_mac[0] ? sb->net_mac : NULL;
+		spec.guest_host = sb->net_host;
 		spec.expose = sb->port;
 		snprintf(port, sizeof(port), "%s/port.sock", sb->dir);
 		spec.expose_path = port;

@@ -206,7 +206,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
                    struct vmm_proc **out, char *err, size_t errlen)
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
-		cmdline[4096], slot[16], net[64], expose[4200], uid[16], fsize[24], keyfd[16];
+		cmdline[4096], slot[16], net[96], expose[4200], uid[16], fsize[24], keyfd[16];
 	char *argv[44 + 2 * (VMM_JAIL_PATHS + 4)];
 	int a = 0;
 	struct vmm_proc *p;
@@ -266,9 +266,15 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 	argv[a++] = "--console";
 	argv[a++] = console;
 	if (s->jail && s->nic) {
-		snprintf(net, sizeof(net), "slirp");
+		int w = snprintf(net, sizeof(net), "slirp");
+
+		if (s->mac)
+			w += snprintf(net + w, sizeof(net) - (size_t)w, ",mac=%s", s->mac);
+		if (s->guest_host)
+			w += snprintf(net + w, sizeof(net) - (size_t)w, ",ip=10.0.2.%u",
+			              s->guest_host);
 		if (s->net_rate)
-			snprintf(net, sizeof(net), "slirp,rate=%llu",
+			snprintf(net + w, sizeof(net) - (size_t)w, ",rate=%llu",
 			         (unsigned long long)s->net_rate);
 		argv[a++] = "--net";
 		argv[a++] = net;

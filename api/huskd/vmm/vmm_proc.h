@@ -35,8 +35,10 @@ struct vmm_spec {
 	bool nic;                    /* with jail: the guest gets a NIC (libslirp) */
 	int net_slot;                /* with jail: the veth slot, -1 for a namespace of lo alone */
 	const char *resolv;          /* with jail: the resolv.conf the VMM sees */
-	uint64_t net_rate; /* with nic: bytes per second the guest may send, 0: no limit */
-	unsigned expose;   /* with nic: a guest TCP port served at expose_path, 0: none */
+	uint64_t net_rate;   /* with nic: bytes per second the guest may send, 0: no limit */
+	const char *mac;     /* with nic: the NIC's MAC, NULL: the VMM picks one */
+	unsigned guest_host; /* with nic: the guest is 10.0.2.<guest_host>, 0: the VMM's default */
+	unsigned expose;     /* with nic: a guest TCP port served at expose_path, 0: none */
 	const char *expose_path;
 	int key_fd; /* with restore: a pipe holding its key (--key-fd), -1: none */
 };
