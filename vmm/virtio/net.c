@@ -124,7 +124,7 @@ int net_spec_parse(const char *arg, struct net_spec *spec, char *err, size_t err
 				ret = -EINVAL;
 			}
 		} else if (!strncmp(tok, "ip=", 3)) {
-			unsigned n;
+			unsigned n = 0;
 			char rest;
 
 			if (strspn(tok + 3, "0123456789.") != strlen(tok + 3) ||
