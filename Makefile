@@ -359,7 +359,8 @@ FUZZ_CFLAGS := -std=gnu11 -g -O1 -D_GNU_SOURCE -Wall -Wextra -Werror \
 FUZZ_TARGETS := $(BUILD)/fuzz/fuzz_virtq $(BUILD)/fuzz/fuzz_vsock $(BUILD)/fuzz/fuzz_frame $(BUILD)/fuzz/fuzz_img \
 	$(BUILD)/fuzz/fuzz_http $(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_session $(BUILD)/fuzz/fuzz_net \
 	$(BUILD)/fuzz/fuzz_dns $(BUILD)/fuzz/fuzz_proxy $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate \
-	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls $(BUILD)/fuzz/fuzz_zipconv $(BUILD)/fuzz/fuzz_e2b_wire
+	$(BUILD)/fuzz/fuzz_oci $(BUILD)/fuzz/fuzz_tls $(BUILD)/fuzz/fuzz_zipconv $(BUILD)/fuzz/fuzz_e2b_wire \
+	$(BUILD)/fuzz/fuzz_policy
 
 $(BUILD)/fuzz/fuzz_virtq: tests/fuzz/fuzz_virtq.c vmm/virtio/virtq.c vmm/guest_mem.c vmm/log.c
 $(BUILD)/fuzz/fuzz_vsock: tests/fuzz/fuzz_vsock.c vmm/virtio/vsock_pkt.c
@@ -385,6 +386,7 @@ $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_EXTRA := -Itests/un
 $(BUILD)/fuzz/fuzz_dns: tests/fuzz/fuzz_dns.c api/huskd/net/dns_msg.c
 $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
 $(BUILD)/fuzz/fuzz_proxy: tests/fuzz/fuzz_proxy.c api/huskd/routes/r_target.c
+$(BUILD)/fuzz/fuzz_policy: tests/fuzz/fuzz_policy.c api/huskd/net/net_policy.c
 $(BUILD)/fuzz/fuzz_oci: tests/fuzz/fuzz_oci.c images/oci/oci_json.c images/oci/oci_layer.c
 $(BUILD)/fuzz/fuzz_oci: FUZZ_LIBS := -larchive
 $(BUILD)/fuzz/fuzz_zipconv: tests/fuzz/fuzz_zipconv.c api/huskd/sandbox/zipconv.c

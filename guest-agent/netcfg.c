@@ -125,7 +125,7 @@ static int add_default_route(int fd, struct in_addr gw)
 }
 
 /* Asks the kernel to abort one socket the dump named (SOCK_DESTROY): 0 or -errno. */
-static int destroy_one(int nl, const struct inet_diag_msg *d)
+static int destroy_one(int nl, int family, const struct inet_diag_msg *d)
 {
 	struct {
 		struct nlmsghdr nh;
@@ -134,7 +134,7 @@ static int destroy_one(int nl, const struct inet_diag_msg *d)
 		.nh = {.nlmsg_len = sizeof(msg),
 	               .nlmsg_type = SOCK_DESTROY,
 	               .nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK},
-		.req = {.sdiag_family = AF_INET,
+		.req = {.sdiag_family = (uint8_t)family,
 	                .sdiag_protocol = IPPROTO_TCP,
 	                .idiag_states = ~0u,
 	                .id = d->id},
@@ -155,20 +155,36 @@ static int destroy_one(int nl, const struct inet_diag_msg *d)
 	return ack.err.error;
 }
 
-/* A connection from `from` to another host: not loopback, not the guest itself. */
-static bool leaves_guest(const struct inet_diag_msg *d, struct in_addr from)
+static bool v4_leaves(uint32_t src, uint32_t dst, struct in_addr from)
 {
-	return d->id.idiag_src[0] == from.s_addr && d->id.idiag_dst[0] != from.s_addr &&
-	       (ntohl(d->id.idiag_dst[0]) >> 24) != 127;
+	return src == from.s_addr && dst != from.s_addr && (ntohl(dst) >> 24) != 127;
 }
 
 /*
- * Aborts every IPv4 TCP connection from `from` to another host: the stack
- * that carried it is gone. Listening sockets and connections within the
- * guest live on. The count aborted, or -errno if the kernel could not list
- * them (one that went meanwhile is not counted).
+ * A connection the old stack carried: IPv4 from `from` to another host (not
+ * loopback, not the guest itself), IPv4 in an IPv6 socket likewise, or IPv6
+ * from an address of the network (not loopback or link-local) to another.
  */
-static int end_connections(struct in_addr from)
+static bool leaves_guest(int family, const struct inet_diag_msg *d, struct in_addr from)
+{
+	const struct in6_addr *s6 = (const struct in6_addr *)d->id.idiag_src;
+	const struct in6_addr *t6 = (const struct in6_addr *)d->id.idiag_dst;
+
+	if (family == AF_INET)
+		return v4_leaves(d->id.idiag_src[0], d->id.idiag_dst[0], from);
+	if (IN6_IS_ADDR_V4MAPPED(s6))
+		return v4_leaves(d->id.idiag_src[3], d->id.idiag_dst[3], from);
+	return !IN6_IS_ADDR_LOOPBACK(s6) && !IN6_IS_ADDR_LINKLOCAL(s6) &&
+	       !IN6_ARE_ADDR_EQUAL(s6, t6);
+}
+
+/*
+ * Aborts every TCP connection of one family the old stack carried
+ * (leaves_guest). Listening sockets and connections within the guest live
+ * on. The count aborted, or -errno if the kernel could not list them (one
+ * that went meanwhile is not counted).
+ */
+static int end_connections(int family, struct in_addr from)
 {
 	static char buf[32768];
 	struct {
@@ -178,7 +194,7 @@ static int end_connections(struct in_addr from)
 		.nh = {.nlmsg_len = sizeof(dump),
 	               .nlmsg_type = SOCK_DIAG_BY_FAMILY,
 	               .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP},
-		.req = {.sdiag_family = AF_INET,
+		.req = {.sdiag_family = (uint8_t)family,
 	                .sdiag_protocol = IPPROTO_TCP,
 	                /* Full sockets only: time-wait and request socks cannot be aborted. */
 	                .idiag_states = ~((1u << TCP_LISTEN) | (1u << TCP_TIME_WAIT) |
@@ -212,7 +228,8 @@ static int end_connections(struct in_addr from)
 
 				rc = e->error ? e->error : -EIO;
 			} else if (h->nlmsg_len >= NLMSG_LENGTH(sizeof(*d)) &&
-			           leaves_guest(d, from) && destroy_one(kill, d) == 0) {
+			           leaves_guest(family, d, from) &&
+			           destroy_one(kill, family, d) == 0) {
 				n++;
 			}
 		}
@@ -258,8 +275,12 @@ int netcfg_apply(const struct netcfg *c, int *ended, char *why, size_t len)
 		step = "add the default route";
 	close(fd);
 	/* A kernel without SOCK_DESTROY still gets its network: *ended says so. */
-	if (!rc && old.s_addr)
-		*ended = end_connections(old);
+	if (!rc && old.s_addr) {
+		int v4 = end_connections(AF_INET, old), v6 = end_connections(AF_INET6, old);
+
+		/* A guest without IPv6 has nothing to end there. */
+		*ended = v4 < 0 ? v4 : v4 + (v6 > 0 ? v6 : 0);
+	}
 	if (rc)
 		snprintf(why, len, "cannot %s: %s", step, strerror(-rc));
 	return rc;

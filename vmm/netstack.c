@@ -364,6 +364,15 @@ struct netstack *netstack_create(const struct net_spec *spec)
 	inet_pton(AF_INET, "10.0.2.2", &cfg.vhost);
 	cfg.vdhcp_start.s_addr = htonl(0x0a000200u | spec->host);
 	inet_pton(AF_INET, "10.0.2.3", &cfg.vnameserver);
+	/*
+	 * IPv6 by router advertisement: a ULA /64, which RFC 6724 ranks below
+	 * IPv4 for public names, so programs take IPv6 where only it answers.
+	 */
+	cfg.in6_enabled = true;
+	inet_pton(AF_INET6, "fd68:7573:6b01::", &cfg.vprefix_addr6);
+	cfg.vprefix_len = 64;
+	inet_pton(AF_INET6, "fd68:7573:6b01::2", &cfg.vhost6);
+	inet_pton(AF_INET6, "fd68:7573:6b01::3", &cfg.vnameserver6);
 	pthread_mutex_init(&ns->lock, NULL);
 	pthread_cond_init(&ns->done_cond, NULL);
 	ns->kick_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -21,6 +21,14 @@
 	         (((unsigned)(slot)&63u) << 2) | (unsigned)(end))
 
 /*
+ * IPv6 beside it: a /112 of JAIL_NET6_PREFIX per slot, host end ::<slot>:1,
+ * namespace end ::<slot>:2 (slot in hex). Masqueraded like the IPv4 pair.
+ */
+#define JAIL_NET6_PREFIX "fd68:7573:6b00::/96"
+#define JAIL_SLOT_ADDR6(buf, slot, end) \
+	snprintf((buf), sizeof(buf), "fd68:7573:6b00::%x:%x", (unsigned)(slot), (unsigned)(end))
+
+/*
  * The uids (and as many gids, the same numbers) jailed programs run as: one
  * per running sandbox, above the ranges distributions hand to users,
  * services and containers (systemd: up to 0x6FFFFFFF).

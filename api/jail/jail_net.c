@@ -15,6 +15,7 @@
 #include <netlink/route/link/veth.h>
 #include <netlink/route/route.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,15 +49,18 @@ static int link_up(struct nl_sock *sk, const char *name, int *ifindex)
 	return err < 0 ? fail(name, err) : 0;
 }
 
-static int addr_add(struct nl_sock *sk, int ifindex, const char *cidr)
+static int addr_add(struct nl_sock *sk, int ifindex, const char *cidr, int family)
 {
 	struct rtnl_addr *addr = rtnl_addr_alloc();
 	struct nl_addr *local = NULL;
-	int err = addr ? nl_addr_parse(cidr, AF_INET, &local) : -NLE_NOMEM;
+	int err = addr ? nl_addr_parse(cidr, family, &local) : -NLE_NOMEM;
 
 	if (!err) {
 		rtnl_addr_set_ifindex(addr, ifindex);
 		err = rtnl_addr_set_local(addr, local);
+		/* Both ends are ours: no duplicate to detect, and no wait for one. */
+		if (family == AF_INET6)
+			rtnl_addr_set_flags(addr, IFA_F_NODAD);
 	}
 	if (!err)
 		err = rtnl_addr_add(sk, addr, 0);
@@ -65,7 +69,7 @@ static int addr_add(struct nl_sock *sk, int ifindex, const char *cidr)
 	return err < 0 ? fail(cidr, err) : 0;
 }
 
-static int route_default(struct nl_sock *sk, int ifindex, const char *gateway)
+static int route_default(struct nl_sock *sk, int ifindex, const char *gateway, int family)
 {
 	struct rtnl_route *route = rtnl_route_alloc();
 	struct rtnl_nexthop *nh = rtnl_route_nh_alloc();
@@ -73,11 +77,11 @@ static int route_default(struct nl_sock *sk, int ifindex, const char *gateway)
 	int err = route && nh ? 0 : -NLE_NOMEM;
 
 	if (!err)
-		err = nl_addr_parse("0.0.0.0/0", AF_INET, &dst);
+		err = nl_addr_parse(family == AF_INET6 ? "::/0" : "0.0.0.0/0", family, &dst);
 	if (!err)
-		err = nl_addr_parse(gateway, AF_INET, &gw);
+		err = nl_addr_parse(gateway, family, &gw);
 	if (!err) {
-		rtnl_route_set_family(route, AF_INET);
+		rtnl_route_set_family(route, (uint8_t)family);
 		rtnl_route_set_dst(route, dst);
 		rtnl_route_nh_set_ifindex(nh, ifindex);
 		rtnl_route_nh_set_gateway(nh, gw);
@@ -93,6 +97,25 @@ static int route_default(struct nl_sock *sk, int ifindex, const char *gateway)
 	return err < 0 ? fail("the default route", err) : 0;
 }
 
+/*
+ * Whether the host end may have an IPv6 address: a host booted without IPv6,
+ * or with it turned off for new interfaces, gives its sandboxes IPv4 alone.
+ */
+static bool ipv6_usable(const char *host_if)
+{
+	char path[96], v = '1';
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/sys/net/ipv6/conf/%s/disable_ipv6", host_if);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	if (read(fd, &v, 1) != 1)
+		v = '1';
+	close(fd);
+	return v == '0';
+}
+
 static struct nl_sock *route_socket(void)
 {
 	struct nl_sock *sk = nl_socket_alloc();
@@ -105,11 +128,11 @@ static struct nl_sock *route_socket(void)
 }
 
 /* In the host's namespace: the pair, its inside end moved into netns_fd, the host end up. */
-static int host_side(unsigned slot, int netns_fd, char *host_if, size_t len)
+static int host_side(unsigned slot, int netns_fd, char *host_if, size_t len, bool *v6)
 {
 	struct nl_sock *sk = route_socket();
 	struct rtnl_link *veth, *peer;
-	char cidr[32], addr[24];
+	char cidr[64], addr[24], addr6[48];
 	int err, ifindex;
 
 	if (!sk)
@@ -134,7 +157,13 @@ static int host_side(unsigned slot, int netns_fd, char *host_if, size_t len)
 	JAIL_SLOT_ADDR(addr, slot, 1);
 	snprintf(cidr, sizeof(cidr), "%s/30", addr);
 	/* On failure nothing is owed: the pair dies with the namespace when we exit. */
-	err = link_up(sk, host_if, &ifindex) || addr_add(sk, ifindex, cidr);
+	err = link_up(sk, host_if, &ifindex) || addr_add(sk, ifindex, cidr, AF_INET);
+	*v6 = false;
+	if (!err && ipv6_usable(host_if)) {
+		JAIL_SLOT_ADDR6(addr6, slot, 1);
+		snprintf(cidr, sizeof(cidr), "%s/112", addr6);
+		*v6 = addr_add(sk, ifindex, cidr, AF_INET6) == 0;
+	}
 	nl_socket_free(sk);
 	return err ? -1 : 0;
 }
@@ -159,11 +188,14 @@ static int sealed(void)
 	return ret ? -1 : 0;
 }
 
-/* In the new namespace: lo, eth0 with its address, the default route through the host end. */
-static int inside(unsigned slot)
+/*
+ * In the new namespace: lo, eth0 with its address, the default route through
+ * the host end; the same for IPv6 when the host end has it.
+ */
+static int inside(unsigned slot, bool v6)
 {
 	struct nl_sock *sk = route_socket();
-	char cidr[32], addr[24], gw[24];
+	char cidr[64], addr[48], gw[48];
 	int lo, eth0, ret;
 
 	if (!sk)
@@ -171,8 +203,14 @@ static int inside(unsigned slot)
 	JAIL_SLOT_ADDR(addr, slot, 2);
 	JAIL_SLOT_ADDR(gw, slot, 1);
 	snprintf(cidr, sizeof(cidr), "%s/30", addr);
-	ret = link_up(sk, "lo", &lo) || link_up(sk, "eth0", &eth0) || addr_add(sk, eth0, cidr) ||
-	      route_default(sk, eth0, gw);
+	ret = link_up(sk, "lo", &lo) || link_up(sk, "eth0", &eth0) ||
+	      addr_add(sk, eth0, cidr, AF_INET) || route_default(sk, eth0, gw, AF_INET);
+	if (!ret && v6) {
+		JAIL_SLOT_ADDR6(addr, slot, 2);
+		JAIL_SLOT_ADDR6(gw, slot, 1);
+		snprintf(cidr, sizeof(cidr), "%s/112", addr);
+		ret = addr_add(sk, eth0, cidr, AF_INET6) || route_default(sk, eth0, gw, AF_INET6);
+	}
 	nl_socket_free(sk);
 	return ret ? -1 : 0;
 }
@@ -181,6 +219,7 @@ int jail_net_enter(long slot)
 {
 	char host_if[IFNAMSIZ];
 	int host_ns, new_ns;
+	bool v6;
 
 	if (slot < 0)
 		return sealed();
@@ -197,7 +236,7 @@ int jail_net_enter(long slot)
 		        strerror(errno));
 		return -1;
 	}
-	if (host_side((unsigned)slot, new_ns, host_if, sizeof(host_if)))
+	if (host_side((unsigned)slot, new_ns, host_if, sizeof(host_if), &v6))
 		return -1;
 	if (setns(new_ns, CLONE_NEWNET) < 0) {
 		fprintf(stderr, "husk-jail: cannot enter the sandbox's namespace: %s\n",
@@ -206,5 +245,5 @@ int jail_net_enter(long slot)
 	}
 	close(host_ns);
 	close(new_ns);
-	return inside((unsigned)slot);
+	return inside((unsigned)slot, v6);
 }

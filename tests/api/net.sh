@@ -30,6 +30,24 @@ for t in "$@"; do
 done
 '
 
+# IPv6: the guest waits (bounded) for its address from the router
+# advertisement to pass duplicate detection, resolves web6.standin.test's
+# AAAA through huskd, then probes each [address]:port as PROBE does.
+PROBE6='
+i=0
+while ! awk "\$1 ~ /^fd6875736b01/ && \$5 !~ /^[4567cdef]/ { f = 1 } END { exit !f }" /proc/net/if_inet6 && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+echo "resolved6: $(getent ahostsv6 web6.standin.test | awk "/^2001/ {print \$1; exit}")"
+for t in "$@"; do
+	h=${t%]*}; h=${h#[}; p=${t##*:}
+	s=$(date +%s%N)
+	if timeout 10 bash -c "exec 4<>/dev/tcp/$h/$p" 2>/tmp/err; then r=open
+	elif [ $? = 124 ]; then r=timeout
+	elif grep -q refused /tmp/err; then r=refused
+	else r="unreachable ($(sed "s/.*: //" /tmp/err | head -n 1))"; fi
+	echo "probe $t: $r, $((($(date +%s%N) - s) / 1000000)) ms"
+done
+'
+
 if ! standin_up >"$T/e" 2>&1; then
 	echo "FAIL net/standin: cannot build the stand-in internet: $(cat "$T/e")"
 	exit 1
@@ -49,11 +67,13 @@ other=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
 h exec "$other" -- true
 other_pid=$(vmm_pid "$other")
 other_addr=
+other_addr6=
 other_httpd=
 if [ -n "$other_pid" ]; then
 	nsenter -t "$other_pid" -n busybox httpd -f -p 8082 -h "$T/www" &
 	other_httpd=$!
 	other_addr=$(nsenter -t "$other_pid" -n $ip -4 -o addr show eth0 | sed -n 's/.*inet \([0-9.]*\).*/\1/p')
+	other_addr6=$(nsenter -t "$other_pid" -n $ip -6 -o addr show eth0 scope global | sed -n 's/.*inet6 \([0-9a-f:]*\).*/\1/p')
 fi
 if [ -z "$other_addr" ]; then
 	fail other_sandbox "no networked sandbox to aim at (create said: $(head -c 300 "$T/o"))"
@@ -80,6 +100,28 @@ for t in 10.99.0.1:80:private_range 169.254.169.254:80:metadata_service 198.51.1
 	esac
 done
 sed -n 's/^probe /  (measured) /p' "$T/probe"
+
+# IPv6 the same way: the public stand-in by name and address; its private
+# (ULA) address, the host's own and the other sandbox's are refused at once.
+h exec "$id" -- bash -c "$PROBE6" probe6 "[2001:db8:113::10]:80" "[fd99::1]:80" "[2001:db8:51::1]:8081" \
+	"[${other_addr6:-fd68:7573:6b00::ffff:2}]:8082"
+cp "$T/o" "$T/probe6"
+if grep -q '^resolved6: 2001:db8:113::10$' "$T/probe6" && grep -q '^probe \[2001:db8:113::10\]:80: open' "$T/probe6"; then
+	pass reach_public_ipv6
+else
+	fail reach_public_ipv6 "want web6.standin.test's AAAA through huskd and [2001:db8:113::10]:80 open; got: $(head -c 400 "$T/probe6")"
+fi
+for t in "fd99::1]:80:private_ipv6" "2001:db8:51::1]:8081:host_address_ipv6" "${other_addr6:-fd68:7573:6b00::ffff:2}]:8082:other_sandbox_ipv6"; do
+	name=${t##*:}
+	addr="[${t%:*}"
+	line=$(grep -F "probe $addr:" "$T/probe6")
+	case "$line" in
+	*": refused,"* | *": unreachable"*) pass "blocked_$name" ;;
+	*) fail "blocked_$name" "want refused or unreachable at once, got: ${line:-nothing}" ;;
+	esac
+done
+[ -n "$other_addr6" ] || fail other_sandbox_ipv6_address "the other sandbox's namespace had no IPv6 address"
+sed -n 's/^probe /  (measured) /p' "$T/probe6"
 
 # A guest's MAC and IPv4 address, as its kernel has them (the base runtime has no ip tool).
 IDENT='echo "mac $(cat /sys/class/net/eth0/address)"; echo "addr $(awk "/32 host LOCAL/{print a} {a=\$2}" /proc/net/fib_trie | grep -v "^127\." | sort -u | tr "\n" " ")"'
@@ -160,6 +202,26 @@ lid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
 h exec "$lid" -- bash -c "$LISTS"
 want deny_list_refuses_name_and_address "before 203.0.113.10:80: open" "before 203.0.113.11:80: closed" \
 	"name: refused" "after 203.0.113.11:80: closed"
+h destroy "$lid"
+# The lists hold IPv6 too: an allowed name's AAAA opens its address alone; a denied CIDR refuses.
+h create --json --runtime base:latest --allow-host web6.standin.test --allow-host 2001:db8:113::11/128 --idle-timeout 20m
+lid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$lid" -- bash -c "$PROBE6" probe6 "[2001:db8:113::10]:80" "[2001:db8:113::11]:80" "[fd99::1]:80"
+if grep -q '^probe \[2001:db8:113::10\]:80: open' "$T/o" && grep -q '^probe \[2001:db8:113::11\]:80: open' "$T/o" &&
+	grep -Eq '^probe \[fd99::1\]:80: (refused|unreachable)' "$T/o"; then
+	pass allow_list_ipv6
+else
+	fail allow_list_ipv6 "want ::10 (by name) and ::11 (by CIDR) open and fd99::1 refused; got: $(head -c 400 "$T/o")"
+fi
+h destroy "$lid"
+h create --json --runtime base:latest --network --deny-host 2001:db8:113::/112 --idle-timeout 20m
+lid=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+h exec "$lid" -- bash -c "$PROBE6" probe6 "[2001:db8:113::10]:80"
+if grep -Eq '^probe \[2001:db8:113::10\]:80: (refused|unreachable)' "$T/o"; then
+	pass deny_list_ipv6_cidr
+else
+	fail deny_list_ipv6_cidr "want [2001:db8:113::10]:80 refused; got: $(head -c 400 "$T/o")"
+fi
 h destroy "$lid"
 h create --json --runtime base:latest --network --deny-host 'bad host!' --idle-timeout 20m
 if [ "$cli_s" != 0 ] && grep -q "network.deny\[0\]" "$T/e"; then pass list_bad_entry_refused; else fail list_bad_entry_refused "want a refusal naming network.deny[0]"; fi

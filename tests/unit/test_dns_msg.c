@@ -4,24 +4,26 @@
 #include <errno.h>
 #include <resolv.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "dns_msg.h"
 #include "unit.h"
 
 struct seen {
-	int n;
+	int n, family;
 	char name[DNS_NAME_MAX];
-	uint8_t addr[4];
+	uint8_t addr[16];
 	uint32_t ttl;
 };
 
-static void on_a(void *ctx, const char *name, const uint8_t addr[4], uint32_t ttl)
+static void on_a(void *ctx, const char *name, int family, const uint8_t *addr, uint32_t ttl)
 {
 	struct seen *s = ctx;
 
 	s->n++;
 	snprintf(s->name, sizeof(s->name), "%s", name);
-	memcpy(s->addr, addr, 4);
+	s->family = family;
+	memcpy(s->addr, addr, family == AF_INET6 ? 16 : 4);
 	s->ttl = ttl;
 }
 
@@ -60,7 +62,7 @@ UNIT_TEST(dns_msg_reads_a_answers)
 
 	CHECK(dns_msg_answers(msg, sizeof(msg), on_a, &s) == 1);
 	CHECK(s.n == 1 && strcmp(s.name, "a.test") == 0 && s.ttl == 300);
-	CHECK(s.addr[0] == 203 && s.addr[3] == 10);
+	CHECK(s.family == AF_INET && s.addr[0] == 203 && s.addr[3] == 10);
 	/* An answer count past what the message holds is malformed, not a short list. */
 	uint8_t bad[sizeof(msg)];
 	memcpy(bad, msg, sizeof(msg));
@@ -71,4 +73,22 @@ UNIT_TEST(dns_msg_reads_a_answers)
 	bad[24] = 0xc0;
 	bad[25] = 24;
 	CHECK(dns_msg_answers(bad, sizeof(bad), on_a, &s) == -EINVAL);
+}
+
+UNIT_TEST(dns_msg_reads_aaaa_answers)
+{
+	/* b.test AAAA 2001:db8::10 (TTL 60), and an AAAA record of the wrong length (skipped). */
+	static const uint8_t msg[] = {
+		0x12, 0x34, 0x81, 0x80, 0,   1,   0,   2, 0, 0,  0, 0, /* header */
+		1,    'b',  4,    't',  'e', 's', 't', 0, 0, 28, 0, 1, /* question b.test AAAA IN */
+		0xc0, 12,   0,    28,   0,   1,   0,   0, 0, 60, 0, 16, 0x20, 0x01,
+		0x0d, 0xb8, 0,    0,    0,   0,   0,   0, 0, 0,  0, 0,  0,    0x10, /* AAAA */
+		0xc0, 12,   0,    28,   0,   1,   0,   0, 0, 60, 0, 4,  1,    2,
+		3,    4, /* AAAA of 4 bytes */
+	};
+	struct seen s = {0};
+
+	CHECK(dns_msg_answers(msg, sizeof(msg), on_a, &s) == 1);
+	CHECK(s.n == 1 && s.family == AF_INET6 && s.ttl == 60 && !strcmp(s.name, "b.test"));
+	CHECK(s.addr[0] == 0x20 && s.addr[3] == 0xb8 && s.addr[15] == 0x10);
 }

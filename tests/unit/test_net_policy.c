@@ -24,13 +24,43 @@ UNIT_TEST(net_policy_takes_addresses_cidrs_and_names)
 	CHECK(!net_policy_names(&l, "pypi.org") && !net_policy_names(&l, "evilpypi.org"));
 }
 
+UNIT_TEST(net_policy_takes_ipv6)
+{
+	struct net_policy p = {0};
+	char why[256], buf[8192];
+
+	CHECK(net_policy_add(&p.deny, "2001:DB8:0:0:0:0:0:1", why, sizeof(why)) == 0);
+	CHECK(net_policy_add(&p.deny, "2001:db8:1:ffff::77/49", why, sizeof(why)) == 0);
+	CHECK(net_policy_add(&p.deny, "203.0.113.9", why, sizeof(why)) == 0);
+	CHECK(p.deny.n_cidr == 3 && p.deny.cidr6[0] && p.deny.cidr6[1] && !p.deny.cidr6[2]);
+	CHECK(!strcmp(p.deny.cidr[0], "2001:db8::1/128"));
+	CHECK(!strcmp(p.deny.cidr[1], "2001:db8:1:8000::/49")); /* host bits cleared */
+	CHECK(net_policy_rules(&p, 7, buf, sizeof(buf)) == 0);
+	/* Each family into its own set, and both checked. */
+	CHECK(strstr(buf, "add element inet husk d7 { 203.0.113.9/32 }"));
+	CHECK(strstr(buf, "add element inet husk d6_7 { 2001:db8::1/128, 2001:db8:1:8000::/49 }"));
+	CHECK(strstr(buf, "p7 ip6 daddr @d6_7 jump refuse") &&
+	      strstr(buf, "p7 ip daddr @d7 jump refuse"));
+	CHECK(!strstr(buf, "p7 jump refuse"));
+	/* An IPv4 allow list closes IPv6 too. */
+	CHECK(net_policy_add(&p.allow, "203.0.113.0/24", why, sizeof(why)) == 0);
+	CHECK(net_policy_rules(&p, 7, buf, sizeof(buf)) == 0);
+	CHECK(!strstr(buf, "add element inet husk a6_7") &&
+	      strstr(buf, "add rule inet husk p7 jump refuse"));
+	CHECK(net_policy_unrules(7, buf, sizeof(buf)) == 0 &&
+	      strstr(buf, "delete set inet husk dd6_7"));
+}
+
 UNIT_TEST(net_policy_refuses_what_it_cannot_hold)
 {
 	struct net_list l = {0};
 	char why[256];
 
-	CHECK(net_policy_add(&l, "2001:db8::1", why, sizeof(why)) == -EINVAL &&
-	      strstr(why, "IPv6"));
+	CHECK(net_policy_add(&l, "2001:db8::g", why, sizeof(why)) == -EINVAL &&
+	      strstr(why, "2001:db8::/32"));
+	CHECK(net_policy_add(&l, "2001:db8::/129", why, sizeof(why)) == -EINVAL);
+	CHECK(net_policy_add(&l, "2001:db8::/", why, sizeof(why)) == -EINVAL);
+	CHECK(net_policy_add(&l, "2001:db8::/-1", why, sizeof(why)) == -EINVAL);
 	CHECK(net_policy_add(&l, "203.0.113.0/33", why, sizeof(why)) == -EINVAL);
 	CHECK(net_policy_add(&l, "203.0.113.256", why, sizeof(why)) == -EINVAL);
 	CHECK(net_policy_add(&l, "exa mple.com", why, sizeof(why)) == -EINVAL &&

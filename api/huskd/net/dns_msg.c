@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <string.h>
+#include <sys/socket.h>
 
 static void lower_name(char *dst, const char *src, size_t cap)
 {
@@ -52,10 +53,13 @@ int dns_msg_answers(const uint8_t *msg, size_t len, dns_a_fn fn, void *ctx)
 	for (int i = 0; i < ns_msg_count(h, ns_s_an); i++) {
 		if (ns_parserr(&h, ns_s_an, i, &rr) < 0)
 			return -EINVAL;
-		if (ns_rr_type(rr) != ns_t_a || ns_rr_class(rr) != ns_c_in || ns_rr_rdlen(rr) != 4)
+		if (ns_rr_class(rr) != ns_c_in ||
+		    !((ns_rr_type(rr) == ns_t_a && ns_rr_rdlen(rr) == 4) ||
+		      (ns_rr_type(rr) == ns_t_aaaa && ns_rr_rdlen(rr) == 16)))
 			continue;
 		lower_name(name, ns_rr_name(rr), sizeof(name));
-		fn(ctx, name, ns_rr_rdata(rr), ns_rr_ttl(rr));
+		fn(ctx, name, ns_rr_type(rr) == ns_t_a ? AF_INET : AF_INET6, ns_rr_rdata(rr),
+		   ns_rr_ttl(rr));
 		count++;
 	}
 	return count;

@@ -26,10 +26,14 @@ struct dns_question {
 int dns_msg_question(const uint8_t *msg, size_t len, struct dns_question *q)
 	__attribute__((warn_unused_result));
 
-/* Called for each A record of the answer section: owner name (lower case), address, TTL. */
-typedef void (*dns_a_fn)(void *ctx, const char *name, const uint8_t addr[4], uint32_t ttl);
+/*
+ * Called for each A and AAAA record of the answer section: owner name (lower
+ * case), AF_INET with 4 address bytes or AF_INET6 with 16, TTL.
+ */
+typedef void (*dns_a_fn)(void *ctx, const char *name, int family, const uint8_t *addr,
+                         uint32_t ttl);
 
-/* Walks the answer section; returns how many A records it reported, or -EINVAL. */
+/* Walks the answer section; returns how many A and AAAA records it reported, or -EINVAL. */
 int dns_msg_answers(const uint8_t *msg, size_t len, dns_a_fn fn, void *ctx)
 	__attribute__((warn_unused_result));
 

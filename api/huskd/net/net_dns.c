@@ -123,12 +123,12 @@ struct seen {
 	struct dns_question q;
 };
 
-static void on_a(void *ctx, const char *name, const uint8_t addr[4], uint32_t ttl)
+static void on_a(void *ctx, const char *name, int family, const uint8_t *addr, uint32_t ttl)
 {
 	struct seen *s = ctx;
 
 	(void)name; /* the question's name decides: a CNAME's target is not what was allowed */
-	s->d->hooks->answer(s->d->ctx, s->client, s->q.name, addr, ttl);
+	s->d->hooks->answer(s->d->ctx, s->client, s->q.name, family, addr, ttl);
 }
 
 static void on_answer(uv_udp_t *h, ssize_t n, const uv_buf_t *buf, const struct sockaddr *from,

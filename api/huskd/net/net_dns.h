@@ -14,9 +14,10 @@ struct in_addr;
 struct net_dns_hooks {
 	/* Whether client (a sandbox's address) may not ask for qname: answered REFUSED. */
 	bool (*refuse)(void *ctx, struct in_addr client, const char *qname);
-	/* Each IPv4 address of an answer relayed to client for qname, with its TTL. */
-	void (*answer)(void *ctx, struct in_addr client, const char *qname, const uint8_t ip[4],
-	               uint32_t ttl);
+	/* Each address of an answer (AF_INET: 4 bytes, AF_INET6: 16) relayed to client for qname,
+	 * with its TTL. */
+	void (*answer)(void *ctx, struct in_addr client, const char *qname, int family,
+	               const uint8_t *ip, uint32_t ttl);
 };
 
 /*

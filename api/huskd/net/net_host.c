@@ -3,9 +3,11 @@
 #include "net_host.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
+#include <limits.h>
 #include <net/if.h>
 #include <nftables/libnftables.h>
 #include <stdint.h>
@@ -16,19 +18,8 @@
 
 #include "jail.h"
 #include "net_dns.h"
+#include "net_host_priv.h"
 #include "net_policy.h"
-
-struct net_host {
-	struct net_dns *dns;
-	struct nft_ctx *nft;
-	struct net_policy *policy[JAIL_NET_SLOTS]; /* a running sandbox's lists, by slot */
-	uint8_t taken[JAIL_NET_SLOTS / 8];
-	unsigned next;
-	uint64_t carried[JAIL_NET_SLOTS]; /* bytes counted by the table this one replaced */
-	/* Addresses DNS answers let in or kept out, from the table this one replaced: set -> elems.
-	 */
-	json_t *learned;
-};
 
 /*
  * One transaction: the table is made if missing, deleted, and made anew.
@@ -37,8 +28,11 @@ struct net_host {
  * hanging. Traffic to the host's own addresses arrives on the input hook;
  * everything else a sandbox sends is forwarded, and checked there.
  */
-/* %1$u: the DNS forwarder's port (net_dns.c): every UDP query a sandbox sends, to any address, goes
- * there. */
+/*
+ * %1$u: the DNS forwarder's port (net_dns.c): every UDP query a sandbox sends,
+ * to any address, goes there. %2$s: IPv6's rule - the blocked ranges, or all
+ * of it where the host has no IPv6 to forward.
+ */
 static const char ruleset[] =
 	"table inet husk\n"
 	"delete table inet husk\n"
@@ -49,6 +43,13 @@ static const char ruleset[] =
 	"                 172.16.0.0/12, 192.0.0.0/24, 192.168.0.0/16, 198.18.0.0/15,\n"
 	"                 224.0.0.0/4, 240.0.0.0/4 }\n"
 	"  }\n"
+	/* Unspecified, loopback, v4-mapped and NAT64 (IPv4 by another way), discard, IETF
+         * protocol space (Teredo), 6to4, ULA, link-local, site-local, multicast. */
+	"  set blocked6 {\n"
+	"    type ipv6_addr; flags interval;\n"
+	"    elements = { ::/127, ::ffff:0:0/96, 64:ff9b::/96, 64:ff9b:1::/48, 100::/64,\n"
+	"                 2001::/23, 2002::/16, fc00::/7, fe80::/10, fec0::/10, ff00::/8 }\n"
+	"  }\n"
 	"  chain prerouting {\n"
 	"    type nat hook prerouting priority dstnat; policy accept;\n"
 	"    iifname \"" JAIL_IF_PREFIX "*\" udp dport 53 redirect to :%1$u\n"
@@ -56,6 +57,9 @@ static const char ruleset[] =
 	"  chain input {\n"
 	"    type filter hook input priority filter; policy accept;\n"
 	"    iifname \"" JAIL_IF_PREFIX "*\" udp dport %1$u accept\n"
+	/* Neighbour discovery: without it the namespace cannot find its IPv6 gateway. */
+	"    iifname \"" JAIL_IF_PREFIX "*\" icmpv6 type { nd-neighbor-solicit, "
+	"nd-neighbor-advert } accept\n"
 	"    iifname \"" JAIL_IF_PREFIX "*\" jump refuse\n"
 	"  }\n"
 	"  chain forward {\n"
@@ -69,7 +73,7 @@ static const char ruleset[] =
 	"  }\n"
 	"  chain egress {\n"
 	"    oifname \"" JAIL_IF_PREFIX "*\" jump refuse\n"
-	"    meta nfproto ipv6 jump refuse\n"
+	"    %2$s\n"
 	"    ip daddr @blocked4 jump refuse\n"
 	"    iifname vmap @slots\n"
 	"    meta l4proto { tcp, udp } th dport 53 jump refuse\n"
@@ -89,11 +93,11 @@ static const char ruleset[] =
 	"  chain postrouting {\n"
 	"    type nat hook postrouting priority srcnat; policy accept;\n"
 	"    ip saddr " JAIL_NET_PREFIX " oifname != \"" JAIL_IF_PREFIX "*\" masquerade\n"
+	"    ip6 saddr " JAIL_NET6_PREFIX " oifname != \"" JAIL_IF_PREFIX "*\" masquerade\n"
 	"  }\n"
 	"}\n";
 
-/* Runs nftables commands; 0, or -EINVAL with nft's first line of complaint in why. */
-static int nft_run(struct net_host *n, const char *cmds, char *why, size_t len)
+int net_host_nft(struct net_host *n, const char *cmds, char *why, size_t len)
 {
 	const char *e;
 	size_t l;
@@ -117,7 +121,7 @@ static json_t *counters_list(struct net_host *n, const char *cmd)
 	json_t *j = NULL;
 
 	nft_ctx_output_set_flags(n->nft, NFT_CTX_OUTPUT_JSON);
-	if (nft_ctx_buffer_output(n->nft) == 0 && nft_run(n, cmd, NULL, 0) == 0)
+	if (nft_ctx_buffer_output(n->nft) == 0 && net_host_nft(n, cmd, NULL, 0) == 0)
 		j = json_loads(nft_ctx_get_output_buffer(n->nft), 0, NULL);
 	nft_ctx_unbuffer_output(n->nft);
 	nft_ctx_output_set_flags(n->nft, 0);
@@ -148,81 +152,6 @@ static void counters_bytes(json_t *j, uint64_t *out, int only)
 	}
 }
 
-/*
- * From a dump of the old table (NULL is fine): each DNS-learned set ("ad<slot>",
- * "dd<slot>") with its elements' addresses and the seconds they have left,
- * as {"ad3": [["203.0.113.10", 287], ...]}.
- */
-static json_t *learned_take(json_t *j)
-{
-	json_t *out = json_object(), *v, *e;
-	size_t i, k;
-
-	json_array_foreach(json_object_get(j, "nftables"), i, v)
-	{
-		json_t *set = json_object_get(v, "set");
-		const char *name = json_string_value(json_object_get(set, "name"));
-		json_t *list = json_array();
-		unsigned slot;
-		char kind[3], end;
-
-		if (!name || sscanf(name, "%2[ad]%u%c", kind, &slot, &end) != 2 ||
-		    (strcmp(kind, "ad") && strcmp(kind, "dd")) || slot >= JAIL_NET_SLOTS) {
-			json_decref(list);
-			continue;
-		}
-		json_array_foreach(json_object_get(set, "elem"), k, e)
-		{
-			json_t *el = json_object_get(e, "elem");
-			const char *addr = json_string_value(json_object_get(el, "val"));
-			json_int_t left = json_integer_value(json_object_get(el, "expires"));
-			struct in_addr a;
-
-			if (addr && inet_pton(AF_INET, addr, &a) == 1 && left > 0 && left <= 86400)
-				json_array_append_new(list, json_pack("[sI]", addr, left));
-		}
-		if (json_array_size(list))
-			json_object_set_new(out, name, list);
-		else
-			json_decref(list);
-	}
-	json_decref(j);
-	return out;
-}
-
-static void learned_forget(struct net_host *n, unsigned slot)
-{
-	char name[16];
-
-	snprintf(name, sizeof(name), "ad%u", slot);
-	json_object_del(n->learned, name);
-	snprintf(name, sizeof(name), "dd%u", slot);
-	json_object_del(n->learned, name);
-}
-
-/* A sandbox's lists made again after a restart: what DNS had taught them goes back in. */
-static void learned_give(struct net_host *n, unsigned slot)
-{
-	static const char *const kinds[] = {"ad", "dd"};
-	char name[16], cmd[160];
-	json_t *list, *e;
-	size_t i;
-
-	for (int k = 0; k < 2 && n->learned; k++) {
-		snprintf(name, sizeof(name), "%s%u", kinds[k], slot);
-		list = json_object_get(n->learned, name);
-		json_array_foreach(list, i, e)
-		{
-			snprintf(cmd, sizeof(cmd),
-			         "add element inet husk %s { %s timeout %llus }\n", name,
-			         json_string_value(json_array_get(e, 0)),
-			         (unsigned long long)json_integer_value(json_array_get(e, 1)));
-			(void)nft_run(n, cmd, NULL, 0);
-		}
-	}
-	learned_forget(n, slot);
-}
-
 static int forwarding_on(char *why, size_t len)
 {
 	int fd = open("/proc/sys/net/ipv4/ip_forward", O_WRONLY | O_CLOEXEC);
@@ -239,6 +168,57 @@ static int forwarding_on(char *why, size_t len)
 	return 0;
 }
 
+static int sysctl_read(const char *path, char *v)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, v, 1) : -1;
+
+	if (fd >= 0)
+		close(fd);
+	return n == 1 ? 0 : -1;
+}
+
+static int sysctl_write(const char *path, const char *v)
+{
+	int fd = open(path, O_WRONLY | O_CLOEXEC), rc = 0;
+
+	if (fd < 0 || write(fd, v, strlen(v)) != (ssize_t)strlen(v))
+		rc = -1;
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/*
+ * IPv6 forwarding, where the host has IPv6. Once it is on, Linux ignores
+ * router advertisements on interfaces whose accept_ra is 1, and a host whose
+ * routes come from them would lose them: those get 2 (take them anyway)
+ * first. False: it could not be turned on.
+ */
+static bool forwarding6_on(void)
+{
+	const char *conf = "/proc/sys/net/ipv6/conf";
+	char path[PATH_MAX], v;
+	struct dirent *e;
+	DIR *d;
+
+	if (sysctl_read("/proc/sys/net/ipv6/conf/all/forwarding", &v))
+		return false;
+	if (v == '1')
+		return true;
+	d = opendir(conf);
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.' || !strcmp(e->d_name, "all"))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/accept_ra", conf, e->d_name);
+		if (sysctl_read(path, &v) == 0 && v == '1')
+			(void)sysctl_write(path, "2");
+	}
+	if (d)
+		closedir(d);
+	return sysctl_write("/proc/sys/net/ipv6/conf/all/forwarding", "1") == 0;
+}
+
 static const struct net_dns_hooks hooks = {
 	.refuse = net_host_dns_refuse,
 	.answer = net_host_dns_answer,
@@ -249,7 +229,7 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 {
 	struct nft_ctx *nft = nft_ctx_new(NFT_CTX_DEFAULT);
 	struct net_host *n = calloc(1, sizeof(*n));
-	char rules[sizeof(ruleset) + 64];
+	char rules[sizeof(ruleset) + 128];
 	json_t *j;
 	int rc;
 
@@ -268,9 +248,12 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 		free(n);
 		return rc;
 	}
+	/* IPv6 where the host has it; the rules first, then the forwarding, as for IPv4. */
+	n->v6 = access("/proc/sys/net/ipv6/conf/all/forwarding", W_OK) == 0;
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wformat-nonliteral"
-	snprintf(rules, sizeof(rules), ruleset, (unsigned)dns_port);
+	snprintf(rules, sizeof(rules), ruleset, (unsigned)dns_port,
+	         n->v6 ? "ip6 daddr @blocked6 jump refuse" : "meta nfproto ipv6 jump refuse");
 #pragma GCC diagnostic pop
 	nft_ctx_buffer_error(nft);
 	n->nft = nft;
@@ -279,8 +262,8 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 	counters_bytes(j, n->carried, -1);
 	json_decref(j);
 	/* And what their DNS answers taught their lists, until those answers expire. */
-	n->learned = learned_take(counters_list(n, "list table inet husk"));
-	rc = nft_run(n, rules, why, len);
+	n->learned = net_learned_take(counters_list(n, "list table inet husk"));
+	rc = net_host_nft(n, rules, why, len);
 	if (rc) {
 		snprintf(why + strlen(why), len - strlen(why),
 		         "; huskd must run as root on a kernel with nf_tables (and its nft_objref, "
@@ -293,8 +276,21 @@ int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
 		net_host_close(n);
 		return rc;
 	}
+	if (n->v6 && !forwarding6_on()) {
+		n->v6 = false;
+		if (net_host_nft(n, "insert rule inet husk egress meta nfproto ipv6 jump refuse\n",
+		                 why, len)) {
+			net_host_close(n);
+			return -EPERM;
+		}
+	}
 	*out = n;
 	return 0;
+}
+
+bool net_host_ipv6(const struct net_host *n)
+{
+	return n && n->v6;
 }
 
 void net_host_close(struct net_host *n)
@@ -345,7 +341,7 @@ int net_host_slot_take(struct net_host *n, unsigned *slot)
 		n->next = (s + 1) % JAIL_NET_SLOTS;
 		*slot = s;
 		/* A new sandbox learns nothing from the one that had its slot before a restart. */
-		learned_forget(n, s);
+		net_learned_forget(n, s);
 		return 0;
 	}
 	return -ENOSPC;
@@ -372,12 +368,12 @@ int net_host_policy_set(struct net_host *n, unsigned slot, const struct net_poli
 	*n->policy[slot] = *p;
 	rc = net_policy_rules(p, slot, cmds, 64 * 1024);
 	if (!rc)
-		rc = nft_run(n, cmds, why, len);
+		rc = net_host_nft(n, cmds, why, len);
 	else
 		snprintf(why, len, "the sandbox's lists are too long for one rule set");
 	free(cmds);
 	if (!rc)
-		learned_give(n, slot);
+		net_learned_give(n, slot);
 	if (rc)
 		net_host_policy_clear(n, slot);
 	return rc;
@@ -392,7 +388,7 @@ void net_host_policy_clear(struct net_host *n, unsigned slot)
 	free(n->policy[slot]);
 	n->policy[slot] = NULL;
 	if (net_policy_unrules(slot, cmds, sizeof(cmds)) == 0)
-		(void)nft_run(n, cmds, NULL, 0); /* gone with a restart's new table: fine */
+		(void)net_host_nft(n, cmds, NULL, 0); /* gone with a restart's new table: fine */
 }
 
 int net_host_count_start(struct net_host *n, unsigned slot, bool adopted, char *why, size_t len)
@@ -410,7 +406,7 @@ int net_host_count_start(struct net_host *n, unsigned slot, bool adopted, char *
 	         "add counter inet husk c%1$u\n"
 	         "add element inet husk egress_bytes { \"" JAIL_IF_PREFIX "%1$u\" : \"c%1$u\" }\n",
 	         slot);
-	return nft_run(n, cmds, why, len);
+	return net_host_nft(n, cmds, why, len);
 }
 
 uint64_t net_host_count(struct net_host *n, unsigned slot)
@@ -455,48 +451,7 @@ void net_host_count_stop(struct net_host *n, unsigned slot)
 	/* Each may be missing (a restart's new table): one at a time. */
 	snprintf(cmds, sizeof(cmds),
 	         "delete element inet husk egress_bytes { \"" JAIL_IF_PREFIX "%u\" }\n", slot);
-	(void)nft_run(n, cmds, NULL, 0);
+	(void)net_host_nft(n, cmds, NULL, 0);
 	snprintf(cmds, sizeof(cmds), "delete counter inet husk c%u\n", slot);
-	(void)nft_run(n, cmds, NULL, 0);
-}
-
-/* The slot whose namespace end (.2 of its /30) addr is, or -1. */
-static int slot_of(struct in_addr addr)
-{
-	uint32_t a = ntohl(addr.s_addr);
-
-	if ((a >> 16) != ((10u << 8) | 233u) || (a & 3) != 2)
-		return -1;
-	return (int)((a >> 2) & (JAIL_NET_SLOTS - 1));
-}
-
-bool net_host_dns_refuse(void *ctx, struct in_addr client, const char *qname)
-{
-	struct net_host *n = ctx;
-	int s = slot_of(client);
-
-	return s >= 0 && n->policy[s] && net_policy_names(&n->policy[s]->deny, qname);
-}
-
-void net_host_dns_answer(void *ctx, struct in_addr client, const char *qname, const uint8_t ip[4],
-                         uint32_t ttl)
-{
-	struct net_host *n = ctx;
-	int s = slot_of(client);
-	const char *set;
-	char cmd[160];
-
-	if (s < 0 || !n->policy[s])
-		return;
-	if (net_policy_names(&n->policy[s]->allow, qname))
-		set = "ad";
-	else if (net_policy_names(&n->policy[s]->deny, qname))
-		set = "dd";
-	else
-		return;
-	/* For the answer's lifetime, within bounds: a TTL of 0 still lets the connect follow. */
-	ttl = ttl < 30 ? 30 : ttl > 86400 ? 86400 : ttl;
-	snprintf(cmd, sizeof(cmd), "add element inet husk %s%d { %u.%u.%u.%u timeout %us }\n", set,
-	         s, ip[0], ip[1], ip[2], ip[3], ttl);
-	(void)nft_run(n, cmd, NULL, 0);
+	(void)net_host_nft(n, cmds, NULL, 0);
 }

@@ -15,7 +15,8 @@
  * that masquerades the sandboxes' traffic to the public internet and
  * rejects, at once, everything to the host itself, loopback, private and
  * shared ranges (RFC 1918, 100.64/10), link-local (metadata services
- * included), multicast and reserved space, IPv6, and every other sandbox.
+ * included), multicast and reserved space, IPv6's private, local and
+ * IPv4-embedding ranges (all IPv6 on a host without it), and every other sandbox.
  * The rules name no sandbox, so nothing is left behind when a VMM dies.
  */
 struct net_host;
@@ -23,13 +24,16 @@ struct net_host;
 /*
  * Starts the sandboxes' DNS forwarder on dns_port (net_dns.h), installs the
  * table (replacing huskd's earlier one in one transaction, so running
- * sandboxes are never unguarded) and turns on IPv4 forwarding.
+ * sandboxes are never unguarded) and turns on IPv4 forwarding (and IPv6's,
+ * where the host has IPv6).
  * Returns 0, or -errno with why in why (no root, no nf_tables): huskd then
  * runs sandboxes without network only.
  */
 int net_host_open(uv_loop_t *loop, uint16_t dns_port, const char *dns_upstream,
                   struct net_host **out, char *why, size_t len) __attribute__((warn_unused_result));
 void net_host_close(struct net_host *n);
+/* Whether IPv6 is forwarded too (the host has it): sandboxes reach the IPv6 internet. */
+bool net_host_ipv6(const struct net_host *n);
 
 struct net_policy;
 struct in_addr;
@@ -59,8 +63,8 @@ void net_host_count_stop(struct net_host *n, unsigned slot);
 
 /* The DNS forwarder's questions (net_dns.h's hooks); ctx is the net_host. */
 bool net_host_dns_refuse(void *ctx, struct in_addr client, const char *qname);
-void net_host_dns_answer(void *ctx, struct in_addr client, const char *qname, const uint8_t ip[4],
-                         uint32_t ttl);
+void net_host_dns_answer(void *ctx, struct in_addr client, const char *qname, int family,
+                         const uint8_t *ip, uint32_t ttl);
 
 /* A free slot (its veth pair does not exist), marked taken; -ENOSPC when all are. */
 int net_host_slot_take(struct net_host *n, unsigned *slot) __attribute__((warn_unused_result));

@@ -11,31 +11,42 @@
 
 #include "jail.h"
 
-static int cidr_parse(const char *s, char out[20])
+/* An IPv4 or IPv6 address or CIDR, normalised into out; its family in *v6. */
+static int cidr_parse(const char *s, char out[50], bool *v6)
 {
-	char addr[16], *end;
+	char addr[INET6_ADDRSTRLEN], *end;
 	const char *slash = strchr(s, '/');
 	size_t alen = slash ? (size_t)(slash - s) : strlen(s);
-	unsigned long bits = 32;
-	struct in_addr a;
-	uint32_t mask;
+	unsigned char a[16];
+	unsigned long bits;
+	int af;
 
 	if (alen == 0 || alen >= sizeof(addr))
 		return -EINVAL;
 	memcpy(addr, s, alen);
 	addr[alen] = '\0';
-	if (inet_pton(AF_INET, addr, &a) != 1)
+	*v6 = strchr(addr, ':') != NULL;
+	af = *v6 ? AF_INET6 : AF_INET;
+	bits = *v6 ? 128 : 32;
+	if (inet_pton(af, addr, a) != 1)
 		return -EINVAL;
 	if (slash) {
+		if (slash[1] < '0' || slash[1] > '9')
+			return -EINVAL;
 		bits = strtoul(slash + 1, &end, 10);
-		if (!slash[1] || *end || bits > 32)
+		if (*end || bits > (*v6 ? 128u : 32u))
 			return -EINVAL;
 	}
 	/* nftables wants the host bits clear: 203.0.113.7/24 means 203.0.113.0/24. */
-	mask = bits ? htonl(~0u << (32 - bits)) : 0;
-	a.s_addr &= mask;
-	inet_ntop(AF_INET, &a, addr, sizeof(addr));
-	snprintf(out, 20, "%s/%lu", addr, bits);
+	for (unsigned i = 0; i < (*v6 ? 16u : 4u); i++) {
+		unsigned keep = bits >= 8 * (i + 1) ? 8
+		                : bits > 8 * i      ? (unsigned)(bits - 8 * i)
+		                                    : 0;
+
+		a[i] &= (unsigned char)(0xff00u >> keep);
+	}
+	inet_ntop(af, a, addr, sizeof(addr));
+	snprintf(out, 50, "%s/%lu", addr, bits);
 	return 0;
 }
 
@@ -74,26 +85,24 @@ static int domain_parse(const char *s, char *out, size_t cap)
 int net_policy_add(struct net_list *list, const char *entry, char *why, size_t len)
 {
 	if (!entry || !*entry || strlen(entry) >= NET_POLICY_ENTRY) {
-		snprintf(why, len, "an entry must be an IPv4 address, a CIDR or a domain name");
+		snprintf(why, len, "an entry must be an IP address, a CIDR or a domain name");
 		return -EINVAL;
 	}
 	if (list->n_cidr + list->n_domain >= NET_POLICY_MAX) {
 		snprintf(why, len, "at most %d entries per list", NET_POLICY_MAX);
 		return -EINVAL;
 	}
-	if (strchr(entry, ':')) {
-		snprintf(why, len, "'%s': sandboxes have no IPv6 yet; give IPv4 addresses or names",
-		         entry);
-		return -EINVAL;
-	}
-	if (isdigit((unsigned char)entry[strlen(entry) - 1]) || strchr(entry, '/')) {
-		if (cidr_parse(entry, list->cidr[list->n_cidr]) == 0) {
+	if (isdigit((unsigned char)entry[strlen(entry) - 1]) || strchr(entry, '/') ||
+	    strchr(entry, ':')) {
+		if (cidr_parse(entry, list->cidr[list->n_cidr], &list->cidr6[list->n_cidr]) == 0) {
 			list->n_cidr++;
 			return 0;
 		}
-		if (strchr(entry, '/') || strspn(entry, "0123456789.") == strlen(entry)) {
+		if (strchr(entry, '/') || strchr(entry, ':') ||
+		    strspn(entry, "0123456789.") == strlen(entry)) {
 			snprintf(why, len,
-			         "'%s' is not an IPv4 address or CIDR (e.g. 203.0.113.0/24)",
+			         "'%s' is not an IP address or CIDR (e.g. 203.0.113.0/24, "
+			         "2001:db8::/32)",
 			         entry);
 			return -EINVAL;
 		}
@@ -155,15 +164,27 @@ __attribute__((format(printf, 2, 3))) static void put(struct out *o, const char 
 		o->used += (size_t)n;
 }
 
-static void put_elements(struct out *o, const char *set, unsigned slot, const struct net_list *l)
+static void put_elements(struct out *o, const char *set, unsigned slot, const struct net_list *l,
+                         bool v6)
 {
-	if (!l->n_cidr)
-		return;
-	put(o, "add element inet husk %s%u { ", set, slot);
-	for (unsigned i = 0; i < l->n_cidr; i++)
-		put(o, "%s%s", i ? ", " : "", l->cidr[i]);
-	put(o, " }\n");
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < l->n_cidr; i++) {
+		if (l->cidr6[i] != v6)
+			continue;
+		if (n++ == 0)
+			put(o, "add element inet husk %s%u { ", set, slot);
+		else
+			put(o, ", ");
+		put(o, "%s", l->cidr[i]);
+	}
+	if (n)
+		put(o, " }\n");
 }
+
+/* The sets of one family: a (allow), ad (allowed by DNS), d (deny), dd (denied by DNS). */
+static const char *const sets4[] = {"a", "ad", "d", "dd"};
+static const char *const sets6[] = {"a6_", "ad6_", "d6_", "dd6_"};
 
 int net_policy_rules(const struct net_policy *p, unsigned slot, char *buf, size_t len)
 {
@@ -171,18 +192,34 @@ int net_policy_rules(const struct net_policy *p, unsigned slot, char *buf, size_
 	bool allowlist = p->allow.n_cidr + p->allow.n_domain > 0;
 
 	buf[0] = '\0';
-	put(&o, "add set inet husk a%u { type ipv4_addr; flags interval; }\n", slot);
-	put(&o, "add set inet husk ad%u { type ipv4_addr; flags timeout; }\n", slot);
-	put(&o, "add set inet husk d%u { type ipv4_addr; flags interval; }\n", slot);
-	put(&o, "add set inet husk dd%u { type ipv4_addr; flags timeout; }\n", slot);
-	put_elements(&o, "a", slot, &p->allow);
-	put_elements(&o, "d", slot, &p->deny);
+	for (int f = 0; f < 2; f++) {
+		const char *const *n = f ? sets6 : sets4, *type = f ? "ipv6_addr" : "ipv4_addr";
+
+		put(&o, "add set inet husk %s%u { type %s; flags interval; }\n", n[0], slot, type);
+		put(&o, "add set inet husk %s%u { type %s; flags timeout; }\n", n[1], slot, type);
+		put(&o, "add set inet husk %s%u { type %s; flags interval; }\n", n[2], slot, type);
+		put(&o, "add set inet husk %s%u { type %s; flags timeout; }\n", n[3], slot, type);
+		put_elements(&o, n[0], slot, &p->allow, f);
+		put_elements(&o, n[2], slot, &p->deny, f);
+	}
 	put(&o, "add chain inet husk p%u\n", slot);
-	put(&o, "add rule inet husk p%u ip daddr @d%u jump refuse\n", slot, slot);
-	put(&o, "add rule inet husk p%u ip daddr @dd%u jump refuse\n", slot, slot);
+	for (int f = 0; f < 2; f++) {
+		const char *const *n = f ? sets6 : sets4, *ip = f ? "ip6" : "ip";
+
+		put(&o, "add rule inet husk p%u %s daddr @%s%u jump refuse\n", slot, ip, n[2],
+		    slot);
+		put(&o, "add rule inet husk p%u %s daddr @%s%u jump refuse\n", slot, ip, n[3],
+		    slot);
+	}
 	if (allowlist) {
-		put(&o, "add rule inet husk p%u ip daddr @a%u return\n", slot, slot);
-		put(&o, "add rule inet husk p%u ip daddr @ad%u return\n", slot, slot);
+		for (int f = 0; f < 2; f++) {
+			const char *const *n = f ? sets6 : sets4, *ip = f ? "ip6" : "ip";
+
+			put(&o, "add rule inet husk p%u %s daddr @%s%u return\n", slot, ip, n[0],
+			    slot);
+			put(&o, "add rule inet husk p%u %s daddr @%s%u return\n", slot, ip, n[1],
+			    slot);
+		}
 		put(&o, "add rule inet husk p%u jump refuse\n", slot);
 	}
 	put(&o, "add element inet husk slots { \"" JAIL_IF_PREFIX "%u\" : jump p%u }\n", slot,
@@ -198,7 +235,8 @@ int net_policy_unrules(unsigned slot, char *buf, size_t len)
 	put(&o, "delete element inet husk slots { \"" JAIL_IF_PREFIX "%u\" }\n", slot);
 	put(&o, "flush chain inet husk p%u\n", slot);
 	put(&o, "delete chain inet husk p%u\n", slot);
-	for (const char *const *s = (const char *const[]){"a", "ad", "d", "dd", NULL}; *s; s++)
-		put(&o, "delete set inet husk %s%u\n", *s, slot);
+	for (int i = 0; i < 4; i++)
+		put(&o, "delete set inet husk %s%u\ndelete set inet husk %s%u\n", sets4[i], slot,
+		    sets6[i], slot);
 	return o.err;
 }

@@ -7,7 +7,8 @@
 
 /*
  * A sandbox's allow and deny lists (network.allow, network.deny). Entries
- * are IPv4 addresses or CIDRs ("203.0.113.5", "203.0.113.0/24") and domain
+ * are IPv4 or IPv6 addresses or CIDRs ("203.0.113.5", "203.0.113.0/24",
+ * "2001:db8::/32") and domain
  * names, exact ("example.com") or with every name below ("*.example.com").
  * Deny entries are refused on top of huskd's defaults; a non-empty allow
  * list makes everything else refused. Neither opens what huskd refuses to
@@ -20,7 +21,8 @@
 
 struct net_list {
 	unsigned n_cidr, n_domain;
-	char cidr[NET_POLICY_MAX][20];                 /* a.b.c.d/len, normalised */
+	char cidr[NET_POLICY_MAX][50];                 /* a.b.c.d/len or IPv6/len, normalised */
+	bool cidr6[NET_POLICY_MAX];                    /* cidr[i] is IPv6 */
 	char domain[NET_POLICY_MAX][NET_POLICY_ENTRY]; /* lower case; "*." kept */
 };
 
@@ -30,8 +32,7 @@ struct net_policy {
 
 /*
  * Adds one entry to list. 0, or -EINVAL with the reason and the fix in why
- * (not an address, a CIDR or a domain name; IPv6, which sandboxes do not
- * have yet; too many entries).
+ * (not an address, a CIDR or a domain name; too many entries).
  */
 int net_policy_add(struct net_list *list, const char *entry, char *why, size_t len)
 	__attribute__((warn_unused_result));

@@ -23,8 +23,12 @@ struct net_host *sbx_net(struct sbx_mgr *m)
 		                  m->cfg.dns_upstream, &m->net, m->net_why, sizeof(m->net_why)))
 			log_warn(NULL, "sandboxes get no network: %s", m->net_why);
 		else
-			log_info(NULL, "sandbox networking set up (nftables table inet husk, IPv4 "
-			               "forwarding on)");
+			log_info(NULL,
+			         "sandbox networking set up (nftables table inet husk, IPv4 "
+			         "forwarding on%s)",
+			         net_host_ipv6(m->net)
+			                 ? ", IPv6 forwarding on"
+			                 : "; no IPv6 here: sandboxes get IPv4 alone");
 	}
 	return m->net;
 }
