@@ -14,31 +14,13 @@ suite=net
 rc=0
 . "$(dirname "$0")/net_lib.sh"
 
-# What a guest runs: a page from the public stand-in, then one connection to
-# each place it must not reach, each said open, refused (a reset), or
-# unreachable (ICMP) - a refusal is at once, a hang would end in "timeout".
-PROBE='
-echo "resolved: $(getent hosts web.standin.test | awk "{print \$1}")"
-exec 3<>/dev/tcp/web.standin.test/80 && printf "GET /index.html HTTP/1.0\r\n\r\n" >&3 && sed -n "s/^hello/fetched: hello/p" <&3
+# What a guest runs: one connection to each of "$@" (ADDR:PORT or
+# [IPv6]:PORT), each said open, refused (a reset), or unreachable (ICMP) - a
+# refusal is at once, a hang would end in "timeout". PROBE first fetches a
+# page from the public stand-in.
+PROBE_EACH='
 for t in "$@"; do
-	s=$(date +%s%N)
-	if timeout 10 bash -c "exec 4<>/dev/tcp/${t%:*}/${t#*:}" 2>/tmp/err; then r=open
-	elif [ $? = 124 ]; then r=timeout
-	elif grep -q refused /tmp/err; then r=refused
-	else r="unreachable ($(sed "s/.*: //" /tmp/err | head -n 1))"; fi
-	echo "probe $t: $r, $((($(date +%s%N) - s) / 1000000)) ms"
-done
-'
-
-# IPv6: the guest waits (bounded) for its address from the router
-# advertisement to pass duplicate detection, resolves web6.standin.test's
-# AAAA through huskd, then probes each [address]:port as PROBE does.
-PROBE6='
-i=0
-while ! awk "\$1 ~ /^fd6875736b01/ && \$5 !~ /^[4567cdef]/ { f = 1 } END { exit !f }" /proc/net/if_inet6 && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
-echo "resolved6: $(getent ahostsv6 web6.standin.test | awk "/^2001/ {print \$1; exit}")"
-for t in "$@"; do
-	h=${t%]*}; h=${h#[}; p=${t##*:}
+	h=${t%:*}; h=${h#[}; h=${h%]}; p=${t##*:}
 	s=$(date +%s%N)
 	if timeout 10 bash -c "exec 4<>/dev/tcp/$h/$p" 2>/tmp/err; then r=open
 	elif [ $? = 124 ]; then r=timeout
@@ -47,6 +29,19 @@ for t in "$@"; do
 	echo "probe $t: $r, $((($(date +%s%N) - s) / 1000000)) ms"
 done
 '
+PROBE='
+echo "resolved: $(getent hosts web.standin.test | awk "{print \$1}")"
+exec 3<>/dev/tcp/web.standin.test/80 && printf "GET /index.html HTTP/1.0\r\n\r\n" >&3 && sed -n "s/^hello/fetched: hello/p" <&3
+'"$PROBE_EACH"
+
+# IPv6: the guest waits (bounded) for its address from the router
+# advertisement to pass duplicate detection, resolves web6.standin.test's
+# AAAA through huskd, then probes each [address]:port as PROBE does.
+PROBE6='
+i=0
+while ! awk "\$1 ~ /^fd6875736b01/ && \$5 !~ /^[4567cdef]/ { f = 1 } END { exit !f }" /proc/net/if_inet6 && [ $i -lt 200 ]; do sleep 0.1; i=$((i + 1)); done
+echo "resolved6: $(getent ahostsv6 web6.standin.test | awk "/^2001/ {print \$1; exit}")"
+'"$PROBE_EACH"
 
 if ! standin_up >"$T/e" 2>&1; then
 	echo "FAIL net/standin: cannot build the stand-in internet: $(cat "$T/e")"
