@@ -26,6 +26,13 @@ static double timed_exec(struct agent_client *c, const char *script, int in_fd, 
 
 	json_decref(req);
 	if (ret || json_integer_value(json_object_get(res, "exit_code"))) {
+		char *why = res ? json_dumps(res, JSON_COMPACT) : NULL;
+
+		/* Why, for a run that failed: the agent's answer, or the client's error. */
+		fprintf(stderr, "agentbench: '%s' failed after %.0f ms: %s (%s)\n", script, t,
+		        ret ? strerror(ret < 0 ? -ret : ret) : "nonzero exit",
+		        why ? why : "no answer");
+		free(why);
 		json_decref(res);
 		return -1;
 	}

@@ -23,8 +23,22 @@ const pct = (a, p) => {
 	return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))];
 };
 const out = (k, v) => console.log(`${k}=${typeof v === 'number' ? v.toFixed(1) : v}`);
+// A request that never comes back ends the run, naming it, instead of holding it to the
+// harness's limit (seen once: the exec loop stopped with no error after the snapshot part).
+const stallSecs = Number(process.env.HUSK_BENCH_API_STALL_S ?? 300);
+let lastStep = 'start', lastAt = now();
+const step = (s) => {
+	lastStep = s;
+	lastAt = now();
+};
+setInterval(() => {
+	if (now() - lastAt < stallSecs * 1000) return;
+	console.error(`api.mjs: no progress for ${stallSecs} s; stuck at: ${lastStep}`);
+	process.exit(3);
+}, 5000).unref();
 
 async function exec(sb, cmd) {
+	step(`exec ${cmd.join(' ')} on ${sb.id}`);
 	const ex = await sb.execute({ command: cmd });
 	if (ex.exitCode !== 0) throw new Error(`${cmd.join(' ')}: exit ${ex.exitCode} (${ex.status})`);
 	return ex;
@@ -34,12 +48,14 @@ async function exec(sb, cmd) {
 const created = [], first = [];
 for (let i = 0; i < runs; i++) {
 	const t0 = now();
+	step('create');
 	const sb = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
 	const t1 = now();
 	await exec(sb, ['true']);
 	const t2 = now();
 	created.push(t1 - t0);
 	first.push(t2 - t0);
+	step(`destroy ${sb.id}`);
 	await sb.destroy();
 }
 out('create_p50_ms', pct(created, 50));
@@ -63,9 +79,11 @@ async function starts(ref) {
 	const t = [];
 	for (let i = 0; i < runs; i++) {
 		const t0 = now();
+		step(`create from snapshot ${ref}`);
 		const s = await client.create({ snapshot: ref, resources: { memory: '256Mi' } });
 		await exec(s, ['true']);
 		t.push(now() - t0);
+		step(`destroy ${s.id}`);
 		await s.destroy();
 	}
 	return t;
@@ -74,6 +92,7 @@ async function starts(ref) {
 	const src = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
 	await exec(src, ['true']);
 	let t0 = now();
+	step(`snapshot ${src.id}`);
 	const warm = await client.createSnapshot(src.id, { name: 'bench-warm' });
 	out('snapshot_memory_ms', now() - t0);
 	t0 = now();
@@ -87,21 +106,25 @@ async function starts(ref) {
 	const pause = [], resume = [];
 	for (let i = 0; i < runs; i++) {
 		t0 = now();
+		step(`pause ${src.id}`);
 		await client.pause(src.id);
 		pause.push(now() - t0);
 		t0 = now();
+		step(`resume ${src.id}`);
 		await client.resume(src.id);
 		await exec(src, ['true']);
 		resume.push(now() - t0);
 	}
 	out('pause_p50_ms', pct(pause, 50));
 	out('resume_first_exec_p50_ms', pct(resume, 50));
+	step(`destroy ${src.id} and its snapshots`);
 	await src.destroy();
 	await client.deleteSnapshot(warm.snapshotId);
 	await client.deleteSnapshot(disk.snapshotId);
 }
 
 // 2. exec round trips through the API on one sandbox; its id for the direct run.
+step('create');
 const sb = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
 await exec(sb, ['true']);
 const rt = [];
@@ -114,6 +137,7 @@ out('api_exec_p50_ms', pct(rt, 50));
 // The floor under it: the client's execute() is two HTTP requests (POST execute, then the
 // execution's long-poll); one plain GET of the sandbox, timed the same way.
 const gt = [];
+step(`get ${sb.id}`);
 for (let i = 0; i < execs; i++) {
 	const t0 = now();
 	await client.get(sb.id);
@@ -128,8 +152,11 @@ const t0 = now();
 const each = await Promise.all(
 	Array.from({ length: parallel }, async (_, i) => {
 		const s0 = now();
+		step(`parallel create ${i}`);
 		const s = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
+		step(`parallel exec on ${s.id}`);
 		const ex = await s.execute({ command: ['sh', '-c', `echo ${i}`] });
+		step(`parallel destroy ${s.id}`);
 		await s.destroy();
 		return { ms: now() - s0, ok: ex.exitCode === 0 };
 	})
@@ -153,6 +180,7 @@ out('parallel_each_max_ms', Math.max(...each.map((e) => e.ms)));
 		}
 		if (held.length % 10 === 0) console.error(`holding ${held.length} sandboxes after ${((now() - h0) / 1000).toFixed(0)} s`);
 		try {
+			step(`hold: create #${held.length + 1}`);
 			const s = await client.create({ runtime: 'base:latest', resources: { memory: '256Mi' } });
 			held.push(s);
 			await exec(s, ['true']);
@@ -164,5 +192,6 @@ out('parallel_each_max_ms', Math.max(...each.map((e) => e.ms)));
 	out('hold_n', held.length);
 	out('hold_ms', now() - h0);
 	console.log(`hold_why=${why}`);
+	step('hold: destroy');
 	await Promise.all(held.map((s) => s.destroy().catch(() => {})));
 }
