@@ -103,7 +103,9 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 
 	e->phase = EXEC_ENDED;
 	sbx_exec_io_end(&e->io);
-	if (store_execution_update(m->store, e->id, status, patch, NULL, &rec))
+	/* Read back only for a cancel's caller: the long-polls read it themselves. */
+	if (store_execution_update(m->store, e->id, status, patch, NULL,
+	                           e->cancel_done ? &rec : NULL))
 		log_error(sb->id, "cannot record the end of %s", e->id);
 	log_debug(sb->id, "%s %s (exit %lld)", e->id, status,
 	          (long long)json_integer_value(json_object_get(patch, "exitCode")));
@@ -294,18 +296,31 @@ static int check_request(const struct sbx_exec_req *req, struct sbx_err *err)
 	return 0;
 }
 
-/* The execution record and its streams; *info the ExecutionInfo. */
-static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now, json_t **info,
-                    struct sbx_err *err)
+/* Frees an execution that was never sent nor recorded. */
+static void exec_discard(struct execution *e)
+{
+	sbx_exec_io_end(&e->io);
+	sbx_exec_io_free(&e->io);
+	json_decref(e->req);
+	json_decref(e->files);
+	free(e);
+}
+
+/*
+ * An execution and its streams, not yet recorded nor attached to sb; *info
+ * its ExecutionInfo, *priv its private part, both for the record.
+ */
+static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now,
+                    struct execution **out, json_t **info, json_t **priv, struct sbx_err *err)
 {
 	struct execution *e = calloc(1, sizeof(*e));
 	uint64_t timeout_ms = req->timeout_ms ? req->timeout_ms : sb->exec_timeout_ms;
-	json_t *priv = json_object();
 	int rc;
 
-	if (!e || store_new_id("exec_", e->id)) {
+	*priv = json_object();
+	if (!e || !*priv || store_new_id("exec_", e->id)) {
 		free(e);
-		json_decref(priv);
+		json_decref(*priv);
 		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 	}
 	e->sb = sb;
@@ -313,13 +328,12 @@ static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now
 	*info = json_pack("{sssssssOss}", "executionId", e->id, "sandboxId", sb->id, "type", "exec",
 	                  "command", req->argv, "status", now ? "running" : "queued");
 	e->recorded_running = now;
-	rc = *info && priv ? 0 : sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
-	if (!rc)
-		rc = sbx_exec_io_open(&e->io, sb, req, *info, priv, err);
+	rc = *info ? sbx_exec_io_open(&e->io, sb, req, *info, *priv, err)
+	           : sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 	if (rc) {
 		json_decref(*info);
 		*info = NULL;
-		json_decref(priv);
+		json_decref(*priv);
 		free(e);
 		return rc;
 	}
@@ -328,22 +342,53 @@ static int exec_new(struct sandbox *sb, const struct sbx_exec_req *req, bool now
 	                   "timeout_ms", (json_int_t)timeout_ms, "grace_ms", (json_int_t)GRACE_MS,
 	                   "user", sbx_user(sb));
 	e->files = req->files ? json_incref(req->files) : NULL;
-	rc = e->req ? 0 : sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
-	if (!rc && (rc = store_execution_insert(sb->m->store, *info, priv)))
-		sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s", strerror(-rc));
-	json_decref(priv);
-	if (rc) {
-		sbx_exec_io_end(&e->io);
-		sbx_exec_io_free(&e->io);
+	if (!e->req) {
+		exec_discard(e);
 		json_decref(*info);
 		*info = NULL;
-		json_decref(e->req);
-		json_decref(e->files);
-		free(e);
-		return rc;
+		json_decref(*priv);
+		return sbx_fail(err, SBX_UNAVAILABLE, -ENOMEM, "out of memory");
 	}
+	*out = e;
+	return 0;
+}
+
+static void exec_attach(struct sandbox *sb, struct execution *e)
+{
 	sbx_hold(sb);
 	sb->exec = e;
+	sbx_touch(sb);
+}
+
+/*
+ * An idle sandbox's command: the frame goes to the agent first, and the
+ * record and the sandbox's move to running are written while the guest
+ * runs it (they cost more than the frame, and were all on the round trip).
+ * No one can read the record before this returns: the loop runs nothing
+ * in between.
+ */
+static int exec_run_now(struct sandbox *sb, struct execution *e, json_t *info, json_t *priv,
+                        struct sbx_err *err)
+{
+	int rc;
+
+	exec_attach(sb, e);
+	run(sb, e);
+	if (sb->exec != e)
+		/* Ended at once (it could not be sent): gone, and never recorded. */
+		return sbx_fail(err, SBX_UNREACHABLE, -ENOTCONN,
+		                "sandbox %s: the command could not be sent to its agent; try "
+		                "again",
+		                sb->id);
+	sbx_job_tails_up(sb);
+	sbx_to(sb, SBX_RUNNING, NULL, NULL);
+	rc = store_execution_insert(sb->m->store, info, priv);
+	if (rc) {
+		/* Unrecorded, it would be a command no one can follow: it stops. */
+		cancel(e, "its record could not be written");
+		return sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s",
+		                strerror(-rc));
+	}
 	return 0;
 }
 
@@ -391,6 +436,8 @@ int sbx_exec_start(struct sbx_mgr *m, const char *id, const struct sbx_exec_req 
 static int exec_start(struct sandbox *sb, const char *id, const struct sbx_exec_req *req,
                       json_t **exec, bool *resumed, struct sbx_err *err)
 {
+	struct execution *e = NULL;
+	json_t *priv = NULL;
 	int rc;
 
 	rc = check_request(req, err);
@@ -406,13 +453,31 @@ static int exec_start(struct sandbox *sb, const char *id, const struct sbx_exec_
 		                "sandbox %s: its agent is not connected (it dials in again by "
 		                "itself; try again)",
 		                id);
-	rc = exec_new(sb, req, sb->state == SBX_IDLE, exec, err);
+	rc = exec_new(sb, req, sb->state == SBX_IDLE, &e, exec, &priv, err);
 	if (rc)
 		return rc;
-	sbx_touch(sb);
+	if (sb->state == SBX_IDLE && !json_array_size(e->files)) {
+		rc = exec_run_now(sb, e, *exec, priv, err);
+		json_decref(priv);
+		if (rc) {
+			json_decref(*exec);
+			*exec = NULL;
+		}
+		return rc;
+	}
+	rc = store_execution_insert(sb->m->store, *exec, priv);
+	json_decref(priv);
+	if (rc) {
+		exec_discard(e);
+		json_decref(*exec);
+		*exec = NULL;
+		return sbx_fail(err, SBX_INTERNAL, rc, "cannot record the command: %s",
+		                strerror(-rc));
+	}
+	exec_attach(sb, e);
 	switch (sb->state) {
 	case SBX_IDLE:
-		sbx_up(sb, NULL);
+		sbx_up(sb, NULL); /* with files: they are written first */
 		break;
 	case SBX_PAUSED:
 	case SBX_PAUSING:
@@ -471,24 +536,6 @@ void sbx_exec_cancel(struct sbx_mgr *m, const char *exec_id, sbx_done_fn done, v
 		return;
 	}
 	cancel(e, "cancelled by request");
-}
-
-int sbx_execution_get(struct sbx_mgr *m, const char *exec_id, json_t **out, bool *terminal)
-{
-	const char *st;
-	int rc = store_execution_get(m->store, exec_id, out, NULL);
-
-	if (rc)
-		return rc;
-	st = json_string_value(json_object_get(*out, "status"));
-	*terminal = st && (!strcmp(st, "completed") || !strcmp(st, "failed") ||
-	                   !strcmp(st, "timeout") || !strcmp(st, "cancelled"));
-	return 0;
-}
-
-int sbx_executions(struct sbx_mgr *m, const char *id, int limit, json_t **out)
-{
-	return store_execution_list(m->store, id, limit, out);
 }
 
 int sbx_stream(struct sbx_mgr *m, const char *stream_id, struct outbuf **live, char *path,

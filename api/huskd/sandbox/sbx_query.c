@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* The records the routes read: sandboxes, their events, runtimes, usage. */
+/* The records the routes read: sandboxes, their events, executions, runtimes, usage. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,4 +140,22 @@ int sbx_usage(struct sbx_mgr *m, const char *org, int64_t from_ms, int64_t to_ms
 	}
 	*out = usage;
 	return 0;
+}
+
+int sbx_execution_get(struct sbx_mgr *m, const char *exec_id, json_t **out, bool *terminal)
+{
+	const char *st;
+	int rc = store_execution_get(m->store, exec_id, out, NULL);
+
+	if (rc)
+		return rc;
+	st = json_string_value(json_object_get(*out, "status"));
+	*terminal = st && (!strcmp(st, "completed") || !strcmp(st, "failed") ||
+	                   !strcmp(st, "timeout") || !strcmp(st, "cancelled"));
+	return 0;
+}
+
+int sbx_executions(struct sbx_mgr *m, const char *id, int limit, json_t **out)
+{
+	return store_execution_list(m->store, id, limit, out);
 }
