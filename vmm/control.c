@@ -142,6 +142,9 @@ static void run_command(struct client *cl, const char *cmd)
 		}
 		c->paused = 0;
 		reply(cl, "OK %s\n", "running");
+	} else if (strcmp(cmd, "dump") == 0) {
+		vm_dump(c->vm);
+		reply(cl, "OK %s\n", "dumped");
 	} else if (strcmp(cmd, "quit") == 0) {
 		/* After a snapshot: the saved guest lives on in the file, not here. */
 		reply(cl, "OK %s\n", "quitting");

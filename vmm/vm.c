@@ -66,6 +66,22 @@ int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *
 	return 0;
 }
 
+int vm_dump_register(struct vm *vm, void (*dump)(void *dev), void *dev)
+{
+	if (vm->nr_dump_devs == VM_MAX_SNAP_DEVS)
+		return -ENOSPC;
+	vm->dump_devs[vm->nr_dump_devs++] = (struct vm_dump_dev){dump, dev};
+	return 0;
+}
+
+void vm_dump(struct vm *vm)
+{
+	log_warn("state on request: %u vCPUs, %u parked, %s", vm->nr_vcpus, vm->parked,
+	         atomic_load(&vm->stopping) ? "stopping" : "running");
+	for (unsigned i = 0; i < vm->nr_dump_devs; i++)
+		vm->dump_devs[i].dump(vm->dump_devs[i].dev);
+}
+
 int vm_cmdline_add(struct vm *vm, const char *fmt, ...)
 {
 	char *param, *joined;

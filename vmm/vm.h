@@ -40,6 +40,12 @@ struct vm_snap_dev {
 };
 #define VM_MAX_SNAP_DEVS 16
 
+/* A device that can log where it stands (the control socket's "dump"). */
+struct vm_dump_dev {
+	void (*dump)(void *dev);
+	void *dev;
+};
+
 struct vm {
 	int kvm_fd;
 	int vm_fd;
@@ -63,6 +69,8 @@ struct vm {
 	unsigned parked;
 	struct vm_snap_dev snap_devs[VM_MAX_SNAP_DEVS];
 	unsigned nr_snap_devs;
+	struct vm_dump_dev dump_devs[VM_MAX_SNAP_DEVS];
+	unsigned nr_dump_devs;
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
 	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
 	struct memfile_base mem_base; /* that file, once mapped: pauses write diffs over it */
@@ -104,6 +112,15 @@ void vm_destroy(struct vm *vm);
  */
 int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *irq)
 	__attribute__((warn_unused_result));
+
+/* Adds a device to what vm_dump() logs. 0 or -ENOSPC. */
+int vm_dump_register(struct vm *vm, void (*dump)(void *dev), void *dev)
+	__attribute__((warn_unused_result));
+/*
+ * Logs where every registered device stands (queues, connections): for a
+ * guest or host that waits on the other, the facts to tell which. Device thread.
+ */
+void vm_dump(struct vm *vm);
 
 /* Appends a parameter to what the guest command line announces. 0 or -ENOMEM. */
 int vm_cmdline_add(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)))

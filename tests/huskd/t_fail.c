@@ -192,11 +192,16 @@ static void start_failures(void)
  * after the manager's deadline with an error saying so, and the sandbox goes
  * on serving other requests.
  */
+static bool vmm_log_has_dump(void *arg)
+{
+	return t_file_has(arg, "state on request");
+}
+
 static void agent_never_answers(void)
 {
 	uint64_t was = T.m->cfg.call_idle_ms;
 	struct t_done d = {0};
-	char id[STORE_ID_LEN];
+	char id[STORE_ID_LEN], log[4200];
 	const char *p = up("{}", "mute-reads");
 	json_t *rec;
 
@@ -214,6 +219,10 @@ static void agent_never_answers(void)
 	        "fault %d: %s", d.fault, d.msg);
 	T.m->cfg.call_idle_ms = was;
 	t_done_reset(&d);
+	/* What each side stood at goes to the VMM's log (husk-vmm: its queues, connections). */
+	snprintf(log, sizeof(log), "%s/vmm.log", t_sb(id)->dir);
+	t_check("agent_call_deadline_asks_vmm_state", t_wait(vmm_log_has_dump, log, 10000),
+	        "no dump in %s", log);
 	rec = t_exec(id, "[\"true\"]");
 	t_check("usable_after_call_deadline",
 	        rec && !strcmp(json_string_value(json_object_get(rec, "status")), "completed") &&

@@ -5,7 +5,7 @@ t_agent_in_guest() {
 	sock=$T/vsock.sock
 	rm -f "$sock" "$T/console.raw"
 	timeout -s KILL 900 "$VMM" --kernel "$KERNEL" --initrd "$INITRD" --vcpus 2 --mem 512M \
-		--cmdline quiet --vsock "$sock" --console "$T/console.raw" 2>"$T/stderr" &
+		--cmdline quiet --vsock "$sock" --control "$T/ctl" --console "$T/console.raw" 2>"$T/stderr" &
 	vmm_pid=$!
 	i=0
 	while [ $i -lt 600 ] && ! grep -q "ready, guest uptime" "$T/console.raw" 2>/dev/null; do
@@ -30,6 +30,7 @@ t_agent_in_guest() {
 		echo "--- husk-vmm stderr"
 		tail -n 40 "$T/stderr"
 	fi
+	t_agent_vmm_dump
 	# Power off through the agent: the VMM must then exit 0 on its own.
 	timeout 60 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- poweroff -f >/dev/null 2>&1
 	wait $vmm_pid
@@ -39,5 +40,34 @@ t_agent_in_guest() {
 		pass agent_guest_poweroff
 	else
 		fail agent_guest_poweroff "husk-vmm exited with $status"
+	fi
+}
+
+# The control socket's dump (what huskd asks for when an agent request goes
+# silent): the queues and an open vsock connection, in the VMM's log.
+t_agent_vmm_dump() {
+	timeout 120 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- sleep 60 >/dev/null 2>&1 &
+	held=$!
+	why="no established connection showed in the dump"
+	i=0
+	while [ $i -lt 300 ]; do
+		if [ "$(timeout 30 "$top/build/bin/husk-agentctl" --control "$T/ctl" dump)" != dumped ]; then
+			why="dump did not answer 'dumped'"
+			break
+		fi
+		if grep -q 'vsock host port .* established' "$T/stderr"; then
+			why=""
+			break
+		fi
+		sleep 0.2
+		i=$((i + 1))
+	done
+	kill $held 2>/dev/null
+	wait $held 2>/dev/null
+	[ -n "$why" ] || grep -q 'virtio-vsock queue 1: size' "$T/stderr" || why="the dump showed no vsock queue"
+	if [ -n "$why" ]; then
+		fail vmm_dump "$why"
+	else
+		pass vmm_dump
 	fi
 }

@@ -17,14 +17,7 @@ echo "measuring the API with the published client..." >&2
 # Each figure is shown as it is measured (a long run is not silent), and kept for the table.
 # (tee's status is the pipe's: a run that ended early shows as a missing last figure.)
 HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" | tee "$T/api" >&2
-grep -q '^hold_n=' "$T/api" || {
-	echo "api.mjs ended early; huskd's log and the consoles of the sandboxes left:" >&2
-	tail -n 40 "$T/huskd.log" >&2
-	for c in "$T"/state/sandboxes/*/console.log; do
-		[ -f "$c" ] && { echo "--- $c" && tail -n 15 "$c"; } >&2
-	done
-	exit 1
-}
+grep -q '^hold_n=' "$T/api" || bench_failed "api.mjs ended early"
 id=$(sed -n 's/^direct_id=//p' "$T/api")
 echo "measuring the same execs through the API with a C client (huskd's own cost)..." >&2
 "$bin/apibench" http://127.0.0.1:$port $key "$id" "${HUSK_BENCH_API_EXECS:-50}" >"$T/capi"

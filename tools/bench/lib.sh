@@ -18,3 +18,17 @@ bench_huskd() {
 	tail -n 20 "$T/huskd.log" >&2
 	return 1
 }
+
+# bench_failed WHAT: says what went wrong, then huskd's log and what its
+# sandboxes left (console; VMM log, where a request the agent never answered
+# has the VMM's queues and connections), and exits 1.
+bench_failed() {
+	echo "$1; huskd's log and its sandboxes' consoles and VMM logs:" >&2
+	tail -n 40 "$T/huskd.log" >&2
+	for d in "$T"/state/sandboxes/*/; do
+		for f in console.log vmm.log; do
+			[ -s "$d$f" ] && { echo "--- $d$f" && tail -n 20 "$d$f"; } >&2
+		done
+	done
+	exit 1
+}

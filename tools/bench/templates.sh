@@ -19,7 +19,7 @@ export HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key HUSKD_LOG=$T/huskd.log 
 
 echo "templates bench: create -> first exec, booting (--templates off)..." >&2
 bench_huskd --templates off --max-vcpus 64
-MODE=cold node "$top/tools/bench/templates.mjs" >"$T/out" || { tail -n 20 "$T/huskd.log" >&2; exit 1; }
+MODE=cold node "$top/tools/bench/templates.mjs" >"$T/out" || bench_failed "templates.mjs (booting) failed"
 kill "$pid"
 wait "$pid" 2>/dev/null || true
 echo "templates bench: the same restoring the template..." >&2
@@ -27,7 +27,7 @@ echo "templates bench: the same restoring the template..." >&2
 # memory in the clear; sealing's own cost is in the snapshot benchmark.
 bench_huskd --max-vcpus 64 --seal off
 MODE=template node "$top/tools/bench/templates.mjs" >>"$T/out" ||
-	{ grep -i "template\|error" "$T/huskd.log" | tail -n 20 >&2; exit 1; }
+	bench_failed "templates.mjs (from the template) failed"
 awk -F= '{ v[$1] = $2 } END {
 	r = v["template_first_exec_p50_ms"] / v["cold_first_exec_p50_ms"]
 	d = v["children_pss_kib"] / (v["children_n"] * v["copy_rss_kib"])

@@ -315,6 +315,27 @@ static int wire_queue_notify(struct virtio_mmio *t, unsigned q)
 	return evloop_add(t->vm->loop, n->fd, EPOLLIN, notify_event, n);
 }
 
+/* The transport and each queue, then the device's own part. */
+static void mmio_dump(void *dev)
+{
+	struct virtio_mmio *t = dev;
+	char line[256];
+
+	virtio_lock(t);
+	log_warn("%s at %#llx: status %#x, interrupt status %#x, %llu notifications, %llu "
+	         "interrupts, %llu status reads",
+	         t->ops->name, (unsigned long long)t->base, t->status, t->int_status,
+	         (unsigned long long)t->nr_notify, (unsigned long long)t->nr_irq,
+	         (unsigned long long)t->nr_status_reads);
+	for (unsigned q = 0; q < t->ops->nr_queues; q++) {
+		virtq_describe(&t->vqs[q], line, sizeof(line));
+		log_warn("%s queue %u: %s", t->ops->name, q, line);
+	}
+	if (t->ops->dump)
+		t->ops->dump(t->dev);
+	virtio_unlock(t);
+}
+
 struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_ops *ops, void *dev)
 {
 	char name[32];
@@ -360,6 +381,8 @@ struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_op
 		goto err;
 	snprintf(name, sizeof(name), "virtio@%llx", (unsigned long long)t->base);
 	ret = vm_snap_register(vm, name, mmio_state_save, mmio_state_restore, t);
+	if (!ret)
+		ret = vm_dump_register(vm, mmio_dump, t);
 	if (ret)
 		goto err;
 	return t;

@@ -39,6 +39,8 @@ struct virtio_dev_ops {
 	 */
 	int (*save)(void *dev, void **blob, size_t *len);
 	int (*restore)(void *dev, const void *blob, size_t len);
+	/* Logs the device's own state after the transport's (optional; lock held). */
+	void (*dump)(void *dev);
 };
 
 /*

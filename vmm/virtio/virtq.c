@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "log.h"
@@ -242,4 +243,19 @@ size_t virtq_chain_write(const struct virtq_chain *c, size_t off, const void *sr
 		off = 0;
 	}
 	return done;
+}
+
+void virtq_describe(struct virtq *vq, char *buf, size_t len)
+{
+	if (!vq->ready) {
+		snprintf(buf, len, "not ready");
+		return;
+	}
+	snprintf(buf, len,
+	         "size %u, avail idx %u (we took %u), used idx %u (shared %u, signalled %u), "
+	         "avail flags %#x, event idx %s (avail_event %u, used_event %u)%s",
+	         vq->size, LOAD_ACQ(vq->avail->idx), vq->last_avail, vq->used_idx,
+	         LOAD(vq->used->idx), vq->signalled, LOAD(vq->avail->flags),
+	         vq->event_idx ? "on" : "off", LOAD(*avail_event_word(vq)),
+	         LOAD(*used_event_word(vq)), vq->broken ? ", broken" : "");
 }

@@ -81,6 +81,12 @@ bool virtq_should_signal(struct virtq *vq);
 bool virtq_has_work(struct virtq *vq);
 
 /*
+ * One line of where the ring stands, ours and the driver's (for a stuck
+ * device: who waits for whom), into buf.
+ */
+void virtq_describe(struct virtq *vq, char *buf, size_t len);
+
+/*
  * Copies up to len bytes from the chain's readable buffers, starting at byte
  * off of the readable part. Returns bytes copied.
  */

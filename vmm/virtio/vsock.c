@@ -360,6 +360,21 @@ static int vsock_restore(void *dev, const void *blob, size_t len)
 	return 0;
 }
 
+static void vsock_dump(void *dev)
+{
+	struct vsock_dev *d = dev;
+	unsigned ready = 0;
+
+	for (struct vsock_conn *c = d->ready_head; c; c = c->next_ready)
+		ready++;
+	log_warn("vsock: %s, %u connections (%u ready for the guest), %u resets owed, %u sent "
+	         "buffers held back (timer %s)",
+	         d->active ? "active" : "not active", d->nr_conns, ready, d->nr_rst, d->tx_held,
+	         d->tx_timer_armed ? "armed" : "idle");
+	for (struct vsock_conn *c = d->conns; c; c = c->next)
+		conn_dump(c);
+}
+
 static const struct virtio_dev_ops vsock_ops = {
 	.name = "virtio-vsock",
 	.device_id = VIRTIO_ID_VSOCK,
@@ -371,6 +386,7 @@ static const struct virtio_dev_ops vsock_ops = {
 	.notify = vsock_notify,
 	.reset = vsock_reset,
 	.restore = vsock_restore,
+	.dump = vsock_dump,
 };
 
 static void listener_event(void *ctx, uint32_t events)

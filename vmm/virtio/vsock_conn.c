@@ -398,3 +398,18 @@ void conn_guest_packet(struct vsock_conn *c, const struct vsock_pkt *p,
 	}
 	conn_update_events(c);
 }
+
+void conn_dump(const struct vsock_conn *c)
+{
+	static const char *const states[] = {"handshake", "connecting", "established"};
+
+	log_warn("vsock host port %u <-> guest port %u: %s, epoll %#x, owes %#x%s%s%s%s%s; "
+	         "guest->host %u bytes buffered (took %u, forwarded %u, told %u); "
+	         "host->guest sent %u, guest's buf_alloc %u fwd_cnt %u (credit %u)",
+	         c->host_port, c->guest_port, states[c->state], c->events, c->pending,
+	         c->in_ready ? ", ready" : "", c->want_data ? ", host data waits" : "",
+	         c->host_eof ? ", host eof" : "", c->guest_eof ? ", guest eof" : "",
+	         c->detached ? ", detached" : "", c->buf_len, c->rx_cnt, c->fwd_cnt,
+	         c->fwd_cnt_told, c->tx_cnt, c->peer_buf_alloc, c->peer_fwd_cnt,
+	         conn_peer_credit(c));
+}

@@ -98,6 +98,8 @@ void conn_guest_request(struct vsock_dev *d, const struct vsock_pkt *p);
 void conn_guest_packet(struct vsock_conn *c, const struct vsock_pkt *p,
                        const struct virtq_chain *ch);
 void conn_queue_rst(struct vsock_dev *d, uint32_t host_port, uint32_t guest_port);
+/* One log line of c: state, what it owes, credit both ways. */
+void conn_dump(const struct vsock_conn *c);
 
 /* vsock.c */
 void vsock_pump(struct vsock_dev *d);

@@ -68,6 +68,21 @@ static void call_end(struct call *c, int rc, json_t *reply, const struct sbx_err
 	sbx_drop(sb);
 }
 
+/*
+ * What each side of a silent request stands at: huskd's session here, the
+ * VMM's queues and vsock connections in its log (a guest that never got
+ * the request, or an answer that never left the VMM, shows there).
+ */
+static void call_why_silent(struct sandbox *sb)
+{
+	if (sb->session)
+		log_warn(sb->id,
+		         "its agent session: %u requests in flight, %zu bytes not yet taken "
+		         "by the VMM",
+		         agent_session_calls(sb->session), agent_session_queued(sb->session));
+	sbx_ctl_dump(sb);
+}
+
 /* The agent said nothing for too long: the caller hears so now, the agent gets a CANCEL. */
 static void call_timed_out(uv_timer_t *t)
 {
@@ -79,6 +94,7 @@ static void call_timed_out(uv_timer_t *t)
 	         "given up; try again (a busy or stuck guest answers slowly)",
 	         c->sb->id, (unsigned long long)(c->sb->m->cfg.call_idle_ms / 1000));
 	log_warn(c->sb->id, "%s", err.msg);
+	call_why_silent(c->sb);
 	uv_timer_stop(t);
 	c->given_up = true;
 	c->ops->done(c->arg, -ETIMEDOUT, NULL, &err);

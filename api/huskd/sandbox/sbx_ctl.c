@@ -40,6 +40,32 @@ void sbx_ctl_abort(struct sandbox *sb)
 {
 	if (sb->ctl)
 		vmm_ctl_abort(sb->ctl);
+	if (sb->dump)
+		vmm_ctl_abort(sb->dump);
+}
+
+static void dumped(void *arg, int rc, const char *reply)
+{
+	struct sandbox *sb = arg;
+
+	sb->dump = NULL;
+	if (rc && !sb->m->closing)
+		log_warn(sb->id, "its VMM did not show its devices' state: %s", reply);
+	else if (!sb->m->closing)
+		log_warn(sb->id, "its VMM wrote its devices' queues and connections to %s/vmm.log",
+		         sb->dir);
+	sbx_drop(sb);
+}
+
+void sbx_ctl_dump(struct sandbox *sb)
+{
+	char path[4200];
+
+	if (sb->dump || !sb->vmm)
+		return;
+	snprintf(path, sizeof(path), "%s/control.sock", sb->dir);
+	if (vmm_ctl_send(sb->m->loop, path, "dump", SBX_CTL_TIMEOUT_MS, dumped, sb, &sb->dump) == 0)
+		sbx_hold(sb);
 }
 
 static void unparked(struct sandbox *sb, int rc, const char *reply)

@@ -163,8 +163,9 @@ struct sandbox {
 	char *cgroup;
 	bool cpu_limited;
 	struct vmm_proc *vmm;
-	bool quit_sent;      /* PAUSING: told to quit after its snapshot */
-	struct vmm_ctl *ctl; /* a control command awaiting its answer */
+	bool quit_sent;       /* PAUSING: told to quit after its snapshot */
+	struct vmm_ctl *ctl;  /* a control command awaiting its answer */
+	struct vmm_ctl *dump; /* a "dump" awaiting its answer (on a connection of its own) */
 	void (*ctl_fn)(struct sandbox *, int, const char *); /* who gets that answer */
 	uv_pipe_t *dial;                                     /* listener on dir/vsock.sock_53 */
 	struct agent_session *session;
@@ -470,6 +471,8 @@ typedef void (*sbx_ctl_fn)(struct sandbox *sb, int rc, const char *reply);
 int sbx_ctl(struct sandbox *sb, const char *cmd, unsigned timeout_ms, sbx_ctl_fn fn);
 /* huskd lets go: the answer is not waited for (fn does not run). */
 void sbx_ctl_abort(struct sandbox *sb);
+/* Has the VMM log its devices' queues and connections (for a silent agent); beside sbx_ctl. */
+void sbx_ctl_dump(struct sandbox *sb);
 /* An adopted VMM may have been parked by a pause that huskd's restart cut short. */
 void sbx_vmm_unpark(struct sandbox *sb);
 
