@@ -26,6 +26,9 @@ bench_failed() {
 	echo "$1; huskd's log and its sandboxes' consoles and VMM logs:" >&2
 	tail -n 40 "$T/huskd.log" >&2
 	for d in "$T"/state/sandboxes/*/; do
+		# The VMM's queues and connections now (a stalled exec has no deadline to ask).
+		[ -S "${d}control.sock" ] &&
+			timeout 20 "$top/build/bin/husk-agentctl" --control "${d}control.sock" dump >/dev/null 2>&1 || true
 		for f in console.log vmm.log; do
 			[ -s "$d$f" ] && { echo "--- $d$f" && tail -n 20 "$d$f"; } >&2
 		done
