@@ -76,7 +76,12 @@ int vm_dump_register(struct vm *vm, void (*dump)(void *dev), void *dev)
 
 void vm_dump(struct vm *vm)
 {
-	log_warn("state on request: %u vCPUs, %u parked, %s", vm->nr_vcpus, vm->parked,
+	unsigned parked;
+
+	pthread_mutex_lock(&vm->pause_lock);
+	parked = vm->parked;
+	pthread_mutex_unlock(&vm->pause_lock);
+	log_warn("state on request: %u vCPUs, %u parked, %s", vm->nr_vcpus, parked,
 	         atomic_load(&vm->stopping) ? "stopping" : "running");
 	for (unsigned i = 0; i < vm->nr_dump_devs; i++)
 		vm->dump_devs[i].dump(vm->dump_devs[i].dev);
