@@ -18,6 +18,7 @@ echo "PASS api/huskd_starts"
 
 client run.mjs
 rc=$?
+client run_snap.mjs || rc=1
 # The client's errors hide huskd's reasons (any 409 reads "busy"): show them.
 [ $rc = 0 ] || { echo "--- huskd's errors"; grep -E ' (error|warn) ' "$T/huskd.log" | tail -n 30; }
 

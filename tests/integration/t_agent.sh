@@ -30,7 +30,7 @@ t_agent_in_guest() {
 		echo "--- husk-vmm stderr"
 		tail -n 40 "$T/stderr"
 	fi
-	t_agent_vmm_dump
+	agent_vmm_dump
 	# Power off through the agent: the VMM must then exit 0 on its own.
 	timeout 60 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- poweroff -f >/dev/null 2>&1
 	wait $vmm_pid
@@ -45,7 +45,7 @@ t_agent_in_guest() {
 
 # The control socket's dump (what huskd asks for when an agent request goes
 # silent): the queues and an open vsock connection, in the VMM's log.
-t_agent_vmm_dump() {
+agent_vmm_dump() {
 	timeout 120 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- sleep 60 >/dev/null 2>&1 &
 	held=$!
 	why="no established connection showed in the dump"
