@@ -194,7 +194,7 @@ static int ns_get_revents(int idx, void *opaque)
 	short re;
 	int ev = 0;
 
-	if (idx < 1 || (unsigned)idx >= ns->nfds)
+	if (idx < NS_FIXED_FDS || (unsigned)idx >= ns->nfds)
 		return 0;
 	re = ns->fds[idx].revents;
 	if (re & POLLIN)
@@ -310,8 +310,13 @@ static void *ns_thread(void *arg)
 		uint32_t timeout = 1000;
 		int ret;
 
+		/* The guest's kicks straight from KVM's eventfds: no hop through the event loop. */
 		ns->fds[0] = (struct pollfd){.fd = ns->kick_fd, .events = POLLIN};
-		ns->nfds = 1;
+		ns->fds[1] = (struct pollfd){.fd = virtio_net_notify_fd(ns->dev, false),
+		                             .events = POLLIN};
+		ns->fds[2] = (struct pollfd){.fd = virtio_net_notify_fd(ns->dev, true),
+		                             .events = POLLIN};
+		ns->nfds = NS_FIXED_FDS;
 		slirp_pollfds_fill(ns->slirp, &timeout, ns_add_poll, ns);
 		timeout = ns_tx_wait(ns, ns_timers_wait(ns, timeout));
 		ret = poll(ns->fds, ns->nfds, (int)timeout);
@@ -320,11 +325,17 @@ static void *ns_thread(void *arg)
 			break;
 		}
 		slirp_pollfds_poll(ns->slirp, ret < 0, ns_get_revents, ns);
-		if (ret > 0 && (ns->fds[0].revents & POLLIN)) {
+		if (ret > 0 &&
+		    ((ns->fds[0].revents | ns->fds[1].revents | ns->fds[2].revents) & POLLIN)) {
 			uint64_t n;
 
-			if (read(ns->kick_fd, &n, sizeof(n)) < 0 && errno != EAGAIN)
+			if ((ns->fds[0].revents & POLLIN) && read(ns->kick_fd, &n, sizeof(n)) < 0 &&
+			    errno != EAGAIN)
 				log_warn("net: eventfd: %s", strerror(errno));
+			if (ns->fds[1].revents & POLLIN)
+				virtio_net_notified(ns->dev, false);
+			if (ns->fds[2].revents & POLLIN)
+				virtio_net_notified(ns->dev, true);
 			ns_expose_serve(ns);
 			ns_pending_flush(ns);
 			ns_tx_drain(ns);
@@ -333,6 +344,7 @@ static void *ns_thread(void *arg)
 		}
 		ns_timers_run(ns);
 		ns_pending_flush(ns);
+		virtio_net_flush(ns->dev);
 	}
 	return NULL;
 }

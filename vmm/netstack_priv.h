@@ -19,6 +19,8 @@
 /* Frames taken from the guest per turn of the loop, so receiving is not starved. */
 #define NS_TX_BUDGET 128
 #define NS_POLL_MAX 4096
+/* fds[0] our kick eventfd, [1] and [2] the receive and transmit queues' notifications. */
+#define NS_FIXED_FDS 3
 /* Guest ports served at host sockets: each is a listening socket of slirp's. */
 #define NS_EXPOSED_MAX 64
 /* How long the control socket waits for the network thread to take a request. */

@@ -48,6 +48,8 @@ int vm_pause(struct vm *vm, int timeout_ms)
 		pthread_cond_broadcast(&vm->pause_cond);
 	}
 	pthread_mutex_unlock(&vm->pause_lock);
+	if (ret && vm->resumed)
+		vm->resumed(vm->resumed_ctx);
 	return ret;
 }
 
@@ -57,6 +59,8 @@ void vm_resume(struct vm *vm)
 	atomic_store(&vm->pause_req, 0);
 	pthread_cond_broadcast(&vm->pause_cond);
 	pthread_mutex_unlock(&vm->pause_lock);
+	if (vm->resumed)
+		vm->resumed(vm->resumed_ctx);
 }
 
 bool vm_pause_point(struct vm *vm, struct kvm_run *run)

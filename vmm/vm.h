@@ -67,6 +67,13 @@ struct vm {
 	pthread_cond_t pause_cond;
 	atomic_int pause_req;
 	unsigned parked;
+	/*
+	 * Called when a pause ends (resume, or a pause that failed): a device
+	 * thread that left queue work while pause_req was set takes it up (the
+	 * network backend; the guest may not kick again for it).
+	 */
+	void (*resumed)(void *ctx);
+	void *resumed_ctx;
 	struct vm_snap_dev snap_devs[VM_MAX_SNAP_DEVS];
 	unsigned nr_snap_devs;
 	struct vm_dump_dev dump_devs[VM_MAX_SNAP_DEVS];

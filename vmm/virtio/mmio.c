@@ -2,8 +2,9 @@
 /*
  * virtio-mmio transport, register layout version 2 (virtio 1.x, 4.2.2).
  * vCPU threads reach the registers through MMIO exits; queue notifications
- * bypass them through ioeventfds into the VM's event loop; interrupts go out
- * through an irqfd.
+ * bypass them through ioeventfds into the VM's event loop (or a device's own
+ * thread); interrupts are raised with KVM_IRQ_LINE by whichever thread
+ * completed the work.
  */
 #include <errno.h>
 #include <linux/kvm.h>
@@ -38,9 +39,19 @@ void virtio_lock(struct virtio_mmio *t)
 	pthread_mutex_lock(&t->lock);
 }
 
+/*
+ * Interrupts go out after the lock is dropped: the raise wakes the vCPU,
+ * which may preempt us here and would then wait on this lock to read the
+ * interrupt status.
+ */
 void virtio_unlock(struct virtio_mmio *t)
 {
+	bool raise = t->raise_pending;
+
+	t->raise_pending = false;
 	pthread_mutex_unlock(&t->lock);
+	if (raise)
+		mmio_raise(t);
 }
 
 struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q)
@@ -58,17 +69,32 @@ int virtio_has_feature(struct virtio_mmio *t, unsigned bit)
 	return bit < 64 && (t->driver_features >> bit) & 1;
 }
 
+void mmio_raise(struct virtio_mmio *t)
+{
+	int ret;
+
+	/*
+	 * An edge on the line, from this thread: an irqfd would have a kernel
+	 * worker do it, one wake-up and context switch more per interrupt.
+	 * Without KVM (tests) nr_irq counts them.
+	 */
+	if (t->vm->vm_fd < 0)
+		return;
+	ret = vm_irq_line(t->vm, t->irq, 1);
+	if (!ret)
+		ret = vm_irq_line(t->vm, t->irq, 0);
+	if (ret)
+		log_guest(LOG_WARN, "%s: cannot raise IRQ %u: %s", t->ops->name, t->irq,
+		          strerror(-ret));
+}
+
 void virtio_signal(struct virtio_mmio *t, unsigned q)
 {
-	uint64_t one = 1;
-
 	if (q >= t->ops->nr_queues || !virtq_should_signal(&t->vqs[q]))
 		return;
 	t->int_status |= VIRTIO_MMIO_INT_VRING;
 	t->nr_irq++;
-	if (write(t->irqfd, &one, sizeof(one)) < 0)
-		log_guest(LOG_WARN, "%s: cannot raise IRQ %u: %s", t->ops->name, t->irq,
-		          strerror(errno));
+	t->raise_pending = true;
 }
 
 void virtio_notify_again(struct virtio_mmio *t, unsigned q)
@@ -124,6 +150,7 @@ static void queue_set_ready(struct virtio_mmio *t, struct virtq *vq, uint32_t v)
 		return;
 	}
 	vq->event_idx = virtio_has_feature(t, VIRTIO_RING_F_EVENT_IDX);
+	vq->kick_when_empty = t->ops->kick_when_empty;
 	if (virtq_enable(vq, &t->vm->mem))
 		log_guest(LOG_WARN, "%s: queue %u refused: size %u or rings outside guest RAM",
 		          t->ops->name, t->queue_sel, vq->size);
@@ -237,7 +264,7 @@ static void mmio_read(void *dev, uint64_t off, uint8_t *data, unsigned len)
 	struct virtio_mmio *t = dev;
 
 	memset(data, 0, len);
-	pthread_mutex_lock(&t->lock);
+	virtio_lock(t);
 	if (off >= VIRTIO_MMIO_CONFIG) {
 		uint64_t c = off - VIRTIO_MMIO_CONFIG;
 
@@ -248,14 +275,14 @@ static void mmio_read(void *dev, uint64_t off, uint8_t *data, unsigned len)
 
 		memcpy(data, &v, 4);
 	}
-	pthread_mutex_unlock(&t->lock);
+	virtio_unlock(t);
 }
 
 static void mmio_write(void *dev, uint64_t off, const uint8_t *data, unsigned len)
 {
 	struct virtio_mmio *t = dev;
 
-	pthread_mutex_lock(&t->lock);
+	virtio_lock(t);
 	if (off >= VIRTIO_MMIO_CONFIG) {
 		uint64_t c = off - VIRTIO_MMIO_CONFIG;
 
@@ -270,7 +297,7 @@ static void mmio_write(void *dev, uint64_t off, const uint8_t *data, unsigned le
 		log_guest(LOG_DEBUG, "%s: %u-byte write at register %#llx ignored", t->ops->name,
 		          len, (unsigned long long)off);
 	}
-	pthread_mutex_unlock(&t->lock);
+	virtio_unlock(t);
 }
 
 static const struct bus_ops mmio_ops = {.read = mmio_read, .write = mmio_write};
@@ -284,11 +311,11 @@ static void notify_event(void *ctx, uint32_t events)
 	(void)events;
 	if (read(n->fd, &v, sizeof(v)) < 0)
 		return;
-	pthread_mutex_lock(&t->lock);
+	virtio_lock(t);
 	t->nr_notify++;
 	if ((t->status & VIRTIO_CONFIG_S_DRIVER_OK) && t->ops->notify)
 		t->ops->notify(t->dev, n->q);
-	pthread_mutex_unlock(&t->lock);
+	virtio_unlock(t);
 }
 
 static int wire_queue_notify(struct virtio_mmio *t, unsigned q)
@@ -312,7 +339,26 @@ static int wire_queue_notify(struct virtio_mmio *t, unsigned q)
 	io.fd = n->fd;
 	if (ioctl(t->vm->vm_fd, KVM_IOEVENTFD, &io) < 0)
 		return -errno;
+	if (t->ops->notify_by_fd)
+		return 0;
 	return evloop_add(t->vm->loop, n->fd, EPOLLIN, notify_event, n);
+}
+
+int virtio_notify_fd(struct virtio_mmio *t, unsigned q)
+{
+	return q < t->ops->nr_queues ? t->notify[q].fd : -1;
+}
+
+void virtio_notify_take(struct virtio_mmio *t, unsigned q)
+{
+	uint64_t v;
+
+	if (q >= t->ops->nr_queues || t->notify[q].fd < 0 ||
+	    read(t->notify[q].fd, &v, sizeof(v)) < 0)
+		return;
+	virtio_lock(t);
+	t->nr_notify++;
+	virtio_unlock(t);
 }
 
 /* The transport and each queue, then the device's own part. */
@@ -340,7 +386,6 @@ struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_op
 {
 	char name[32];
 	struct virtio_mmio *t;
-	struct kvm_irqfd irqfd = {0};
 	int ret;
 
 	if (ops->nr_queues > MMIO_MAX_QUEUES || ops->queue_max > VIRTQ_MAX_SIZE) {
@@ -354,7 +399,6 @@ struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_op
 	t->vm = vm;
 	t->ops = ops;
 	t->dev = dev;
-	t->irqfd = -1;
 	for (unsigned q = 0; q < MMIO_MAX_QUEUES; q++)
 		t->notify[q].fd = -1;
 	ret = vm_claim_device_slot(vm, MMIO_WINDOW, &t->base, &t->irq);
@@ -363,13 +407,6 @@ struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_op
 	ret = bus_register(&vm->mmio, t->base, MMIO_WINDOW, &mmio_ops, t);
 	if (ret)
 		goto err;
-	t->irqfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	irqfd.fd = (uint32_t)t->irqfd;
-	irqfd.gsi = t->irq;
-	if (t->irqfd < 0 || (vm->vm_fd >= 0 && ioctl(vm->vm_fd, KVM_IRQFD, &irqfd) < 0)) {
-		ret = -errno;
-		goto err;
-	}
 	for (unsigned q = 0; q < ops->nr_queues; q++) {
 		ret = wire_queue_notify(t, q);
 		if (ret)
@@ -403,11 +440,10 @@ void virtio_mmio_destroy(struct virtio_mmio *t)
 	for (unsigned q = 0; q < MMIO_MAX_QUEUES; q++) {
 		if (t->notify[q].fd < 0)
 			continue;
-		evloop_del(t->vm->loop, t->notify[q].fd);
+		if (!t->ops->notify_by_fd)
+			evloop_del(t->vm->loop, t->notify[q].fd);
 		close(t->notify[q].fd);
 	}
-	if (t->irqfd >= 0)
-		close(t->irqfd);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }

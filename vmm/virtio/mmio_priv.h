@@ -4,6 +4,7 @@
 
 /* What the virtio-mmio transport (mmio.c) and its snapshot state (mmio_state.c) share. */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "virtio/virtio.h"
@@ -24,12 +25,12 @@ struct virtio_mmio {
 	void *dev;
 	uint64_t base;
 	unsigned irq;
-	int irqfd;
 	uint32_t status;
 	uint32_t dev_feat_sel, drv_feat_sel;
 	uint64_t driver_features;
 	uint32_t queue_sel;
 	uint32_t int_status;
+	bool raise_pending; /* an interrupt to raise once the lock is dropped */
 	uint32_t config_gen;
 	struct virtq vqs[MMIO_MAX_QUEUES];
 	struct notify_ctx notify[MMIO_MAX_QUEUES];
@@ -51,5 +52,8 @@ int mmio_state_save(void *dev, void **blob, size_t *len);
  * whatever was in flight. 0, -EINVAL for a blob that does not fit, -errno.
  */
 int mmio_state_restore(void *dev, const void *blob, size_t len);
+
+/* Raises the device's interrupt line (an edge); no lock needed. */
+void mmio_raise(struct virtio_mmio *t);
 
 #endif

@@ -36,7 +36,7 @@ int mmio_state_save(void *dev, void **blob, size_t *len)
 	struct mmio_state *s;
 	int ret = 0;
 
-	pthread_mutex_lock(&t->lock);
+	virtio_lock(t);
 	if (t->ops->save)
 		ret = t->ops->save(t->dev, &dblob, &dlen);
 	s = ret ? NULL : calloc(1, sizeof(*s) + dlen);
@@ -69,7 +69,7 @@ int mmio_state_save(void *dev, void **blob, size_t *len)
 		if (dlen)
 			memcpy(s->dev, dblob, dlen);
 	}
-	pthread_mutex_unlock(&t->lock);
+	virtio_unlock(t);
 	free(dblob);
 	if (ret)
 		return ret;
@@ -92,7 +92,7 @@ int mmio_state_restore(void *dev, const void *blob, size_t len)
 	if (s.magic != MMIO_STATE_MAGIC || s.version != MMIO_STATE_VERSION ||
 	    s.nr_queues != t->ops->nr_queues || len != sizeof(s) + s.dev_len)
 		return -EINVAL;
-	pthread_mutex_lock(&t->lock);
+	virtio_lock(t);
 	t->status = s.status;
 	t->dev_feat_sel = s.dev_feat_sel;
 	t->drv_feat_sel = s.drv_feat_sel;
@@ -109,6 +109,7 @@ int mmio_state_restore(void *dev, const void *blob, size_t len)
 		vq->used_gpa = s.q[q].used;
 		vq->size = s.q[q].size;
 		vq->event_idx = s.q[q].event_idx;
+		vq->kick_when_empty = t->ops->kick_when_empty;
 		/* Host views are remade, and checked, against this process's memory. */
 		if (s.q[q].ready && virtq_enable(vq, &t->vm->mem))
 			ret = -EINVAL;
@@ -129,13 +130,8 @@ int mmio_state_restore(void *dev, const void *blob, size_t len)
 			t->ops->notify(t->dev, q);
 		t->int_status |= VIRTIO_MMIO_INT_VRING;
 	}
-	pthread_mutex_unlock(&t->lock);
 	/* One interrupt for anything in flight: a spurious one costs the driver a look. */
-	if (!ret && (t->status & VIRTIO_CONFIG_S_DRIVER_OK)) {
-		uint64_t one = 1;
-
-		if (write(t->irqfd, &one, sizeof(one)) < 0)
-			ret = -errno;
-	}
+	t->raise_pending = !ret && (t->status & VIRTIO_CONFIG_S_DRIVER_OK);
+	virtio_unlock(t);
 	return ret;
 }

@@ -180,12 +180,14 @@ static const struct virtio_dev_ops net_ops = {
 	.device_id = VIRTIO_ID_NET,
 	.nr_queues = 2,
 	.queue_max = NET_QUEUE_SIZE,
+	.kick_when_empty = true,
 	.features = (1ull << VIRTIO_NET_F_CSUM) | (1ull << VIRTIO_NET_F_GUEST_CSUM) |
                     (1ull << VIRTIO_NET_F_MTU) | (1ull << VIRTIO_NET_F_MAC) |
                     (1ull << VIRTIO_NET_F_MRG_RXBUF) | (1ull << VIRTIO_NET_F_STATUS),
 	.config_size = offsetof(struct virtio_net_config, mtu) + sizeof(uint16_t),
 	.config_read = net_config_read,
 	.notify = net_notify,
+	.notify_by_fd = true,
 	.activate = net_activate,
 };
 
@@ -255,9 +257,16 @@ ssize_t virtio_net_tx(struct virtio_net *n, uint8_t *buf, size_t cap)
 			got = 0;
 		}
 	}
-	virtio_signal(n->t, NET_TXQ);
 	virtio_unlock(n->t);
 	return got;
+}
+
+void virtio_net_flush(struct virtio_net *n)
+{
+	virtio_lock(n->t);
+	virtio_signal(n->t, NET_RXQ);
+	virtio_signal(n->t, NET_TXQ);
+	virtio_unlock(n->t);
 }
 
 /* Gives back the chains taken for a frame that did not fit (nothing was pushed since). */
@@ -303,7 +312,6 @@ static int net_rx_locked(struct virtio_net *n, const uint8_t *frame, size_t len)
 				virtq_push(vq, c->head, 0);
 			for (unsigned i = 0; i < taken; i++)
 				virtq_push(vq, n->heads[i], 0);
-			virtio_signal(n->t, NET_RXQ);
 			return -EAGAIN;
 		}
 		room = c->in_len - off < len - done ? c->in_len - off : len - done;
@@ -324,7 +332,6 @@ static int net_rx_locked(struct virtio_net *n, const uint8_t *frame, size_t len)
 	virtq_chain_write(&n->first, 0, &hdr, sizeof(hdr));
 	for (unsigned i = 0; i < taken; i++)
 		virtq_push(vq, n->heads[i], n->lens[i]);
-	virtio_signal(n->t, NET_RXQ);
 	return 0;
 }
 
@@ -338,6 +345,16 @@ int virtio_net_rx(struct virtio_net *n, const void *frame, size_t len)
 	ret = net_rx_locked(n, frame, len);
 	virtio_unlock(n->t);
 	return ret;
+}
+
+int virtio_net_notify_fd(struct virtio_net *n, bool tx)
+{
+	return virtio_notify_fd(n->t, tx ? NET_TXQ : NET_RXQ);
+}
+
+void virtio_net_notified(struct virtio_net *n, bool tx)
+{
+	virtio_notify_take(n->t, tx ? NET_TXQ : NET_RXQ);
 }
 
 struct virtio_net *virtio_net_create(struct vm *vm, const struct net_spec *spec,

@@ -2,6 +2,7 @@
 #ifndef HUSK_VIRTIO_NET_H
 #define HUSK_VIRTIO_NET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -57,5 +58,20 @@ int virtio_net_rx(struct virtio_net *n, const void *frame, size_t len);
  * logged, and the next one taken.
  */
 ssize_t virtio_net_tx(struct virtio_net *n, uint8_t *buf, size_t cap);
+
+/*
+ * Neither of the two above interrupts the guest: the backend calls this
+ * once its turn's frames are in, both ways, so that a turn costs the guest
+ * one interrupt (and its status read and ack) instead of one per frame.
+ */
+void virtio_net_flush(struct virtio_net *n);
+
+/*
+ * The eventfd the guest's kicks of the receive (tx false) or transmit queue
+ * land in, -1 without KVM (kick() is called then); the backend thread polls
+ * it and calls virtio_net_notified() when it is readable.
+ */
+int virtio_net_notify_fd(struct virtio_net *n, bool tx);
+void virtio_net_notified(struct virtio_net *n, bool tx);
 
 #endif

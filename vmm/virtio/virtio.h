@@ -2,6 +2,7 @@
 #ifndef HUSK_VIRTIO_H
 #define HUSK_VIRTIO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,8 @@ struct virtio_dev_ops {
 	uint16_t nr_queues;
 	uint16_t queue_max; /* largest queue size offered */
 	uint64_t features;  /* device feature bits; the transport adds VERSION_1, EVENT_IDX */
+	/* Every kick drains its queue (or comes again): see virtq.kick_when_empty. */
+	bool kick_when_empty;
 	size_t config_size; /* bytes of device config space */
 	/* Config space access; off + len <= config_size. NULL: reads zero, writes ignored. */
 	void (*config_read)(void *dev, uint32_t off, void *data, unsigned len);
@@ -29,6 +32,12 @@ struct virtio_dev_ops {
 	int (*activate)(void *dev);
 	/* The driver kicked queue q (device thread). */
 	void (*notify)(void *dev, unsigned q);
+	/*
+	 * The device's own thread polls its queues' notification eventfds
+	 * (virtio_notify_fd) instead of the event loop: one thread hop less per
+	 * kick. notify then comes only from MMIO writes (no KVM: tests).
+	 */
+	bool notify_by_fd;
 	/* The driver reset the device: drop all state tied to the queues. */
 	void (*reset)(void *dev);
 	/*
@@ -45,8 +54,8 @@ struct virtio_dev_ops {
 
 /*
  * Creates a virtio-mmio transport for dev: claims the next MMIO window and
- * ISA IRQ, wires an irqfd for interrupts and one ioeventfd per queue for
- * notifications (served on the VM's event loop), and announces the device
+ * ISA IRQ, wires one ioeventfd per queue for notifications (served on the
+ * VM's event loop unless notify_by_fd), and announces the device
  * on the guest command line. Returns NULL and logs on failure.
  */
 struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_ops *ops, void *dev);
@@ -62,7 +71,10 @@ struct virtq *virtio_queue(struct virtio_mmio *t, unsigned q);
 /* Guest memory the queues point into. */
 const struct guest_mem *virtio_mem(struct virtio_mmio *t);
 
-/* After pushing used buffers on q: interrupts the guest if it wants one. Lock held. */
+/*
+ * After pushing used buffers on q: interrupts the guest if it wants one,
+ * when the lock is dropped (one interrupt for all signalled under it). Lock held.
+ */
 void virtio_signal(struct virtio_mmio *t, unsigned q);
 
 /*
@@ -74,6 +86,12 @@ void virtio_signal(struct virtio_mmio *t, unsigned q);
 #define VIRTQ_BUDGET 256
 /* Has queue q's notification come again (its ioeventfd made readable). Lock held. */
 void virtio_notify_again(struct virtio_mmio *t, unsigned q);
+/*
+ * With notify_by_fd: queue q's notification eventfd (-1 without KVM), and
+ * taking what it counted once it polls readable.
+ */
+int virtio_notify_fd(struct virtio_mmio *t, unsigned q);
+void virtio_notify_take(struct virtio_mmio *t, unsigned q);
 
 /* Whether the driver negotiated feature bit. */
 int virtio_has_feature(struct virtio_mmio *t, unsigned bit);

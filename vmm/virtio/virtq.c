@@ -160,7 +160,7 @@ int virtq_pop(struct virtq *vq, const struct guest_mem *mem, struct virtq_chain 
 	}
 	head = LOAD(vq->avail->ring[vq->last_avail % vq->size]);
 	vq->last_avail++;
-	if (vq->event_idx)
+	if (vq->event_idx && !vq->kick_when_empty)
 		STORE(*avail_event_word(vq), vq->last_avail);
 	if (head >= vq->size || walk(vq, mem, head, c)) {
 		log_guest(LOG_WARN, "virtqueue: malformed descriptor chain at head %u refused",

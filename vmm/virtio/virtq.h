@@ -29,6 +29,13 @@ struct virtq {
 	uint16_t used_idx;   /* our copy of used->idx */
 	uint16_t signalled;  /* used_idx at the last interrupt (event idx) */
 	bool event_idx;      /* VIRTIO_RING_F_EVENT_IDX negotiated */
+	/*
+	 * With event idx: ask the driver for a kick only once the ring is found
+	 * empty, not after every chain taken (vhost's and QEMU's way), for a
+	 * device that drains a queue whenever it is kicked: entries the driver
+	 * adds while we drain cost it no exit.
+	 */
+	bool kick_when_empty;
 	bool ready;
 	bool broken; /* the driver broke the ring; the queue stops until reset */
 };
