@@ -36,7 +36,7 @@ HTTP_SRCS := api/http/http.c $(HTTP_CORE_SRCS) api/http/router.c api/http/json_r
 HTTP_LIBS := -luv -lhttp_parser -ljansson -lssl -lcrypto
 AGENTLIB_SRCS := $(sort $(wildcard api/agent/*.c))
 VMMCTL_SRCS := $(sort $(wildcard api/vmmctl/*.c))
-HTTPC_SRCS := api/cli/cli_http.c
+HTTPC_SRCS := api/cli/cli_http.c api/cli/cli_url.c
 LIBS := proto evloop img http agent vmmctl httpc
 # lib,NAME,VARIANT: the archive of library NAME built for VARIANT (rel or san).
 lib = $(BUILD)/lib/$(2)/libhusk-$(1).a
@@ -272,8 +272,9 @@ $(SBX_TEST): $(call obj,san,$(SBX_TEST_SRCS)) $(call HUSKD_LIBS,san)
 $(HTTP_ECHO): $(call obj,san,tests/api/echo_server.c) $(call lib,http,san)
 	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS))
 
-$(HTTP_SMOKE): $(call obj,san,tests/api/http_smoke.c tests/api/http_smoke_streams.c tests/api/http_client.c)
-	$(call link,$(SAN_CFLAGS),)
+$(HTTP_SMOKE): $(call obj,san,tests/api/http_smoke.c tests/api/http_smoke_streams.c tests/api/http_client.c \
+		tests/api/http_smoke_cli.c) $(call lib,httpc,san)
+	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS))
 
 $(KERNEL): images/kernel/husk.config images/kernel/build.sh
 	images/kernel/build.sh $@

@@ -33,90 +33,13 @@ struct cli_conn {
 	bool in_value;  /* a value is being read */
 	bool in_ctype;  /* ... and it belongs to Content-Type */
 	bool done, stopped, too_big;
+	bool got; /* answer bytes came: a failure then is not a stale kept connection's */
 };
 
 static int fail(struct cli_resp *r, int err, const char *fmt, const char *detail)
 {
 	snprintf(r->err, sizeof(r->err), fmt, detail);
 	return err;
-}
-
-int cli_url_parse(const char *text, struct cli_url *u, char *err, size_t errlen)
-{
-	const char *h, *end, *colon, *slash;
-
-	memset(u, 0, sizeof(*u));
-	if (!strncmp(text, "unix:", 5)) {
-		const char *path = text + 5;
-
-		if (!strncmp(path, "//", 2))
-			path += 2;
-		if (!*path || strlen(path) >= sizeof(u->sock)) {
-			snprintf(err, errlen, "'%s': give unix:/path/to/socket (at most %zu bytes)",
-			         text, sizeof(u->sock) - 1);
-			return -EINVAL;
-		}
-		u->is_unix = true;
-		snprintf(u->sock, sizeof(u->sock), "%s", path);
-		snprintf(u->host, sizeof(u->host), "localhost");
-		return 0;
-	}
-	if (!strncmp(text, "https://", 8)) {
-		snprintf(err, errlen,
-		         "'%s': huskd serves plain HTTP; use http://HOST:PORT or "
-		         "unix:/PATH",
-		         text);
-		return -EINVAL;
-	}
-	if (strncmp(text, "http://", 7)) {
-		snprintf(err, errlen,
-		         "'%s' is not a huskd URL: give http://HOST:PORT or unix:/PATH", text);
-		return -EINVAL;
-	}
-	h = text + 7;
-	slash = strchr(h, '/');
-	end = slash ? slash : h + strlen(h);
-	if (*h == '[') { /* [v6]:port */
-		const char *rb = memchr(h, ']', (size_t)(end - h));
-
-		colon = rb && rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
-		if (!rb || (rb + 1 != end && !colon))
-			goto bad;
-		snprintf(u->host, sizeof(u->host), "%.*s", (int)(rb - h - 1), h + 1);
-	} else {
-		colon = memchr(h, ':', (size_t)(end - h));
-		snprintf(u->host, sizeof(u->host), "%.*s", (int)((colon ? colon : end) - h), h);
-	}
-	if (!u->host[0] || (size_t)(end - h) >= sizeof(u->host))
-		goto bad;
-	if (colon) {
-		size_t n = (size_t)(end - colon - 1);
-		char *e;
-		long port;
-
-		if (!n || n >= sizeof(u->port))
-			goto bad;
-		memcpy(u->port, colon + 1, n);
-		port = strtol(u->port, &e, 10);
-		if (*e || port < 1 || port > 65535)
-			goto bad;
-	} else {
-		snprintf(u->port, sizeof(u->port), "80");
-	}
-	if (slash && strlen(slash) >= sizeof(u->prefix))
-		goto bad;
-	snprintf(u->prefix, sizeof(u->prefix), "%s", slash ? slash : "");
-	while (u->prefix[0] && u->prefix[strlen(u->prefix) - 1] == '/')
-		u->prefix[strlen(u->prefix) - 1] = '\0';
-	if (strpbrk(u->prefix, "?# \r\n") || strpbrk(u->host, " /\r\n"))
-		goto bad;
-	return 0;
-bad:
-	snprintf(err, errlen,
-	         "'%s' is not a usable URL: give http://HOST:PORT (port 1-65535) or "
-	         "unix:/PATH",
-	         text);
-	return -EINVAL;
 }
 
 /* Non-blocking connect to one address within the timeout: the socket, or -errno. */
@@ -291,46 +214,58 @@ static const http_parser_settings settings = {
 	.on_message_complete = on_message_complete,
 };
 
-int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp,
-                   struct cli_conn **out)
+/* Points c at a new request's answer: resp (cleared) and rq's body callback. */
+static void conn_bind(struct cli_conn *c, const struct cli_req *rq, struct cli_resp *resp)
 {
-	struct cli_conn *c;
+	memset(resp, 0, sizeof(*resp));
+	c->resp = resp;
+	c->fn = rq->fn;
+	c->arg = rq->arg;
+	c->cap = 0;
+	c->hname[0] = '\0';
+	c->in_value = c->in_ctype = c->done = c->stopped = c->too_big = c->got = false;
+}
+
+/* A new connection for rq, bound to resp; NULL with resp->err set. */
+static struct cli_conn *conn_open(const struct cli_url *u, const struct cli_req *rq,
+                                  struct cli_resp *resp, int *rc)
+{
+	struct cli_conn *c = calloc(1, sizeof(*c));
+
+	if (!c) {
+		*rc = fail(resp, -ENOMEM, "%s", "out of memory");
+		return NULL;
+	}
+	conn_bind(c, rq, resp);
+	c->fd = open_socket(u, resp);
+	if (c->fd < 0) {
+		*rc = c->fd;
+		free(c);
+		resp->unreachable = true;
+		return NULL;
+	}
+	return c;
+}
+
+/* Sends rq on c, asking to keep the connection or to close it after; 0 or -errno. */
+static int send_request(struct cli_conn *c, const struct cli_url *u, const struct cli_req *rq,
+                        bool keep)
+{
 	char *head = NULL, host[300];
 	bool body = rq->body || strcmp(rq->method, "GET");
 	int rc, n;
 
-	memset(resp, 0, sizeof(*resp));
-	*out = NULL;
-	/* Anything put in a header must stay on its line. */
-	if ((rq->key && strpbrk(rq->key, "\r\n")) || strpbrk(rq->target, "\r\n ") ||
-	    rq->target[0] != '/')
-		return fail(resp, -EINVAL, "%s", "the request has a line break or a bad path");
-	c = calloc(1, sizeof(*c));
-	if (!c)
-		return fail(resp, -ENOMEM, "%s", "out of memory");
-	c->resp = resp;
-	c->fn = rq->fn;
-	c->arg = rq->arg;
-	c->fd = open_socket(u, resp);
-	if (c->fd < 0) {
-		rc = c->fd;
-		free(c);
-		resp->unreachable = true;
-		return rc;
-	}
 	snprintf(host, sizeof(host), strchr(u->host, ':') ? "[%s]%s%s" : "%s%s%s", u->host,
 	         u->is_unix ? "" : ":", u->is_unix ? "" : u->port);
 	n = asprintf(&head,
 	             "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: husk-cli\r\nAccept: */*\r\n"
-	             "Connection: close\r\n%s%s%s%s%s%s",
-	             rq->method, u->prefix, rq->target, host,
+	             "Connection: %s\r\n%s%s%s%s%s%s",
+	             rq->method, u->prefix, rq->target, host, keep ? "keep-alive" : "close",
 	             rq->key ? "Authorization: Bearer " : "", rq->key ? rq->key : "",
 	             rq->key ? "\r\n" : "", rq->ctype ? "Content-Type: " : "",
 	             rq->ctype ? rq->ctype : "", rq->ctype ? "\r\n" : "");
-	if (n < 0) {
-		cli_http_close(c);
-		return fail(resp, -ENOMEM, "%s", "out of memory");
-	}
+	if (n < 0)
+		return fail(c->resp, -ENOMEM, "%s", "out of memory");
 	rc = send_all(c->fd, head, (size_t)n);
 	free(head);
 	if (!rc) {
@@ -343,12 +278,41 @@ int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli
 	}
 	if (!rc && rq->len && !rq->chunked)
 		rc = send_all(c->fd, rq->body, rq->len);
-	if (rc) {
-		cli_http_close(c);
-		return fail(resp, rc, "cannot send the request: %s", strerror(-rc));
-	}
+	if (rc)
+		return fail(c->resp, rc, "cannot send the request: %s", strerror(-rc));
 	http_parser_init(&c->p, HTTP_RESPONSE);
 	c->p.data = c;
+	return 0;
+}
+
+/* Anything put in a header must stay on its line. */
+static int request_ok(const struct cli_req *rq, struct cli_resp *resp)
+{
+	if ((rq->key && strpbrk(rq->key, "\r\n")) || strpbrk(rq->target, "\r\n ") ||
+	    rq->target[0] != '/')
+		return fail(resp, -EINVAL, "%s", "the request has a line break or a bad path");
+	return 0;
+}
+
+int cli_http_start(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp,
+                   struct cli_conn **out)
+{
+	struct cli_conn *c;
+	int rc;
+
+	memset(resp, 0, sizeof(*resp));
+	*out = NULL;
+	rc = request_ok(rq, resp);
+	if (rc)
+		return rc;
+	c = conn_open(u, rq, resp, &rc);
+	if (!c)
+		return rc;
+	rc = send_request(c, u, rq, false);
+	if (rc) {
+		cli_http_close(c);
+		return rc;
+	}
 	*out = c;
 	return 0;
 }
@@ -381,6 +345,7 @@ int cli_http_step(struct cli_conn *c)
 		return errno == EINTR ? fail(c->resp, -EINTR, "%s", "interrupted") : 0;
 	if (n < 0)
 		return fail(c->resp, -errno, "the connection broke: %s", strerror(errno));
+	c->got |= n > 0;
 	used = http_parser_execute(&c->p, &settings, buf, (size_t)n);
 	if (c->done)
 		return 1;
@@ -406,32 +371,78 @@ void cli_http_close(struct cli_conn *c)
 	free(c);
 }
 
+/* Steps c until its answer is complete or timeout_ms of silence: 0 or -errno. */
+static int wait_answer(struct cli_conn *c, int timeout_ms)
+{
+	int rc = 0;
+
+	while (!rc) {
+		struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+		int n = poll(&pf, 1, timeout_ms > 0 ? timeout_ms : -1);
+
+		if (n == 0) {
+			char why[64];
+
+			snprintf(why, sizeof(why), "%d s", timeout_ms / 1000);
+			rc = fail(c->resp, -ETIMEDOUT, "no answer within %s", why);
+		} else if (n < 0) {
+			rc = fail(c->resp, -errno, "%s",
+			          errno == EINTR ? "interrupted" : strerror(errno));
+		} else {
+			rc = cli_http_step(c);
+			if (rc == 1)
+				return 0;
+		}
+	}
+	return rc;
+}
+
 int cli_http_do(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp)
 {
 	struct cli_conn *c;
 	int rc = cli_http_start(u, rq, resp, &c);
 
-	while (!rc) {
-		struct pollfd pf = {.fd = c->fd, .events = POLLIN};
-		int n = poll(&pf, 1, rq->timeout_ms > 0 ? rq->timeout_ms : -1);
-
-		if (n == 0) {
-			char why[64];
-
-			snprintf(why, sizeof(why), "%d s", rq->timeout_ms / 1000);
-			rc = fail(resp, -ETIMEDOUT, "no answer within %s", why);
-		} else if (n < 0) {
-			rc = fail(resp, -errno, "%s",
-			          errno == EINTR ? "interrupted" : strerror(errno));
-		} else {
-			rc = cli_http_step(c);
-			if (rc == 1) {
-				rc = 0;
-				break;
-			}
-		}
-	}
+	if (!rc)
+		rc = wait_answer(c, rq->timeout_ms);
 	cli_http_close(c);
+	return rc;
+}
+
+int cli_http_do_on(struct cli_conn **keep, const struct cli_url *u, const struct cli_req *rq,
+                   struct cli_resp *resp)
+{
+	struct cli_conn *c = *keep;
+	int rc;
+
+	*keep = NULL;
+	memset(resp, 0, sizeof(*resp));
+	rc = request_ok(rq, resp);
+	if (rc) {
+		cli_http_close(c);
+		return rc;
+	}
+	if (c) {
+		conn_bind(c, rq, resp);
+		rc = send_request(c, u, rq, true);
+		if (!rc)
+			rc = wait_answer(c, rq->timeout_ms);
+		if (!rc || c->got)
+			goto out;
+		/* Closed by the server while it sat idle: once more, on a new connection. */
+		cli_http_close(c);
+		cli_resp_free(resp);
+	}
+	c = conn_open(u, rq, resp, &rc);
+	if (!c)
+		return rc;
+	rc = send_request(c, u, rq, true);
+	if (!rc)
+		rc = wait_answer(c, rq->timeout_ms);
+out:
+	if (!rc && http_should_keep_alive(&c->p))
+		*keep = c;
+	else
+		cli_http_close(c);
 	return rc;
 }
 

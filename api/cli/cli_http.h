@@ -4,7 +4,8 @@
 
 /*
  * The husk CLI's HTTP/1.1 client: one request per connection (Connection:
- * close), over TCP or a Unix socket, blocking with timeouts. Responses are
+ * close), or requests one after another on a kept connection
+ * (cli_http_do_on), over TCP or a Unix socket, blocking with timeouts. Responses are
  * parsed by http-parser: Content-Length, chunked, or up to EOF. A body can
  * go to a callback as it arrives (output streams, file downloads) or be
  * collected in memory (JSON answers). Several requests can be in flight at
@@ -72,6 +73,14 @@ void cli_http_close(struct cli_conn *c);
 /* start, then step until complete or rq->timeout_ms of silence: 0 or -errno. */
 int cli_http_do(const struct cli_url *u, const struct cli_req *rq, struct cli_resp *resp)
 	__attribute__((warn_unused_result));
+/*
+ * cli_http_do on a kept connection: *keep (NULL at first) is used if the
+ * server kept it open (if it closed it meanwhile, a new one is made), and
+ * holds the connection after, while the server keeps it; the caller ends
+ * with cli_http_close(*keep).
+ */
+int cli_http_do_on(struct cli_conn **keep, const struct cli_url *u, const struct cli_req *rq,
+                   struct cli_resp *resp) __attribute__((warn_unused_result));
 void cli_resp_free(struct cli_resp *r);
 
 #endif

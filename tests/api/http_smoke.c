@@ -444,6 +444,7 @@ int main(int argc, char **argv)
 	t_malformed();
 	t_http10_and_big();
 	t_unix_stale_and_live(argv[1]);
+	t_cli_keeps_connection();
 
 	/* Stop with a long-poll still open: its on_close runs, nothing leaks. */
 	if (hc_tcp(&pending, port) == 0)

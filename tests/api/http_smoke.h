@@ -47,4 +47,7 @@ void t_many_connections(void);
 void t_max_connections(void);
 void t_http10_and_big(void);
 
+/* http_smoke_cli.c */
+void t_cli_keeps_connection(void);
+
 #endif

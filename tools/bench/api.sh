@@ -1,7 +1,8 @@
 #!/bin/sh
 # API benchmark: huskd (release build) driven by the published client
 # (tools/bench/api.mjs): create → first exec, exec round trips through the
-# API (the published client, and the same two requests from a C client:
+# API (the published client, and the same two requests from a C client on
+# one kept connection, as both the published client and agentbench keep theirs:
 # tools/bench/apibench.c) against the same sandbox's agent reached directly
 # over vsock, and HUSK_BENCH_API_PARALLEL (20) sandboxes at once. Run through tools/husk-kvm-run.
 # Templates are off here, so that a create is a cold boot (and a snapshot's

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * apibench: `true` run through huskd's API by a small C client, the requests
- * the published client makes (POST execute, then the execution's long-poll),
- * so that the figure is huskd's cost and not a JavaScript client's.
+ * the published client makes (POST execute, then the execution's long-poll)
+ * on one kept connection, as it keeps its own (and as the direct figure's
+ * agentbench keeps its one connection to the agent), so that the figure is
+ * huskd's cost and not a JavaScript client's.
  * usage: apibench URL KEY SANDBOX_ID [RUNS]
  * Prints: capi_exec_p50_ms= capi_exec_p99_ms=
  */
@@ -15,19 +17,26 @@
 #include "bench.h"
 #include "cli_http.h"
 
+/* huskd, and the connection kept between requests. */
+struct client {
+	struct cli_url u;
+	const char *key;
+	struct cli_conn *conn;
+};
+
 /* One request whose answer must be 2xx JSON; *data is its "data". */
-static int call(const struct cli_url *u, const char *key, const char *method, const char *target,
-                const char *body, json_t **env, json_t **data)
+static int call(struct client *cl, const char *method, const char *target, const char *body,
+                json_t **env, json_t **data)
 {
 	struct cli_req rq = {.method = method,
 	                     .target = target,
-	                     .key = key,
+	                     .key = cl->key,
 	                     .ctype = body ? "application/json" : NULL,
 	                     .body = body,
 	                     .len = body ? strlen(body) : 0,
 	                     .timeout_ms = 120000};
 	struct cli_resp r = {0};
-	int rc = cli_http_do(u, &rq, &r);
+	int rc = cli_http_do_on(&cl->conn, &cl->u, &rq, &r);
 
 	if (rc || r.status / 100 != 2) {
 		fprintf(stderr, "apibench: %s %s: %s\n", method, target,
@@ -46,7 +55,7 @@ static int call(const struct cli_url *u, const char *key, const char *method, co
 }
 
 /* `true` through the API: ms, or -1. */
-static double timed_exec(const struct cli_url *u, const char *key, const char *id)
+static double timed_exec(struct client *cl, const char *id)
 {
 	char target[512];
 	json_t *env = NULL, *env2 = NULL, *data, *code;
@@ -54,14 +63,14 @@ static double timed_exec(const struct cli_url *u, const char *key, const char *i
 	double t0 = bench_now_ms(), t = -1;
 
 	snprintf(target, sizeof(target), "/sandbox/%s/execute", id);
-	if (call(u, key, "POST", target, "{\"command\":[\"true\"]}", &env, &data))
+	if (call(cl, "POST", target, "{\"command\":[\"true\"]}", &env, &data))
 		goto out;
 	if (!(eid = json_string_value(json_object_get(data, "executionId"))))
 		goto out;
 	snprintf(target, sizeof(target), "/sandbox/execution/%s?wait=60s", eid);
 	while (!status || !strcmp(status, "running") || !strcmp(status, "queued")) {
 		json_decref(env2);
-		if (call(u, key, "GET", target, NULL, &env2, &data))
+		if (call(cl, "GET", target, NULL, &env2, &data))
 			goto out;
 		status = json_string_value(json_object_get(data, "status"));
 		if (!status)
@@ -81,7 +90,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct cli_url u;
+	struct client cl = {.key = argc > 2 ? argv[2] : NULL};
 	char err[256];
 	int runs = argc > 4 ? atoi(argv[4]) : 50;
 	double *ms;
@@ -90,17 +99,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: apibench URL KEY SANDBOX_ID [RUNS (1..100000)]\n");
 		return 2;
 	}
-	if (cli_url_parse(argv[1], &u, err, sizeof(err))) {
+	if (cli_url_parse(argv[1], &cl.u, err, sizeof(err))) {
 		fprintf(stderr, "apibench: %s\n", err);
 		return 2;
 	}
 	if (!(ms = calloc((size_t)runs, sizeof(*ms))))
 		return 1;
-	if (timed_exec(&u, argv[2], argv[3]) < 0) /* the first one warms up */
+	if (timed_exec(&cl, argv[3]) < 0) /* the first one warms up */
 		return 1;
 	for (int i = 0; i < runs; i++)
-		if ((ms[i] = timed_exec(&u, argv[2], argv[3])) < 0)
+		if ((ms[i] = timed_exec(&cl, argv[3])) < 0)
 			return 1;
+	cli_http_close(cl.conn);
 	qsort(ms, (size_t)runs, sizeof(*ms), bench_cmp);
 	printf("capi_exec_p50_ms=%.2f capi_exec_p99_ms=%.2f\n", ms[runs / 2],
 	       ms[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1]);
