@@ -75,8 +75,9 @@ suite() {
 # never reproduced by the same test alone in a loop). So the suite runs once more in
 # a fresh nested host: the integration suite only the tests that failed
 # (the names of their functions, from the "-- t_NAME" line before each FAIL),
-# the others whole. The rerun's results count; a failure the rerun does not
-# repeat is listed as FLAKY in the summary, never dropped silently.
+# the others whole. The rerun's results count; a failure the rerun passes is
+# listed as FLAKY in the summary, never dropped silently; one the rerun never
+# got to pass (its host wedged or panicked first) stays a failure.
 rerun() {
 	mv "$tmp/out" "$tmp/out.first"
 	only=
@@ -93,9 +94,15 @@ rerun() {
 	grep '^FAIL ' "$tmp/out.first" | while IFS= read -r line; do
 		t=${line#FAIL }
 		t=${t%%:*}
-		grep -q "^FAIL $t[: ]" "$tmp/out" || grep -q "^FAIL $t\$" "$tmp/out" ||
-			echo "FLAKY $t: failed, then passed on the rerun (${line#FAIL $t: })"
-	done >>"$tmp/flaky"
+		if grep -q "^FAIL $t[: ]" "$tmp/out" || grep -q "^FAIL $t\$" "$tmp/out"; then
+			: # failed again: counted from the rerun's lines
+		elif grep -q "^PASS $t\$" "$tmp/out" || grep -q "^PASS $t[ :]" "$tmp/out"; then
+			echo "FLAKY $t: failed, then passed on the rerun (${line#FAIL $t: })" >>"$tmp/flaky"
+		else
+			# The rerun's host wedged or panicked before the test passed: it never did.
+			echo "FAIL $t: failed, and the rerun ended before it passed (${line#FAIL $t: })" >>"$tmp/out"
+		fi
+	done
 }
 
 # run_suite COMMAND...: output to the terminal and $tmp/out, status in $rc.
