@@ -91,6 +91,11 @@ rerun() {
 	[ -z "$only" ] || what=$only
 	echo "note: $name: failed on the emulated nested host; running $what once more in a fresh one"
 	HUSK_ONLY=$only run_suite "$@"
+	# A host that wedged or panicked gave the tests no verdict: one more, once.
+	if [ "$rc" = 123 ]; then
+		echo "note: $name: the rerun's nested host wedged too; $what once more in another"
+		HUSK_ONLY=$only run_suite "$@"
+	fi
 	grep '^FAIL ' "$tmp/out.first" | while IFS= read -r line; do
 		t=${line#FAIL }
 		t=${t%%:*}
