@@ -426,9 +426,13 @@ int cli_http_do_on(struct cli_conn **keep, const struct cli_url *u, const struct
 		rc = send_request(c, u, rq, true);
 		if (!rc)
 			rc = wait_answer(c, rq->timeout_ms);
-		if (!rc || c->got)
+		/*
+		 * Closed by the server while it sat idle (an end or a reset before any
+		 * answer: it never read the request): once more, on a new connection.
+		 * Nothing else is sent twice.
+		 */
+		if (!rc || c->got || (rc != -ECONNRESET && rc != -EPIPE))
 			goto out;
-		/* Closed by the server while it sat idle: once more, on a new connection. */
 		cli_http_close(c);
 		cli_resp_free(resp);
 	}
