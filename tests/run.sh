@@ -103,12 +103,16 @@ rerun() {
 		echo "note: $name: the rerun's nested host wedged too; $what once more in another"
 		HUSK_ONLY=$only run_suite "$@"
 	fi
+	# A rerun that ended well with no failure passed what it ran, also a
+	# failure whose name has no PASS twin (a check that failed before its own).
+	clean=0
+	[ "$rc" != 0 ] || grep -q '^FAIL ' "$tmp/out" || clean=1
 	grep '^FAIL ' "$tmp/out.first" | while IFS= read -r line; do
 		t=${line#FAIL }
 		t=${t%%:*}
 		if grep -q "^FAIL $t[: ]" "$tmp/out" || grep -q "^FAIL $t\$" "$tmp/out"; then
 			: # failed again: counted from the rerun's lines
-		elif grep -q "^PASS $t\$" "$tmp/out" || grep -q "^PASS $t[ :]" "$tmp/out"; then
+		elif [ "$clean" = 1 ] || grep -q "^PASS $t\$" "$tmp/out" || grep -q "^PASS $t[ :]" "$tmp/out"; then
 			echo "FLAKY $t: failed, then passed on the rerun (${line#FAIL $t: })" >>"$tmp/flaky"
 		else
 			# The rerun's host wedged or panicked before the test passed: it never did.

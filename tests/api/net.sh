@@ -70,7 +70,9 @@ if [ -n "$other_pid" ]; then
 	other_addr=$(nsenter -t "$other_pid" -n $ip -4 -o addr show eth0 | sed -n 's/.*inet \([0-9.]*\).*/\1/p')
 	other_addr6=$(nsenter -t "$other_pid" -n $ip -6 -o addr show eth0 scope global | sed -n 's/.*inet6 \([0-9a-f:]*\).*/\1/p')
 fi
-if [ -z "$other_addr" ]; then
+if [ -n "$other_addr" ]; then
+	pass other_sandbox
+else
 	fail other_sandbox "no networked sandbox to aim at (create said: $(head -c 300 "$T/o"))"
 	other_addr=10.233.255.254
 fi
@@ -115,7 +117,7 @@ for t in "fd99::1]:80:private_ipv6" "2001:db8:51::1]:8081:host_address_ipv6" "${
 	*) fail "blocked_$name" "want refused or unreachable at once, got: ${line:-nothing}" ;;
 	esac
 done
-[ -n "$other_addr6" ] || fail other_sandbox_ipv6_address "the other sandbox's namespace had no IPv6 address"
+if [ -n "$other_addr6" ]; then pass other_sandbox_ipv6_address; else fail other_sandbox_ipv6_address "the other sandbox's namespace had no IPv6 address"; fi
 sed -n 's/^probe /  (measured) /p' "$T/probe6"
 
 # A guest's MAC and IPv4 address, as its kernel has them (the base runtime has no ip tool).
