@@ -83,6 +83,12 @@ UNIT_TEST(proxy_target_by_path)
 	CHECK(proxy_target(NULL, "/p/:80/", "", NULL, &t) == 0);
 	CHECK(proxy_target(NULL, "/p/", "", NULL, &t) == 0);
 	CHECK(proxy_target(NULL, "/pp/sbx_abc/", "", NULL, &t) == 0);
+	/* A host that looked like a sandbox's name and was not leaves nothing behind:
+	 * the path's sandbox gets its own port (the one it exposes), not the host's. */
+	CHECK(proxy_target("8080-sbx_a!b.sb.example", "/p/sbx_abc/x", "", "sb.example", &t) == 1 &&
+	      !strcmp(t.id, "sbx_abc") && t.port == 0 && t.by_path);
+	CHECK(proxy_target("sbx-a_b-3000.sb.example", "/p/sbx_abc/x", "", "sb.example", &t) == 1 &&
+	      !strcmp(t.id, "sbx_abc") && t.port == 0 && t.by_path);
 	memcpy(longpath, "/p/sbx_abc/", 11);
 	memset(longpath + 11, 'a', sizeof(longpath) - 12);
 	CHECK(proxy_target(NULL, longpath, "", NULL, &t) == -ENAMETOOLONG);

@@ -78,6 +78,8 @@ int proxy_target(const char *host, const char *path, const char *query, const ch
 		if (dl && hl > dl + 1 && host[hl - dl - 1] == '.' &&
 		    !strncasecmp(host + hl - dl, domain, dl) && host_label(host, hl - dl - 1, t))
 			return set_path(t, "", path, query);
+		/* A label that failed half-way may have set a port: not the path's. */
+		memset(t, 0, sizeof(*t));
 	}
 	if (strncmp(path, PROXY_PATH_PREFIX, strlen(PROXY_PATH_PREFIX)))
 		return 0;
