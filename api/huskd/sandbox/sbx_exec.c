@@ -103,6 +103,8 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 
 	e->phase = EXEC_ENDED;
 	sbx_exec_io_end(&e->io);
+	/* The record and the sandbox's move back to idle: one commit. */
+	store_batch_begin(m->store);
 	/* Read back only for a cancel's caller: the long-polls read it themselves. */
 	if (store_execution_update(m->store, e->id, status, patch, NULL,
 	                           e->cancel_done ? &rec : NULL))
@@ -118,6 +120,10 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 		e->cancel_done = NULL;
 	}
 	json_decref(rec);
+	if (sb->state == SBX_RUNNING && !sb->oneshot)
+		sbx_to(sb, SBX_IDLE, NULL, NULL);
+	if (store_batch_end(m->store))
+		log_error(sb->id, "cannot record the end of %s", e->id);
 	if (sb->state == SBX_RUNNING) {
 		if (sb->oneshot) {
 			/* Its command ran to its end (a oneshot's whole purpose): said before it
@@ -131,8 +137,6 @@ static void exec_end(struct execution *e, int rc, json_t *r, const char *why)
 			sbpatch = json_pack("{sO}", "exitCode", json_object_get(patch, "exitCode"));
 			sbx_end(sb, "terminated", "its command ended", sbpatch);
 			json_decref(sbpatch);
-		} else {
-			sbx_to(sb, SBX_IDLE, NULL, NULL);
 		}
 	}
 	json_decref(patch);
@@ -381,8 +385,14 @@ static int exec_run_now(struct sandbox *sb, struct execution *e, json_t *info, j
 		                "again",
 		                sb->id);
 	sbx_job_tails_up(sb);
+	/* One commit for the sandbox's move and the command's record. */
+	store_batch_begin(sb->m->store);
 	sbx_to(sb, SBX_RUNNING, NULL, NULL);
 	rc = store_execution_insert(sb->m->store, info, priv);
+	if (!rc)
+		rc = store_batch_end(sb->m->store);
+	else if (store_batch_end(sb->m->store))
+		log_error(sb->id, "cannot record its move to running");
 	if (rc) {
 		/* Unrecorded, it would be a command no one can follow: it stops. */
 		cancel(e, "its record could not be written");

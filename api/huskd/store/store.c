@@ -242,15 +242,34 @@ int store_run(struct store *s, const char *sql, const char *fmt, ...)
 
 int store_begin(struct store *s)
 {
-	int ret = store_run(s, "BEGIN IMMEDIATE", "");
+	int ret = store_run(s, s->batch_open ? "SAVEPOINT store_call" : "BEGIN IMMEDIATE", "");
 
 	return ret < 0 ? ret : 0;
+}
+
+/* A call's end inside a batch: its savepoint kept or undone, the batch left open. */
+static int end_in_batch(struct store *s, int ret)
+{
+	int rc;
+
+	if (ret < 0 &&
+	    (rc = sqlite3_exec(s->db, "ROLLBACK TO store_call", NULL, NULL, NULL)) != SQLITE_OK)
+		store_sqlfail(s, rc, "ROLLBACK TO");
+	rc = sqlite3_exec(s->db, "RELEASE store_call", NULL, NULL, NULL);
+	if (rc != SQLITE_OK && ret >= 0)
+		ret = store_sqlfail(s, rc, "RELEASE");
+	/* An I/O error can end the whole transaction: the batch's calls then commit alone. */
+	if (sqlite3_get_autocommit(s->db))
+		s->batch_open = false;
+	return ret;
 }
 
 int store_end(struct store *s, int ret)
 {
 	int rc;
 
+	if (s->batch_open)
+		return end_in_batch(s, ret);
 	if (ret < 0) {
 		if (!sqlite3_get_autocommit(s->db) &&
 		    (rc = sqlite3_exec(s->db, "ROLLBACK", NULL, NULL, NULL)) != SQLITE_OK)
@@ -265,6 +284,27 @@ int store_end(struct store *s, int ret)
 		return rc;
 	}
 	return ret;
+}
+
+void store_batch_begin(struct store *s)
+{
+	store_lock(s);
+	if (s->batch_depth++ == 0)
+		s->batch_began = s->batch_open = store_run(s, "BEGIN IMMEDIATE", "") >= 0;
+}
+
+int store_batch_end(struct store *s)
+{
+	bool open = s->batch_open;
+	int ret = 0;
+
+	if (--s->batch_depth == 0 && s->batch_began) {
+		s->batch_began = s->batch_open = false;
+		/* Not open: an I/O error ended it early (logged then), and took its writes. */
+		ret = open && !sqlite3_get_autocommit(s->db) ? store_end(s, 0) : -EIO;
+	}
+	store_unlock(s);
+	return ret < 0 ? ret : 0;
 }
 
 void store_close(struct store *s)

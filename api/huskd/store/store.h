@@ -88,6 +88,18 @@ int store_set_exclusive(struct store *s) __attribute__((warn_unused_result));
 void store_close(struct store *s);
 
 /*
+ * A batch: the calls a thread makes between store_batch_begin and
+ * store_batch_end are committed together, once (each still all or nothing
+ * on its own, as a savepoint): one log write for what one event changes in
+ * several places, where each call would commit its own. The batch holds the
+ * store's mutex, so other threads wait; batches nest. A batch that cannot
+ * begin leaves each call to commit alone. store_batch_end returns 0, or
+ * the commit's -errno (logged; what the batch wrote is then lost).
+ */
+void store_batch_begin(struct store *s);
+int store_batch_end(struct store *s) __attribute__((warn_unused_result));
+
+/*
  * Where store errors go: fn(ctx, message) with one line, no newline. The
  * default prints "huskd: store: message" to stderr.
  */

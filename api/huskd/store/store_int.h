@@ -8,6 +8,7 @@
  */
 #include <pthread.h>
 #include <sqlite3.h>
+#include <stdbool.h>
 
 #include "store.h"
 
@@ -23,6 +24,9 @@ struct store {
 	void *log_ctx;
 	store_clock_fn clock;
 	void *clock_ctx;
+	/* store_batch_begin's nesting; whether its transaction began, and is still open. */
+	unsigned batch_depth;
+	bool batch_began, batch_open;
 	unsigned nstmts;
 	struct {
 		const char *sql;

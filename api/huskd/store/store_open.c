@@ -127,6 +127,7 @@ int store_open(const char *path, struct store **out, char *err, size_t errlen)
 	 */
 	const int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX |
 	                  SQLITE_OPEN_EXRESCODE;
+	pthread_mutexattr_t attr;
 	struct store *s;
 	int ret, rc;
 
@@ -136,7 +137,11 @@ int store_open(const char *path, struct store **out, char *err, size_t errlen)
 		snprintf(err, errlen, "out of memory");
 		return -ENOMEM;
 	}
-	pthread_mutex_init(&s->lock, NULL);
+	/* Recursive: a batch (store_batch_begin) holds it across the calls it groups. */
+	pthread_mutexattr_init(&attr);
+	pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&s->lock, &attr);
+	pthread_mutexattr_destroy(&attr);
 	store_set_log(s, NULL, NULL);
 	store_set_clock(s, NULL, NULL);
 	ret = create_private(path, err, errlen);
