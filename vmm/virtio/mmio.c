@@ -80,9 +80,16 @@ void mmio_raise(struct virtio_mmio *t)
 	 */
 	if (t->vm->vm_fd < 0)
 		return;
+	/*
+	 * KVM keeps one level per line for all of userspace: two threads'
+	 * pairs interleaved (1, 1, 0, 0) make one edge, and the second
+	 * thread's work is lost if the guest read the status in between.
+	 */
+	pthread_mutex_lock(&t->raise_lock);
 	ret = vm_irq_line(t->vm, t->irq, 1);
 	if (!ret)
 		ret = vm_irq_line(t->vm, t->irq, 0);
+	pthread_mutex_unlock(&t->raise_lock);
 	if (ret)
 		log_guest(LOG_WARN, "%s: cannot raise IRQ %u: %s", t->ops->name, t->irq,
 		          strerror(-ret));
@@ -396,6 +403,7 @@ struct virtio_mmio *virtio_mmio_create(struct vm *vm, const struct virtio_dev_op
 	if (!t)
 		return NULL;
 	pthread_mutex_init(&t->lock, NULL);
+	pthread_mutex_init(&t->raise_lock, NULL);
 	t->vm = vm;
 	t->ops = ops;
 	t->dev = dev;
@@ -445,5 +453,6 @@ void virtio_mmio_destroy(struct virtio_mmio *t)
 		close(t->notify[q].fd);
 	}
 	pthread_mutex_destroy(&t->lock);
+	pthread_mutex_destroy(&t->raise_lock);
 	free(t);
 }

@@ -20,6 +20,8 @@ struct notify_ctx {
 
 struct virtio_mmio {
 	pthread_mutex_t lock;
+	/* Makes each raise a whole edge (see mmio_raise). */
+	pthread_mutex_t raise_lock;
 	struct vm *vm;
 	const struct virtio_dev_ops *ops;
 	void *dev;
