@@ -512,6 +512,13 @@ static struct execution *exec_find(struct sbx_mgr *m, const char *exec_id)
 	return NULL;
 }
 
+struct sandbox *sbx_exec_sandbox(struct sbx_mgr *m, const char *exec_id)
+{
+	struct execution *e = exec_find(m, exec_id);
+
+	return e ? e->sb : NULL;
+}
+
 void sbx_exec_cancel(struct sbx_mgr *m, const char *exec_id, sbx_done_fn done, void *ctx)
 {
 	struct execution *e = exec_find(m, exec_id);

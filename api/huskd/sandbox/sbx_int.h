@@ -210,6 +210,8 @@ struct sandbox {
 /* ---- sbx.c: the registry ---- */
 struct sandbox *sbx_new(struct sbx_mgr *m, const char *id);
 struct sandbox *sbx_find(struct sbx_mgr *m, const char *id);
+/* The sandbox of live execution exec_id, or NULL (sbx_exec.c). */
+struct sandbox *sbx_exec_sandbox(struct sbx_mgr *m, const char *exec_id);
 /* The live sandbox id names, or NULL with err (NO_SANDBOX or ENDED). */
 struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *err);
 /* A record no request may see: a template's maker. */

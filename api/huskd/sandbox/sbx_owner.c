@@ -18,8 +18,14 @@ const char *sbx_info_org(json_t *info)
 
 static int sandbox_owned(struct sbx_mgr *m, const char *id, const char *org)
 {
+	struct sandbox *sb = sbx_find(m, id);
 	json_t *info = NULL;
-	int rc = store_sandbox_get(m->store, id, &info, NULL);
+	int rc;
+
+	/* A live one answers from memory (every request asks): its record says the same. */
+	if (sb && sb->stored)
+		return sb->hidden || strcmp(sb->org, org) ? -ENOENT : 0;
+	rc = store_sandbox_get(m->store, id, &info, NULL);
 
 	if (rc == 0 && (sbx_info_hidden(info) || strcmp(sbx_info_org(info), org)))
 		rc = -ENOENT;
@@ -30,6 +36,7 @@ static int sandbox_owned(struct sbx_mgr *m, const char *id, const char *org)
 int sbx_owned(struct sbx_mgr *m, enum sbx_kind kind, const char *id, const char *org)
 {
 	char path[4200], sandbox[STORE_ID_LEN];
+	struct sandbox *sb;
 	json_t *rec = NULL;
 	int rc = -ENOENT;
 
@@ -37,6 +44,8 @@ int sbx_owned(struct sbx_mgr *m, enum sbx_kind kind, const char *id, const char 
 	case SBX_KIND_SANDBOX:
 		return sandbox_owned(m, id, org);
 	case SBX_KIND_EXECUTION:
+		if ((sb = sbx_exec_sandbox(m, id)))
+			return sandbox_owned(m, sb->id, org);
 		if (store_execution_get(m->store, id, &rec, NULL) == 0) {
 			snprintf(sandbox, sizeof(sandbox), "%s",
 			         json_string_value(json_object_get(rec, "sandboxId")) ?: "");

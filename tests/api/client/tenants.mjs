@@ -287,6 +287,15 @@ await check('other_org_every_route_404', async () => {
 		if (r.status !== wantStatus) return `${rt.method} ${path} (${rt.scope}) with another org's key: ${r.status} ${r.text.slice(0, 160)}, want ${wantStatus}`;
 		tried++;
 	}
+	// A running execution's routes too (huskd answers those from memory, not the store).
+	const live = (await req(acmeMember, 'POST', `/sandbox/${acmeSb.id}/execute`, { command: ['sleep', '30'] })).json?.data?.executionId;
+	const peek = await req(betaMember, 'GET', `/sandbox/execution/${live}`);
+	const stop = await req(betaMember, 'DELETE', `/sandbox/execution/${live}`);
+	const mine = await req(acmeMember, 'GET', `/sandbox/execution/${live}`);
+	await req(acmeMember, 'DELETE', `/sandbox/execution/${live}`);
+	if (!live || peek.status !== 404 || stop.status !== 404 || mine.json?.data?.status !== 'running')
+		return `a running execution with another org's key: get ${peek.status}, cancel ${stop.status}; its own org's get: ${mine.text.slice(0, 160)}`;
+	await req(acmeMember, 'GET', `/sandbox/execution/${live}?wait=30s`);
 	const still = await req(acmeMember, 'GET', `/sandbox/${acmeSb.id}`);
 	if (still.json?.data?.status !== 'idle') return `acme's sandbox after beta's tries: ${still.text.slice(0, 200)}`;
 	return tried >= 30 ? '' : `only ${tried} routes tried (was the route table read?)`;
