@@ -22,14 +22,14 @@ openssl req -x509 -newkey rsa:2048 -nodes -keyout "$T/ca.key" -out "$T/ca.pem" -
 	openssl genrsa -out "$T/other.key" 2048 >/dev/null 2>&1 ||
 	{ echo "FAIL tls/certificates: openssl could not make them"; exit 1; }
 
-# refused NAME WANT ARGS...: huskd must refuse to start (exit 2) and say WANT.
+# refused NAME WANT ARGS...: huskd must refuse to start (exit 2), say WANT, and leak nothing.
 refused() {
 	name=$1 want=$2
 	shift 2
 	HUSK_API_KEY=$key "$top/build/bin/huskd-san" --port "$port" --state "$T/state0" \
 		--images "$T/images" --vmm "$HUSKD_VMM" "$@" >"$T/o" 2>&1
 	s=$?
-	if [ "$s" = 2 ] && grep -q -- "$want" "$T/o"; then
+	if [ "$s" = 2 ] && grep -q -- "$want" "$T/o" && ! grep -q "Sanitizer" "$T/o"; then
 		echo "PASS tls/$name"
 	else
 		echo "FAIL tls/$name: exit $s: $(head -c 300 "$T/o")"
@@ -41,6 +41,8 @@ refused key_not_of_the_cert "mismatch" --tls-cert "$T/cert.pem" --tls-key "$T/ot
 refused cert_alone_refused "both --tls-cert and --tls-key" --tls-cert "$T/cert.pem"
 
 HUSKD_ARGS="--tls-cert $T/cert.pem --tls-key $T/key.pem" start_huskd 1 || exit 1
+# A second huskd on its port: refused, with what it had made freed.
+refused port_taken_refused "address already in use"
 if grep -q "listening on https://" "$T/huskd.log"; then
 	echo "PASS tls/says_https"
 else

@@ -379,5 +379,8 @@ void routes_close(struct routes *rt)
 
 void routes_free(struct routes *rt)
 {
+	/* Not closed when huskd could not start (its port taken, say). */
+	if (rt)
+		e2b_close(rt->e2b);
 	free(rt);
 }
