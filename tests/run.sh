@@ -80,15 +80,15 @@ suite() {
 # that did nothing wrong: a triple fault as a vCPU is kicked out of KVM_RUN,
 # a guest that never prints a line, a soft lockup (README.md, "Two commands";
 # never reproduced by the same test alone in a loop). So the suite runs once more in
-# a fresh nested host: the integration suite only the tests that failed
-# (the names of their functions, from the "-- t_NAME" line before each FAIL),
-# the others whole. The rerun's results count; a failure the rerun passes is
+# a fresh nested host: a suite in sections (integration, api) only the
+# sections that failed (from the "-- t_NAME" line before each FAIL), the
+# others whole. The rerun's results count; a failure the rerun passes is
 # listed as FLAKY in the summary, never dropped silently; one the rerun never
 # got to pass (its host wedged or panicked first) stays a failure.
 rerun() {
 	mv "$tmp/out" "$tmp/out.first"
 	only=
-	if [ "$name" = integration ]; then
+	if grep -q '^-- t_' "$tmp/out.first"; then
 		only=$(awk '/^-- t_/ { cur = $2 } /^FAIL / && cur != "" && !seen[cur]++ { printf "%s ", cur }' "$tmp/out.first")
 		only=${only% }
 		# Tests that passed the first time keep their result.
@@ -175,7 +175,7 @@ suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring 
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
 # 6 GiB: the nested host's disk is its memory, and memory files (of templates and snapshots)
 # hold guest RAM uncompressed beside huskd's 1 GiB reserve.
-suite api tools/husk-kvm-run --timeout 1500 --idle 600 --mem 6144 --bring "$(command -v node)" --bring "$(command -v tar)" -- tests/api/e2e.sh
+suite --resume api tools/husk-kvm-run --timeout 1500 --idle 600 --mem 6144 --bring "$(command -v node)" --bring "$(command -v tar)" -- tests/api/e2e.sh
 # Sandbox networking on real KVM against a stand-in internet the suite builds
 # (iproute2's ip: busybox's has no netns or veth; dnsmasq as its DNS server).
 suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \

@@ -9,46 +9,76 @@ port=18371
 HUSKD_ARGS="--output-limit 1Mi --min-free-disk 64Mi"
 . "$(dirname "$0")/lib.sh"
 
-if ! start_huskd 1; then
-	echo "FAIL api/huskd_starts: huskd did not start"
-	cat "$T/huskd.log"
-	exit 1
-fi
-echo "PASS api/huskd_starts"
+# Sections, each announced by "-- t_NAME": after a wedge of the nested host
+# tests/run.sh goes on from the one in flight (HUSK_SKIP: those done), and
+# runs those with a failure once more (HUSK_ONLY), each time in a fresh host
+# where huskd starts afresh.
+section() {
+	case " ${HUSK_SKIP:-} " in *" t_$1 "*) return 1 ;; esac
+	[ -z "${HUSK_ONLY:-}" ] || case " $HUSK_ONLY " in *" t_$1 "*) ;; *) return 1 ;; esac
+	echo "-- t_$1"
+}
+# up: huskd (with HUSKD_ARGS as they are) running, started if it is not.
+up() {
+	[ -z "$pid" ] || return 0
+	if ! start_huskd $(($(listening) + 1)); then
+		echo "FAIL api/huskd_starts: huskd did not start"
+		cat "$T/huskd.log"
+		exit 1
+	fi
+	echo "PASS api/huskd_starts"
+}
+rc=0
 
-client run.mjs
-rc=$?
-client run_snap.mjs || rc=1
+if section client_run; then
+	up
+	client run.mjs || rc=1
+fi
+if section client_snap; then
+	up
+	client run_snap.mjs || rc=1
+fi
 # The client's errors hide huskd's reasons (any 409 reads "busy"): show them.
 [ $rc = 0 ] || { echo "--- huskd's errors"; grep -E ' (error|warn) ' "$T/huskd.log" | tail -n 30; }
 
-# A huskd restart keeps live sandboxes: their VMMs are adopted again.
-ids=$(client lifecycle.mjs create 2)
-stop_huskd api/huskd_stops_clean_with_sandboxes || rc=1
-start_huskd 2
-TEST_NAME=restart_keeps_sandboxes client lifecycle.mjs alive $ids || rc=1
+if section restart; then
+	up
+	# A huskd restart keeps live sandboxes: their VMMs are adopted again.
+	ids=$(client lifecycle.mjs create 2)
+	stop_huskd api/huskd_stops_clean_with_sandboxes || rc=1
+	start_huskd $(($(listening) + 1))
+	TEST_NAME=restart_keeps_sandboxes client lifecycle.mjs alive $ids || rc=1
 
-# kill -9 of one VMM fails that sandbox, with an event, and no other.
-a=${ids%% *}
-# (by /proc: busybox's pkill reads only the start of a long command line)
-killed=
-for p in /proc/[0-9]*; do
-	if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "husk-vmm .*sandboxes/$a/"; then
-		kill -9 "${p#/proc/}" && killed=1
-	fi
-done
-[ -n "$killed" ] || { echo "FAIL api/vmm_killed: no VMM for $a"; rc=1; }
-TEST_NAME=vmm_kill_fails_that_sandbox client lifecycle.mjs failed "$a" || rc=1
-TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" || rc=1
+	# kill -9 of one VMM fails that sandbox, with an event, and no other.
+	a=${ids%% *}
+	# (by /proc: busybox's pkill reads only the start of a long command line)
+	killed=
+	for p in /proc/[0-9]*; do
+		if { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null | grep -q "husk-vmm .*sandboxes/$a/"; then
+			kill -9 "${p#/proc/}" && killed=1
+		fi
+	done
+	[ -n "$killed" ] || { echo "FAIL api/vmm_killed: no VMM for $a"; rc=1; }
+	TEST_NAME=vmm_kill_fails_that_sandbox client lifecycle.mjs failed "$a" || rc=1
+	TEST_NAME=vmm_kill_leaves_others_working client lifecycle.mjs alive "${ids#* }" || rc=1
+fi
 
-. "$(dirname "$0")/cli_e2e.sh"
+if section cli; then
+	up
+	. "$(dirname "$0")/cli_e2e.sh"
+fi
 # E2B's API (API.md §11) with the unmodified e2b SDK, on a real guest.
-E2B_REAL=1 client e2b.mjs || rc=1
-stop_huskd api/huskd_clean_exit || rc=1
+if section e2b; then
+	up
+	E2B_REAL=1 client e2b.mjs || rc=1
+fi
+[ -z "$pid" ] || stop_huskd api/huskd_clean_exit || rc=1
 
 # huskd --on-idle pause: idle sandboxes go to disk instead of ending.
-HUSKD_ARGS="--on-idle pause --min-free-disk 64Mi"
-start_huskd 3
-HUSK_ON_IDLE=pause HUSK_TEST_ONLY=idle_pauses client run.mjs || rc=1
-stop_huskd api/huskd_clean_exit_on_idle_pause || rc=1
+if section on_idle_pause; then
+	HUSKD_ARGS="--on-idle pause --min-free-disk 64Mi"
+	up
+	HUSK_ON_IDLE=pause HUSK_TEST_ONLY=idle_pauses client run.mjs || rc=1
+	stop_huskd api/huskd_clean_exit_on_idle_pause || rc=1
+fi
 exit $rc
