@@ -1,8 +1,10 @@
 # Snapshots: a paused guest saved to a file and the VMM killed; a new VMM
 # restored from the file carries on where the first one stopped.
 
+# The ticks on console $1 whose lines are whole: a pause can stop the guest
+# mid-line ("tick 1" of "tick 12"), and that line is not a tick.
 snap_ticks() {
-	{ tr -d '\r' <"$1"; } 2>/dev/null | grep '^tick ' | sed 's/^tick //'
+	{ tr -d '\r' <"$1"; echo '<end>'; } 2>/dev/null | grep '^tick [0-9][0-9]*$' | sed 's/^tick //'
 }
 
 # snap_boot_counting CTL CONSOLE [VSOCK]: a guest that counts to 59 on its console.

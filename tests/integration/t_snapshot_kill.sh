@@ -4,8 +4,9 @@
 # data (which lz4 cannot shrink) that the write takes long enough to be
 # caught in the middle: the kill waits until FILE.tmp holds several MiB.
 
+# Whole lines only: a line the pause or kill cut ("tick 1" of "tick 12") is not a tick.
 kill_ticks() {
-	{ tr -d '\r' <"$1"; } 2>/dev/null | grep '^tick ' | sed 's/^tick //'
+	{ tr -d '\r' <"$1"; echo '<end>'; } 2>/dev/null | grep '^tick [0-9][0-9]*$' | sed 's/^tick //'
 }
 
 kill_ctl() {
