@@ -30,7 +30,7 @@ UNIT_SRCS := $(sort $(wildcard tests/unit/*.c))
 PROTO_SRCS := guest-agent/proto.c
 EVLOOP_SRCS := vmm/evloop.c
 IMG_SRCS := $(sort $(wildcard images/img/*.c))
-HTTP_CORE_SRCS := api/http/http_conn.c api/http/http_parse.c api/http/http_req.c api/http/http_resp.c
+HTTP_CORE_SRCS := api/http/http_conn.c api/http/http_head.c api/http/http_parse.c api/http/http_req.c api/http/http_resp.c
 HTTP_SRCS := api/http/http.c $(HTTP_CORE_SRCS) api/http/router.c api/http/json_resp.c \
 	api/http/http_tunnel.c api/http/http_tls.c
 HTTP_LIBS := -luv -lhttp_parser -ljansson -lssl -lcrypto

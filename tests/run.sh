@@ -151,6 +151,8 @@ hardware_kvm() {
 # Every C file as make format writes it (Debian bookworm's clang-format 14).
 suite format sh -c 'if out=$(make --no-print-directory check-format 2>&1); then echo "PASS format/check_format: $out"; else echo "FAIL format/check_format: $out"; fi'
 suite unit build/tests/unit-tests
+# The daemon's layers as its objects link: no circle of calls over a pair, the manager below HTTP.
+suite layers node tests/layers/check.mjs
 suite agent tests/agent/host.sh
 # The stand-in husk-vmm that huskd's host-only tests run (tests/fakes/README.md).
 suite fakes tests/fakes/check.sh

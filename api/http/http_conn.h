@@ -174,6 +174,11 @@ void http_req_free(struct http_req *r);
 /* Builds a response head for r into a malloc'd buffer with room for extra bytes after it. */
 char *http_resp_head(struct http_req *r, int status, const char *ctype, long long clen,
                      size_t extra, size_t *head_len);
+/* ---- http_head.c ---- */
+/* The reason phrase of status ("Status" for one http-parser does not know). */
+const char *http_status_text(int status);
+/* Now as an HTTP Date (RFC 9110 §5.6.7) into buf. */
+void http_date(char *buf, size_t len);
 /* A complete response with JSON error body {"success":false,code,message}; for conn_fail. */
 char *http_error_response(int status, const char *code, const char *msg, unsigned retry_after,
                           size_t *len);

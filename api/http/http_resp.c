@@ -14,26 +14,10 @@
 
 static const char chunk_end[] = "0\r\n\r\n";
 
-static const char *status_text(int status)
-{
-	const char *s = http_status_str((enum http_status)status);
-
-	return strcmp(s, "<unknown>") ? s : "Status";
-}
-
 /* 1xx, 204 and 304 answers have no body and no Content-Length (RFC 9110 §8.6). */
 static bool status_has_body(int status)
 {
 	return status >= 200 && status != 204 && status != 304;
-}
-
-static void http_date(char *buf, size_t len)
-{
-	time_t t = time(NULL);
-	struct tm tm;
-
-	gmtime_r(&t, &tm);
-	strftime(buf, len, "%a, %d %b %Y %H:%M:%S GMT", &tm);
 }
 
 static bool has_crlf(const char *s)
@@ -55,7 +39,8 @@ char *http_resp_head(struct http_req *r, int status, const char *ctype, long lon
 	if (ctype && has_crlf(ctype))
 		ctype = "application/octet-stream";
 	http_date(date, sizeof(date));
-	n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\nDate: %s\r\n", status, status_text(status), date);
+	n = snprintf(buf, cap, "HTTP/1.1 %d %s\r\nDate: %s\r\n", status, http_status_text(status),
+	             date);
 	if (ctype && status_has_body(status))
 		n += snprintf(buf + n, cap - (size_t)n, "Content-Type: %s\r\n", ctype);
 	if (r->resp_hdrs_len) {
@@ -75,34 +60,6 @@ char *http_resp_head(struct http_req *r, int status, const char *ctype, long lon
 		n += snprintf(buf + n, cap - (size_t)n, "Connection: keep-alive\r\n");
 	n += snprintf(buf + n, cap - (size_t)n, "\r\n");
 	*head_len = (size_t)n;
-	return buf;
-}
-
-char *http_error_response(int status, const char *code, const char *msg, unsigned retry_after,
-                          size_t *len)
-{
-	char retry[48] = "";
-
-	json_t *j = json_pack("{s:b, s:s, s:s}", "success", 0, "code", code, "message", msg);
-	char *body = j ? json_dumps(j, JSON_COMPACT) : NULL, *buf = NULL, date[64];
-	size_t blen = body ? strlen(body) : 0, cap = blen + 256;
-	int n;
-
-	json_decref(j);
-	if (!body)
-		return NULL;
-	buf = malloc(cap);
-	if (buf) {
-		http_date(date, sizeof(date));
-		if (retry_after)
-			snprintf(retry, sizeof(retry), "Retry-After: %u\r\n", retry_after);
-		n = snprintf(buf, cap,
-		             "HTTP/1.1 %d %s\r\nDate: %s\r\nContent-Type: application/json\r\n"
-		             "%sContent-Length: %zu\r\nConnection: close\r\n\r\n%s",
-		             status, status_text(status), date, retry, blen, body);
-		*len = (size_t)n;
-	}
-	free(body);
 	return buf;
 }
 

@@ -22,7 +22,7 @@
 /* Hex characters of a sandbox's envd access token (128 bits). */
 #define E2B_TOKEN_HEX ROUTES_TOKEN_HEX
 
-/* ---- e2b_rest.c ---- */
+/* ---- e2b_reply.c: answers ---- */
 /* E2B's error body {code, message} with status code. */
 void e2b_error(struct http_req *r, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -31,28 +31,26 @@ void e2b_reply_error(struct http_req *r, const struct sbx_err *err);
 /* A sandbox's envd access token: HMAC of its id under the stream key. */
 void e2b_token(const struct routes *rt, const char *sandbox_id, char out[E2B_TOKEN_HEX + 1]);
 
+/* The E2B status of a manager error (404, 409, 400 ...). */
+int e2b_status_of(const struct sbx_err *err);
+/* "running" or "paused" (E2B's states) of a SandboxInfo; NULL once it has ended. */
+const char *e2b_state(json_t *info);
+/* A SandboxInfo as E2B's Sandbox (token: with its envdAccessToken) or ListedSandbox. */
+json_t *e2b_sandbox(const struct routes *rt, json_t *info, bool token);
+
+/* ---- e2b_args.c: requests ---- */
 /* The body as a JSON object (empty: {}), or NULL after a 400. */
 json_t *e2b_body(struct http_req *r);
 /* body.timeout: seconds (1..a day) into *secs; absent: def. -1 after a 400. */
 int e2b_timeout_of(struct http_req *r, json_t *body, long long def, long long *secs);
-/* The E2B status of a manager error (404, 409, 400 ...). */
-int e2b_status_of(const struct sbx_err *err);
-
-/* ---- e2b_snap.c ---- */
 /* E2B's {allowOut, denyOut, allow_internet_access} as husk's {allow, deny}; NULL: no memory. */
 json_t *e2b_net_lists(json_t *body);
-
-/* ---- e2b_list.c ---- */
 /*
  * The caller's live sandbox id: its state ("running", "paused"; info, if
  * asked for, its record), or NULL after a 404 (another org's is not there
  * for it, an ended one is gone, as on E2B).
  */
 const char *e2b_live(struct routes *rt, struct http_req *r, const char *id, json_t **info);
-/* "running" or "paused" (E2B's states) of a SandboxInfo; NULL once it has ended. */
-const char *e2b_state(json_t *info);
-/* A SandboxInfo as E2B's Sandbox (token: with its envdAccessToken) or ListedSandbox. */
-json_t *e2b_sandbox(const struct routes *rt, json_t *info, bool token);
 
 /* A list's page: limit and nextToken (an offset) from the query. */
 struct e2b_page {

@@ -313,36 +313,6 @@ ROUTE(e2b_fork)
 
 /* ---- network ---- */
 
-/*
- * E2B's {allowOut, denyOut, allow_internet_access} as husk's lists: an
- * allow list already refuses all else, so E2B's "deny everything"
- * (0.0.0.0/0) beside it is dropped; allow_internet_access false denies all;
- * E2B's 0.0.0.0/0 means IPv6 too.
- */
-json_t *e2b_net_lists(json_t *body)
-{
-	json_t *allow = json_object_get(body, "allowOut"), *deny = json_object_get(body, "denyOut");
-	json_t *lists = json_pack("{s[]s[]}", "allow", "deny"), *v;
-	size_t i;
-
-	if (!lists)
-		return NULL;
-	json_array_foreach(allow, i, v) json_array_append(json_object_get(lists, "allow"), v);
-	json_array_foreach(deny, i, v) if (!json_array_size(allow) ||
-	                                   strcmp(json_string_value(v) ?: "", "0.0.0.0/0"))
-		json_array_append(json_object_get(lists, "deny"), v);
-	if (json_is_false(json_object_get(body, "allow_internet_access")))
-		json_array_append_new(json_object_get(lists, "deny"), json_string("0.0.0.0/0"));
-	/* E2B's "all traffic" is 0.0.0.0/0 (its sandboxes have no IPv6); here IPv6 goes too. */
-	json_array_foreach(json_object_get(lists, "deny"), i,
-	                   v) if (!strcmp(json_string_value(v) ?: "", "0.0.0.0/0"))
-	{
-		json_array_append_new(json_object_get(lists, "deny"), json_string("::/0"));
-		break;
-	}
-	return lists;
-}
-
 ROUTE(e2b_network)
 {
 	struct routes *rt = ctx;

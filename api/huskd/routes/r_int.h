@@ -41,8 +41,8 @@ enum subject {
 int call_begin(struct routes *rt, struct http_req *r, struct who *who, bool counted);
 /* What the call was about when its path does not say (a create: the new sandbox). */
 void call_about(struct http_req *r, const char *sandbox_id);
-void routes_audit(struct routes *rt, struct http_req *r, const struct who *who,
-                  const char *sandbox);
+/* The route r's path matched (its pattern, static; NULL: none) and the sandbox the path names. */
+void call_route(struct http_req *r, const char *pattern, const char *sandbox_id);
 /* The caller whose key the request carries; NULL only on routes that need no key. */
 const struct who *caller(const struct http_req *r);
 /* The valid key r carries (on an open route too), or NULL. */

@@ -221,6 +221,8 @@ int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out)
 		out->code = "UNAVAILABLE";
 		return 503;
 	}
+	call_route(r, route ? route->pattern : NULL,
+	           route && (route->flags & R_SANDBOX) ? params[0] : NULL);
 	if (route && (route->flags & R_STREAMED))
 		http_body_stream(r);
 	return 0;
@@ -262,6 +264,8 @@ static int guard(struct http_req *r, const struct route *route, const char *cons
 	who = authorized(rt, r);
 	if (!who)
 		return -1;
+	call_route(r, route ? route->pattern : NULL,
+	           route && (route->flags & R_SANDBOX) ? p[0] : NULL);
 	if (!route)
 		return 0; /* the 404 or 405 */
 	if (who->role == ROLE_READ_ONLY && strcmp(m, "GET") && strcmp(m, "HEAD")) {
@@ -298,36 +302,6 @@ void routes_handle(struct http_req *r, void *ctx)
 		return;
 	router_dispatch_guarded(r, api_routes, sizeof(api_routes) / sizeof(api_routes[0]), guard,
 	                        rt);
-}
-
-/* The audit record of a call that asked to change something (r_call.c, at its end). */
-void routes_audit(struct routes *rt, struct http_req *r, const struct who *who, const char *sandbox)
-{
-	char params[ROUTER_MAX_PARAMS][ROUTER_PARAM_LEN], action[160];
-	const struct route *route = NULL;
-
-	if (router_match(api_routes, sizeof(api_routes) / sizeof(api_routes[0]), http_method(r),
-	                 http_path(r), &route, params))
-		route = NULL;
-	snprintf(action, sizeof(action), "%s %s", http_method(r),
-	         route ? route->pattern : "(no route)");
-	if (!sandbox && route && (route->flags & R_SANDBOX))
-		sandbox = params[0];
-	if (tenant_audit(rt->cfg.tenants, who, action, http_path(r), sandbox, http_status(r)))
-		log_error(sandbox, "cannot record %s by key %s in the audit trail", action,
-		          who->key_id);
-}
-
-int body_set_org(struct http_req *r, json_t *body)
-{
-	const struct who *who = caller(r);
-
-	if (json_object_set_new(body, "org",
-	                        json_pack("{ssss}", "id", who->org_id, "name", who->org_name))) {
-		api_error(r, 503, "UNAVAILABLE", "out of memory");
-		return -1;
-	}
-	return 0;
 }
 
 void routes_print(FILE *f)

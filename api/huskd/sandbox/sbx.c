@@ -39,6 +39,18 @@ void sbx_notify(struct sbx_mgr *m, const char *id)
 		m->on_change(m->on_change_arg, id);
 }
 
+const char *sbx_public_status(const char *status)
+{
+	static const char *const all[] = {"creating",   "idle",     "running",
+	                                  "paused",     "stopping", "suspended",
+	                                  "terminated", "failed",   "deleted"};
+
+	for (size_t i = 0; status && i < sizeof(all) / sizeof(all[0]); i++)
+		if (!strcmp(status, all[i]))
+			return all[i];
+	return NULL;
+}
+
 struct sandbox *sbx_find(struct sbx_mgr *m, const char *id)
 {
 	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
@@ -138,12 +150,10 @@ void sbx_remove_dir(const char *dir)
 	rmdir(dir);
 }
 
-static void sbx_free(struct sandbox *sb)
+void sbx_free(struct sandbox *sb)
 {
-	struct sbx_mgr *m = sb->m;
-	struct sandbox **pp = &m->sandboxes;
+	struct sandbox **pp = &sb->m->sandboxes;
 
-	sbx_job_tails_end(sb, !m->closing);
 	while (*pp && *pp != sb)
 		pp = &(*pp)->next;
 	if (*pp)
@@ -166,9 +176,6 @@ static void sbx_free(struct sandbox *sb)
 	json_decref(sb->disk_keys);
 	free(sb->cgroup);
 	free(sb);
-	/* It may have been the last user of a deleted snapshot. */
-	if (!m->closing)
-		snap_gc(m);
 }
 
 void sbx_hold(struct sandbox *sb)
@@ -182,14 +189,8 @@ void sbx_drop(struct sandbox *sb)
 		sb->refs--;
 	if (sb->refs || sb->state != SBX_GONE)
 		return;
-	if (!sb->m->closing && sb->dir)
-		sbx_remove_dir(sb->dir);
-	/* Its memory and disk are gone with its folder: so are the keys that sealed them. */
-	if (!sb->m->closing) {
-		sbx_seal_forget(sb);
-		sbx_dkey_forget(sb);
-	}
-	sbx_free(sb);
+	/* What goes with it (its folder, keys, followers) is the top's to say. */
+	sb->m->hooks->let_go(sb);
 }
 
 void sbx_mgr_on_change(struct sbx_mgr *m, void (*fn)(void *arg, const char *id), void *arg)

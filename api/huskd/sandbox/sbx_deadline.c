@@ -13,9 +13,6 @@
 
 #include "sbx_int.h"
 
-/* A pause that cannot start now (the sandbox is busy being changed) is tried again this soon. */
-#define DEADLINE_RETRY_MS 1000
-
 static void deadline_closed(uv_handle_t *h)
 {
 	free(h);
@@ -43,35 +40,33 @@ static void deadline_save(struct sandbox *sb)
 	json_decref(priv);
 }
 
-static void deadline_arm(struct sandbox *sb);
-
 static void deadline_fired(uv_timer_t *t)
 {
 	struct sandbox *sb = t->data;
-	struct sbx_pause_plan plan = {.reason = "its timeout ran out: paused (autoPause)"};
-	struct sbx_err err;
 
 	if (sb->state == SBX_STOPPING || sb->state == SBX_GONE)
 		return;
 	if (sb->state == SBX_PAUSED || sb->state == SBX_PAUSING || sb->state == SBX_FREEZING) {
-		sb->deadline_ms = 0;
-		deadline_save(sb);
+		sbx_deadline_met(sb, true);
 		return;
 	}
-	if (!sb->deadline_pause) {
-		sb->deadline_ms = 0;
-		sbx_end(sb, "terminated", "its timeout ran out", NULL);
-		return;
-	}
-	if (sbx_pause_start(sb, &plan, &err) != 0) {
-		log_info(sb->id, "its timeout ran out, but it cannot pause yet (%s): trying again",
-		         err.msg);
-		uv_timer_start(sb->deadline, deadline_fired, DEADLINE_RETRY_MS, 0);
-		return;
-	}
-	log_info(sb->id, "its timeout ran out: pausing it");
+	/* End it or pause it: what that means in its state is decided at the top. */
+	sbx_hold(sb);
+	sb->m->hooks->deadline(sb);
+	sbx_drop(sb);
+}
+
+void sbx_deadline_met(struct sandbox *sb, bool record)
+{
 	sb->deadline_ms = 0;
-	deadline_save(sb);
+	if (record)
+		deadline_save(sb);
+}
+
+void sbx_deadline_later(struct sandbox *sb, uint64_t ms)
+{
+	if (sb->deadline)
+		uv_timer_start(sb->deadline, deadline_fired, ms, 0);
 }
 
 static void deadline_arm(struct sandbox *sb)

@@ -17,11 +17,14 @@
  *                     socket), sbx_work.c (off the loop)
  *   the state machine sbx_state.c: sbx_to(), the only code that changes a
  *                     state; countdowns; waiters; sbx_end()
+ *   countdowns        sbx_deadline.c (the lifetime deadline's timer)
  *   the registry      sbx.c: lookup, lifetime, records
  *   leaves            sbx_text.c, sbx_cgroup.c, outbuf.c, sbx_snapdb's gc
  *
- * What happens below (a VMM exits, an agent dials in, a countdown ends) goes
- * up only through the hooks in struct sbx_mgr, filled by sbx_life.c.
+ * What happens below (a VMM exits, an agent dials in, a countdown or the
+ * lifetime deadline ends, the last holder lets an ended sandbox go) goes up
+ * only through the hooks in struct sbx_mgr, filled by sbx_life.c.
+ * tests/layers/check.mjs fails on any circle of calls of more than two files.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -98,6 +101,8 @@ struct sbx_hooks {
 	void (*wake)(struct sandbox *sb);                   /* paused, and the guest is needed */
 	void (*stopping)(struct sandbox *sb); /* it entered STOPPING: stop what runs */
 	void (*template_wanted)(struct sbx_mgr *m, struct sbx_tmpl *t); /* make it */
+	void (*let_go)(struct sandbox *sb);   /* gone, and nothing holds it: free it */
+	void (*deadline)(struct sandbox *sb); /* its lifetime deadline came, while it was up */
 };
 
 struct sbx_mgr {
@@ -217,8 +222,12 @@ struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *er
 /* A record no request may see: a template's maker. */
 bool sbx_info_hidden(json_t *info);
 void sbx_hold(struct sandbox *sb);
-/* Lets go; frees an ended sandbox once nothing holds it. */
+/* Lets go; an ended sandbox that nothing holds any more goes to hooks->let_go. */
 void sbx_drop(struct sandbox *sb);
+/* Unlinks the sandbox from the registry and frees it (hooks->let_go, at its end). */
+void sbx_free(struct sandbox *sb);
+/* The public status as a static string (what sb->recorded points at), or NULL if unknown. */
+const char *sbx_public_status(const char *status);
 /* Fills err (fault, printf message); returns -errno for the caller's return. */
 int sbx_fail(struct sbx_err *err, enum sbx_fault fault, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
@@ -236,8 +245,6 @@ void snap_gc(struct sbx_mgr *m);
 
 /* ---- sbx_state.c: the state machine ---- */
 const char *sbx_state_name(enum sbx_state s);
-/* The public status as a static string (what sb->recorded points at), or NULL if unknown. */
-const char *sbx_public_status(const char *status);
 /* Whether the table allows from → to. */
 bool sbx_can(enum sbx_state from, enum sbx_state to);
 /* BOOTING, RESTORING, ADOPTING, RESUMING, REBOOTING: a VMM, not yet an agent. */
@@ -303,6 +310,10 @@ void sbx_exec_io_free(struct exec_io *io);
 /* After a restart: the deadline its record kept, running again. */
 void sbx_deadline_restore(struct sandbox *sb, json_t *priv);
 void sbx_deadline_release(struct sandbox *sb);
+/* The deadline is met (ended, or paused): none runs now; record: say so in its record. */
+void sbx_deadline_met(struct sandbox *sb, bool record);
+/* The deadline could not be met now: hooks->deadline is asked again in ms. */
+void sbx_deadline_later(struct sandbox *sb, uint64_t ms);
 
 /* ---- sbx_meter.c: cpuTimeMs and memoryByteSec from the sandbox's cgroup ---- */
 void sbx_meter_vmm_started(struct sandbox *sb);

@@ -187,6 +187,47 @@ static void template_wanted(struct sbx_mgr *m, struct sbx_tmpl *t)
 	sbx_tmpl_make(m, t);
 }
 
+/* A pause that cannot start now (the sandbox is busy being changed) is tried again this soon. */
+#define DEADLINE_RETRY_MS 1000
+
+static void deadline(struct sandbox *sb)
+{
+	struct sbx_pause_plan plan = {.reason = "its timeout ran out: paused (autoPause)"};
+	struct sbx_err err;
+
+	if (!sb->deadline_pause) {
+		sbx_deadline_met(sb, false);
+		sbx_end(sb, "terminated", "its timeout ran out", NULL);
+		return;
+	}
+	if (sbx_pause_start(sb, &plan, &err) != 0) {
+		log_info(sb->id, "its timeout ran out, but it cannot pause yet (%s): trying again",
+		         err.msg);
+		sbx_deadline_later(sb, DEADLINE_RETRY_MS);
+		return;
+	}
+	log_info(sb->id, "its timeout ran out: pausing it");
+	sbx_deadline_met(sb, true);
+}
+
+static void let_go(struct sandbox *sb)
+{
+	struct sbx_mgr *m = sb->m;
+
+	/* Its memory and disk are gone with its folder: so are the keys that sealed them. */
+	if (!m->closing) {
+		if (sb->dir)
+			sbx_remove_dir(sb->dir);
+		sbx_seal_forget(sb);
+		sbx_dkey_forget(sb);
+	}
+	sbx_job_tails_end(sb, !m->closing);
+	sbx_free(sb);
+	/* It may have been the last user of a deleted snapshot. */
+	if (!m->closing)
+		snap_gc(m);
+}
+
 static const struct sbx_hooks hooks = {
 	.vmm_exited = vmm_exited,
 	.agent_hello = agent_hello,
@@ -194,6 +235,8 @@ static const struct sbx_hooks hooks = {
 	.wake = wake,
 	.stopping = stopping,
 	.template_wanted = template_wanted,
+	.let_go = let_go,
+	.deadline = deadline,
 };
 
 int sbx_destroy(struct sbx_mgr *m, const char *id, struct sbx_err *err)

@@ -56,18 +56,6 @@ static const struct state_info {
 	[SBX_GONE] = {"gone", NULL, 0},
 };
 
-const char *sbx_public_status(const char *status)
-{
-	static const char *const all[] = {"creating",   "idle",     "running",
-	                                  "paused",     "stopping", "suspended",
-	                                  "terminated", "failed",   "deleted"};
-
-	for (size_t i = 0; status && i < sizeof(all) / sizeof(all[0]); i++)
-		if (!strcmp(status, all[i]))
-			return all[i];
-	return NULL;
-}
-
 const char *sbx_state_name(enum sbx_state s)
 {
 	return s < SBX_NSTATES ? table[s].name : "?";

@@ -346,6 +346,16 @@ await check('set_timeout_ends_it', async () => {
 	}
 });
 
+// lifecycle.onTimeout 'pause' (E2B's autoPause): at its timeout it is paused, not ended.
+await check('timeout_pauses_on_timeout_pause', async () => {
+	const s = await Sandbox.create(template, { timeoutMs: 600_000, lifecycle: { onTimeout: 'pause' } });
+	await s.setTimeout(1000);
+	await waitStatus(s.sandboxId, 'paused,terminated,failed');
+	const info = await Sandbox.getInfo(s.sandboxId);
+	await Sandbox.kill(s.sandboxId);
+	if (info.state !== 'paused') return `state ${info.state} after its timeout, not paused`;
+});
+
 await check('kill', async () => {
 	if (!(await Sandbox.kill(sbx.sandboxId))) return 'kill said not found';
 	if (await Sandbox.kill(sbx.sandboxId)) return 'a second kill found it';
