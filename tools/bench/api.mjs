@@ -2,6 +2,7 @@
 // exec, exec round trips through huskd, and N sandboxes created, exec'd and
 // destroyed at once. Prints key=value lines for tools/bench/api.sh.
 // HUSK_URL, HUSK_API_KEY: where huskd is.
+import { spawn } from 'node:child_process';
 import { createRequire } from 'node:module';
 
 // The client is installed once, for the API tests (make client).
@@ -144,6 +145,58 @@ for (let i = 0; i < execs; i++) {
 	gt.push(now() - t0);
 }
 out('api_get_p50_ms', pct(gt, 50));
+
+// The client's own part of an execute(): the same call against a server that answers at
+// once with the bytes huskd gave (a node process of its own, as huskd is one), so neither
+// huskd nor a guest does anything. What is left of the figure above is theirs.
+async function capture(method, path, body) {
+	const r = await fetch(`${process.env.HUSK_URL}${path}`, {
+		method,
+		headers: { Authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'Content-Type': 'application/json' },
+		body: body ? JSON.stringify(body) : undefined,
+	});
+	return { status: r.status, type: r.headers.get('content-type'), body: await r.text() };
+}
+step(`replay of ${sb.id}'s answers`);
+const posted = await capture('POST', `/sandbox/${sb.id}/execute`, { command: ['true'] });
+const replies = {
+	info: await capture('GET', `/sandbox/${sb.id}`),
+	posted,
+	finished: await capture('GET', `/sandbox/execution/${JSON.parse(posted.body).data.executionId}?wait=60s`),
+};
+const replayer = spawn(
+	process.execPath,
+	[
+		'-e',
+		`const r = JSON.parse(process.argv[1]);
+		const send = (res, a) => { res.writeHead(a.status, { 'Content-Type': a.type }); res.end(a.body); };
+		const srv = require('node:http').createServer((req, res) => {
+			req.resume();
+			req.on('end', () => {
+				if (req.method === 'POST') send(res, r.posted);
+				else if (req.url.startsWith('/sandbox/execution/')) send(res, r.finished);
+				else send(res, r.info);
+			});
+		});
+		srv.listen(0, '127.0.0.1', () => console.log(srv.address().port));`,
+		JSON.stringify(replies),
+	],
+	{ stdio: ['ignore', 'pipe', 'inherit'] },
+);
+const replayPort = await new Promise((resolve, reject) => {
+	replayer.stdout.once('data', (d) => resolve(Number(String(d).trim())));
+	replayer.once('exit', (code) => reject(new Error(`the replay server exited (${code})`)));
+});
+const replay = await new SandboxClient({ url: `http://127.0.0.1:${replayPort}`, apiKey: 'replay' }).connect(sb.id);
+await replay.execute({ command: ['true'] });
+const ct = [];
+for (let i = 0; i < execs; i++) {
+	const t0 = now();
+	await replay.execute({ command: ['true'] });
+	ct.push(now() - t0);
+}
+replayer.kill();
+out('client_own_exec_p50_ms', pct(ct, 50));
 out('api_exec_p99_ms', pct(rt, 99));
 out('direct_id', sb.id);
 

@@ -32,6 +32,8 @@ awk '{ k = $0; sub(/=.*/, "", k); sub(/^[^=]*=/, ""); v[k] = $0 } END {
 	printf "%-34s %12s %12s %8s\n", "", "through API", "direct", "ratio"
 	printf "%-34s %12.1f %12.1f %8.2f\n", "exec true p50 ms", v["api_exec_p50_ms"], v["exec_p50_ms"], v["api_exec_p50_ms"] / v["exec_p50_ms"]
 	printf "%-34s %12.1f %12.1f %8.2f\n", "exec true p99 ms", v["api_exec_p99_ms"], v["exec_p99_ms"], v["api_exec_p99_ms"] / v["exec_p99_ms"]
+	printf "%-34s %12.1f\n", "  of which the client itself p50", v["client_own_exec_p50_ms"]
+	printf "%-34s %12.1f %12.1f %8.2f\n", "  the rest (huskd, guest) p50 ms", v["api_exec_p50_ms"] - v["client_own_exec_p50_ms"], v["exec_p50_ms"], (v["api_exec_p50_ms"] - v["client_own_exec_p50_ms"]) / v["exec_p50_ms"]
 	printf "%-34s %12.1f %12.1f %8.2f\n", "  same, C client p50 ms", v["capi_exec_p50_ms"], v["exec_p50_ms"], v["capi_exec_p50_ms"] / v["exec_p50_ms"]
 	printf "%-34s %12.1f %12.1f %8.2f\n", "  same, C client p99 ms", v["capi_exec_p99_ms"], v["exec_p99_ms"], v["capi_exec_p99_ms"] / v["exec_p99_ms"]
 	printf "%-34s %12.1f %12s %8s\n", "one HTTP request (GET sandbox) p50", v["api_get_p50_ms"], "", ""
