@@ -13,7 +13,8 @@ bin=$top/build/bin
 port=18375
 # shellcheck source=tools/bench/lib.sh
 . "$top/tools/bench/lib.sh"
-bench_huskd --templates off
+# HUSK_BENCH_HUSKD_ARGS: more huskd flags (e.g. --seal off, to compare with a tree without sealing).
+bench_huskd --templates off ${HUSK_BENCH_HUSKD_ARGS:-}
 echo "measuring the API with the published client..." >&2
 # Each figure is shown as it is measured (a long run is not silent), and kept for the table.
 # (tee's status is the pipe's: a run that ended early shows as a missing last figure.)
