@@ -16,15 +16,13 @@
  *   resources         sbx_vmm.c (VMM process, dial-in), sbx_ctl.c (control
  *                     socket), sbx_work.c (off the loop)
  *   the state machine sbx_state.c: sbx_to(), the only code that changes a
- *                     state; countdowns; waiters; sbx_end()
- *   countdowns        sbx_deadline.c (the lifetime deadline's timer)
+ *                     state; countdowns (sbx_deadline.c too); waiters; sbx_end()
  *   the registry      sbx.c: lookup, lifetime, records
  *   leaves            sbx_text.c, sbx_cgroup.c, outbuf.c, sbx_snapdb's gc
  *
- * What happens below (a VMM exits, an agent dials in, a countdown or the
- * lifetime deadline ends, the last holder lets an ended sandbox go) goes up
- * only through the hooks in struct sbx_mgr, filled by sbx_life.c.
- * tests/layers/check.mjs fails on any circle of calls of more than two files.
+ * What happens below (a VMM exits, an agent dials in, a countdown ends, an
+ * ended sandbox is let go) goes up only through the hooks in struct sbx_mgr,
+ * filled by sbx_life.c. tests/layers/check.mjs fails on a circle of calls.
  */
 #include <stdbool.h>
 #include <stdint.h>
@@ -222,9 +220,8 @@ struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *er
 /* A record no request may see: a template's maker. */
 bool sbx_info_hidden(json_t *info);
 void sbx_hold(struct sandbox *sb);
-/* Lets go; an ended sandbox that nothing holds any more goes to hooks->let_go. */
+/* Lets go; an ended sandbox nothing holds goes to hooks->let_go, which sbx_free()s it. */
 void sbx_drop(struct sandbox *sb);
-/* Unlinks the sandbox from the registry and frees it (hooks->let_go, at its end). */
 void sbx_free(struct sandbox *sb);
 /* The public status as a static string (what sb->recorded points at), or NULL if unknown. */
 const char *sbx_public_status(const char *status);
@@ -310,9 +307,8 @@ void sbx_exec_io_free(struct exec_io *io);
 /* After a restart: the deadline its record kept, running again. */
 void sbx_deadline_restore(struct sandbox *sb, json_t *priv);
 void sbx_deadline_release(struct sandbox *sb);
-/* The deadline is met (ended, or paused): none runs now; record: say so in its record. */
+/* Met (ended or paused; record: in its record too), or not yet: hooks->deadline again in ms. */
 void sbx_deadline_met(struct sandbox *sb, bool record);
-/* The deadline could not be met now: hooks->deadline is asked again in ms. */
 void sbx_deadline_later(struct sandbox *sb, uint64_t ms);
 
 /* ---- sbx_meter.c: cpuTimeMs and memoryByteSec from the sandbox's cgroup ---- */
