@@ -1,7 +1,8 @@
 // The daemon's layers as its object files link them (issue F): which file
 // calls which is read with nm from build/obj/rel (a symbol one object needs
 // and another defines), so a call through a macro or a header counts as
-// what it is. Prints PASS/FAIL lines "layers/<name>".
+// what it is; and no C file of the tree over 600 lines. Prints PASS/FAIL
+// lines "layers/<name>".
 //   node tests/layers/check.mjs [OBJDIR]   (default build/obj/rel)
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -117,5 +118,12 @@ const inner = [...edges].flatMap(([a, to]) =>
 		: [],
 );
 report('routes_call_only_the_manager_api', inner.join('; '));
+// No C file of the tree over 600 lines (STYLE.md's hard limit).
+const long = ['api', 'vmm', 'guest-agent', 'images', 'tests', 'tools']
+	.flatMap((d) => files(join(top, d), ''))
+	.filter((f) => /\.[ch]$/.test(f) && !f.includes('/node_modules/'))
+	.map((f) => [relative(top, f), readFileSync(f, 'utf8').split('\n').length - 1])
+	.filter(([, n]) => n > 600);
+report('no_c_file_over_600_lines', long.map(([f, n]) => `${f}: ${n} lines`).join('; '));
 console.log(`layers: ${objs.length} objects read, ${circles.filter((c) => c.length === 2).length} pairs`);
 process.exit(failed ? 1 : 0);
