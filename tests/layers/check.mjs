@@ -19,6 +19,7 @@ const report = (name, why) => {
 function files(dir, ext) {
 	const out = [];
 	for (const e of readdirSync(dir)) {
+		if (e === 'node_modules') continue; /* npm's, not ours */
 		const p = join(dir, e);
 		if (statSync(p).isDirectory()) out.push(...files(p, ext));
 		else if (p.endsWith(ext)) out.push(p);
@@ -121,7 +122,7 @@ report('routes_call_only_the_manager_api', inner.join('; '));
 // No C file of the tree over 600 lines (STYLE.md's hard limit).
 const long = ['api', 'vmm', 'guest-agent', 'images', 'tests', 'tools']
 	.flatMap((d) => files(join(top, d), ''))
-	.filter((f) => /\.[ch]$/.test(f) && !f.includes('/node_modules/'))
+	.filter((f) => /\.[ch]$/.test(f))
 	.map((f) => [relative(top, f), readFileSync(f, 'utf8').split('\n').length - 1])
 	.filter(([, n]) => n > 600);
 report('no_c_file_over_600_lines', long.map(([f, n]) => `${f}: ${n} lines`).join('; '));
