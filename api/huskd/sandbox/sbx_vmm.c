@@ -259,7 +259,9 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	                         .restore = restore,
 	                         .mem_file = restore ? mem_file : NULL,
 	                         .net_slot = -1,
-	                         .key_fd = -1};
+	                         .key_fd = -1,
+	                         /* huskd at debug: each step of its VMMs timed in vmm.log */
+	                         .verbose = huskd_log_enabled(HLOG_DEBUG) ? 2 : 0};
 	if (sbx_has_nic(sb) && !m->cfg.jail) {
 		snprintf(err, errlen, "a network needs husk-jail beside huskd, and huskd as root");
 		return -EOPNOTSUPP;

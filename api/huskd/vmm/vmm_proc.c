@@ -207,7 +207,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
 		cmdline[4096], slot[16], net[96], expose[4200], uid[16], fsize[24], keyfd[16];
-	char *argv[44 + 2 * (VMM_JAIL_PATHS + 4)];
+	char *argv[46 + 2 * (VMM_JAIL_PATHS + 4)];
 	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
@@ -227,6 +227,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		a = jail_args(s, argv, a, uid, sizeof(uid), slot, sizeof(slot), fsize,
 		              sizeof(fsize), keyfd);
 	argv[a++] = (char *)s->vmm;
+	for (unsigned v = 0; v < s->verbose && v < 2; v++)
+		argv[a++] = "-v";
 	/* A sealed snapshot's key, and those of encrypted disks, booting or not. */
 	if (s->key_fd >= 0) {
 		argv[a++] = "--key-fd";

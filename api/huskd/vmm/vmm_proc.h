@@ -40,7 +40,8 @@ struct vmm_spec {
 	unsigned guest_host; /* with nic: the guest is 10.0.2.<guest_host>, 0: the VMM's default */
 	unsigned expose;     /* with nic: a guest TCP port served at expose_path, 0: none */
 	const char *expose_path;
-	int key_fd; /* with restore: a pipe holding its key (--key-fd), -1: none */
+	int key_fd;       /* with restore: a pipe holding its key (--key-fd), -1: none */
+	unsigned verbose; /* -v given this many times (2: timed debug lines in vmm.log) */
 };
 
 /*
