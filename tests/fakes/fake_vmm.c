@@ -465,15 +465,23 @@ int main(int argc, char **argv)
 	keys.disks.v = keys.disk;
 	if (parse_fail_modes(getenv("FAKE_VMM"), &v.fk.fail))
 		return EXIT_USAGE;
-	if (v.fk.fail & FAIL_CRASH_AT_START) {
-		fprintf(stderr, "fake: crashing at start\n");
-		return 3;
-	}
 	for (int i = 0; i < MAX_CTL; i++)
 		v.ctl[i].fd = -1;
 	status = parse_args(argc, argv, &v.o);
 	if (status)
 		return status;
+	if (v.fk.fail & FAIL_CRASH_AT_START) {
+		/* What a crashing guest leaves: its panic on the console. */
+		FILE *f = v.o.console && strcmp(v.o.console, "stdio") ? fopen(v.o.console, "we")
+		                                                      : NULL;
+
+		if (f) {
+			fputs("fake guest: Kernel panic - not syncing: crash-at-start\n", f);
+			fclose(f);
+		}
+		fprintf(stderr, "fake: crashing at start\n");
+		return 3;
+	}
 	if (v.o.key_fd >= 0 && fake_keys_read(v.o.key_fd, &keys)) {
 		fprintf(stderr,
 		        "husk-vmm: --key-fd %d: a line is not 64 hex digits or 'disk HEX /PATH'\n",

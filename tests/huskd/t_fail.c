@@ -6,6 +6,7 @@
  * one sandbox, says why, and leaves the manager serving.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,10 +161,17 @@ static void resume_fails(void)
 
 static void start_failures(void)
 {
-	char id[STORE_ID_LEN], st[32], why[512];
+	char id[STORE_ID_LEN], st[32], why[512], log[300];
 	uint64_t ready = T.m->cfg.ready_ms;
+	int saved, fd;
 	const char *p;
 
+	/* huskd's log (stderr) into a file while a guest crashes: its console must be there. */
+	snprintf(log, sizeof(log), "%s/crash-huskd.log", T.root);
+	saved = dup(STDERR_FILENO);
+	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (saved >= 0 && fd >= 0)
+		dup2(fd, STDERR_FILENO);
 	if ((p = up("{}", "crash-at-start"))) {
 		snprintf(id, sizeof(id), "%s", p);
 		t_wait_state(id, SBX_GONE);
@@ -173,6 +181,16 @@ static void start_failures(void)
 		                strstr(why, "crashing at start"),
 		        "%s: '%s'", st, why);
 	}
+	if (saved >= 0 && fd >= 0)
+		dup2(saved, STDERR_FILENO);
+	if (saved >= 0)
+		close(saved);
+	if (fd >= 0)
+		close(fd);
+	t_check("guest_crash_logs_its_console",
+	        t_file_has(log, "its guest crashed; its console ended with:") &&
+	                t_file_has(log, "Kernel panic - not syncing: crash-at-start"),
+	        "huskd's log has no console tail (%s)", log);
 	/* Its agent never dials: the readiness countdown ends it. */
 	T.m->cfg.ready_ms = 300;
 	if ((p = up("{}", "nodial"))) {

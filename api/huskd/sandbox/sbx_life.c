@@ -20,7 +20,7 @@
 
 static void vmm_exited(struct sandbox *sb, int status)
 {
-	char reason[400];
+	char reason[400], console[1024];
 
 	sbx_meter_vmm_ended(sb);
 	switch (sb->state) {
@@ -36,6 +36,13 @@ static void vmm_exited(struct sandbox *sb, int status)
 		break;
 	default:
 		sbx_vmm_exit_reason(sb, status, reason, sizeof(reason));
+		/* A crashed guest's panic is on its console; a hidden sandbox's folder goes with
+		 * it. */
+		if (status == 3) {
+			sbx_vmm_console_tail(sb, console, sizeof(console));
+			log_error(sb->id, "its guest crashed; its console ended with: %s",
+			          console[0] ? console : "(nothing)");
+		}
 		sbx_end(sb, "failed", reason, NULL);
 		break;
 	}
