@@ -430,6 +430,7 @@ int main(int argc, char **argv)
 		log_err("--key-fd %d: %s", o.key_fd, ret == -EINVAL ? kerr : strerror(-ret));
 		goto out;
 	}
+	log_debug("OpenSSL and keys ready");
 	for (unsigned i = 0; i < o.nr_disks; i++)
 		o.disks[i].secrets = &keys.disks;
 	if (!o.restore && boot_open(&boot, o.kernel, o.initrd, o.mem))
@@ -496,6 +497,7 @@ int main(int argc, char **argv)
 	}
 	if (o.control && !(control = control_create(&vm, o.control, netstack)))
 		goto out;
+	log_debug("devices made, %u disks opened", o.nr_disks);
 	/* Device announcements go before the user's part, which may override. */
 	if (asprintf(&cmdline, "%s %s%s %s", base_cmdline,
 	             vm.device_cmdline ? vm.device_cmdline : "", net ? " ip=dhcp" : "",

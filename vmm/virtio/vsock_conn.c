@@ -305,6 +305,7 @@ void conn_guest_request(struct vsock_dev *d, const struct vsock_pkt *p)
 		conn_queue_rst(d, p->dst_port, p->src_port);
 		return;
 	}
+	log_debug("vsock: guest port %u connected to host port %u", p->src_port, p->dst_port);
 	c->state = CONN_ESTABLISHED;
 	c->host_port = p->dst_port;
 	c->guest_port = p->src_port;
