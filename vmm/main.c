@@ -413,6 +413,13 @@ int main(int argc, char **argv)
 	status = parse_args(argc, argv, &o);
 	if (status)
 		return status;
+	if (log_max_level >= LOG_DEBUG) {
+		/* To line the timed lines up with huskd's log. */
+		struct timespec wall;
+
+		clock_gettime(CLOCK_REALTIME, &wall);
+		log_debug("wall clock %lld.%03ld", (long long)wall.tv_sec, wall.tv_nsec / 1000000);
+	}
 	if (o.extract) {
 		char err[512] = "";
 

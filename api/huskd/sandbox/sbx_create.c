@@ -38,6 +38,8 @@ struct create {
 	uint64_t vsize;      /* the layer's size */
 	char err[384];       /* from the worker */
 	enum sbx_fault why;  /* from the worker */
+	/* uv_hrtime() at the request, the worker's start, the base read, the layer made */
+	uint64_t t_req, t_work, t_base, t_layer;
 };
 
 /* Reads resources into what the VMM gets. */
@@ -178,8 +180,11 @@ static int layer_work(struct sandbox *sb, void *arg)
 	struct img *b;
 	uint64_t size;
 	char e[256] = "";
-	int rc = img_open(&b, c->base.path, IMG_FMT_QCOW2, IMG_RDONLY, e, sizeof(e));
+	int rc;
 
+	c->t_work = uv_hrtime();
+	rc = img_open(&b, c->base.path, IMG_FMT_QCOW2, IMG_RDONLY, e, sizeof(e));
+	c->t_base = uv_hrtime();
 	if (rc) {
 		c->why = SBX_INTERNAL;
 		snprintf(c->err, sizeof(c->err), "the base image is unusable: %s", e);
@@ -205,6 +210,7 @@ static int layer_work(struct sandbox *sb, void *arg)
 		return rc;
 	}
 	rc = sbx_dkey_layer(sb, c->base.path, size, e, sizeof(e));
+	c->t_layer = uv_hrtime();
 	if (rc) {
 		c->why = SBX_INTERNAL;
 		snprintf(c->err, sizeof(c->err), "cannot create the sandbox's disk: %s", e);
@@ -238,6 +244,7 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	struct sbx_err err;
 	char e[512];
 	json_t *info = NULL;
+	uint64_t t_done = uv_hrtime(), t_stored;
 
 	if (rc) {
 		sbx_fail(&err, c->why ? c->why : SBX_INTERNAL, rc, "%s",
@@ -254,6 +261,7 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		return;
 	}
 	sb->stored = true;
+	t_stored = uv_hrtime();
 	rc = sbx_vmm_start(sb, c->warm, c->mem_file, c->warm_key, e, sizeof(e));
 	if (rc) {
 		json_decref(info);
@@ -262,6 +270,14 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		return;
 	}
 	sbx_to(sb, c->warm ? SBX_RESTORING : SBX_BOOTING, NULL, NULL);
+	/* Where a create's time goes before its VMM runs (ms). */
+	log_debug(sb->id,
+	          "create took %.1f ms: to a worker %.1f, base read %.1f, layer %.1f, back on the "
+	          "loop %.1f, record %.1f, VMM started %.1f",
+	          (double)(uv_hrtime() - c->t_req) / 1e6, (double)(c->t_work - c->t_req) / 1e6,
+	          (double)(c->t_base - c->t_work) / 1e6, (double)(c->t_layer - c->t_base) / 1e6,
+	          (double)(t_done - c->t_layer) / 1e6, (double)(t_stored - t_done) / 1e6,
+	          (double)(uv_hrtime() - t_stored) / 1e6);
 	log_info(sb->id, "created: %s%s%s, %llu MiB, %lldm cpu%s",
 	         json_string_value(json_object_get(c->base.rt, "name")),
 	         c->base.snap ? " from snapshot " : "",
@@ -359,6 +375,7 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 	}
 	c->done = done;
 	c->ctx = ctx;
+	c->t_req = uv_hrtime();
 	rc = sbx_base_find(m, body, &c->base, &err);
 	if (!rc)
 		rc = plan_resources(json_object_get(body, "resources"),
