@@ -100,7 +100,7 @@ HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
-.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-memfile bench-templates bench-runtimes bench-snapshot fuzz format check-format clean client
+.PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-memfile bench-templates bench-runtimes bench-snapshot bench-vs-tree fuzz format check-format clean client
 all: build images
 
 help:
@@ -339,6 +339,12 @@ bench-runtimes: deps
 bench-api: deps
 	@$(MAKE) --no-print-directory all client
 	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v node)" -- tools/bench/api.sh
+
+# create -> first exec against another tree of husk: OLD=a clone where make all ran
+# (both trees' huskds in one nested host, creates alternating).
+bench-vs-tree: deps
+	@$(MAKE) --no-print-directory all client
+	OLD="$(OLD)" tools/bench/vs-tree.sh
 
 # Only the snapshot benchmark (pause, save, restore; 256 MiB and 1 GiB guests).
 bench-snapshot: deps

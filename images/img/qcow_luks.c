@@ -88,8 +88,9 @@ int qcow_crypt(struct img *img, uint8_t *buf, size_t len, uint64_t host, bool en
 /*
  * LUKS's anti-forensic diffusion: each hash-sized piece replaced by
  * H(index || piece). m is reused and md fetched once (af()): a context made
- * and a digest looked up for each of the 8,000 pieces of a key were most of
- * an encrypted disk's open, ~15 ms natively and ten times that nested.
+ * and a digest looked up for each of the 8,000 pieces of a key took half the
+ * time an encrypted disk needs to open (natively 17 ms beyond a clear one
+ * before, 9 ms now).
  */
 static int diffuse(EVP_MD_CTX *m, const EVP_MD *md, uint8_t *buf, size_t len)
 {
