@@ -10,12 +10,18 @@ bench_huskd() {
 	HUSK_API_KEY=$key "$top/build/bin/huskd" --port "$port" --state "$T/state" \
 		--images "$top/build/images" "$@" >"$T/huskd.log" 2>&1 &
 	pid=$!
+	huskd_up "$T/huskd.log"
+}
+
+# huskd_up LOG: waits until the huskd writing LOG says it listens; says so
+# with the log's tail and fails if it never does.
+huskd_up() {
 	for _ in $(seq 1 100); do
-		grep -q listening "$T/huskd.log" && return 0
+		grep -q listening "$1" && return 0
 		sleep 0.1
 	done
 	echo "huskd did not start; its log:" >&2
-	tail -n 20 "$T/huskd.log" >&2
+	tail -n 20 "$1" >&2
 	return 1
 }
 

@@ -36,23 +36,15 @@ if [ "${1:-}" != --inside ]; then
 	exec "$top/tools/husk-kvm-run" --timeout 3600 --idle 600 --mem 6144 --bring "$(command -v node)" \
 		-- "$top/tools/bench/vs-tree.sh" --inside
 fi
-key=husk-bench-key
-T=$(mktemp -d)
-pids=""
-trap 'kill $pids 2>/dev/null; wait 2>/dev/null; rm -rf "$T"' EXIT
+# shellcheck source=tools/bench/lib.sh
+. "$top/tools/bench/lib.sh"
 # start NAME PORT HUSKD IMAGES [ARG...]: a huskd, up once it says it listens.
 start() {
 	n=$1 p=$2 b=$3 i=$4
 	shift 4
 	HUSK_API_KEY=$key "$b" --port "$p" --state "$T/$n" --images "$i" "$@" >"$T/$n.log" 2>&1 &
-	pids="$pids $!"
-	for _ in $(seq 1 100); do
-		grep -q listening "$T/$n.log" && return 0
-		sleep 0.1
-	done
-	echo "vs-tree: the $n huskd did not start:" >&2
-	tail -n 20 "$T/$n.log" >&2
-	exit 1
+	pid="$pid $!"
+	huskd_up "$T/$n.log" || exit 1
 }
 start old 18381 "$stage/bin/huskd" "$stage/images" --vmm "$stage/bin/husk-vmm"
 start default 18382 "$top/build/bin/huskd" "$top/build/images"
