@@ -403,6 +403,7 @@ int main(int argc, char **argv)
 	t_templates();
 	t_sealing();
 	t_disk_keys();
+	t_spares();
 	if (T.m)
 		t_close();
 	t_kill_all();

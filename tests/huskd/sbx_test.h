@@ -108,5 +108,6 @@ void t_templates(void);
 void t_cgroup_io(void);
 void t_sealing(void);
 void t_disk_keys(void);
+void t_spares(void);
 
 #endif

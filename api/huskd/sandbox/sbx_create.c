@@ -15,6 +15,7 @@
 #include "img.h"
 #include "sbx_base.h"
 #include "sbx_int.h"
+#include "sbx_spare.h"
 #include "sbx_tmpl.h"
 
 #define DEFAULT_MEM (512ll << 20)
@@ -34,10 +35,11 @@ struct create {
 	const char *warm_key; /* warm's wrapped key when it is sealed, or NULL */
 	/* The template it restores (registry entries live as long as the manager), or NULL. */
 	const struct sbx_tmpl *tmpl;
-	char snap_mem[4300]; /* a base snapshot's memory file */
-	uint64_t vsize;      /* the layer's size */
-	char err[384];       /* from the worker */
-	enum sbx_fault why;  /* from the worker */
+	struct sbx_spare *spare; /* its layer, made ahead (sbx_spare.c), or NULL */
+	char snap_mem[4300];     /* a base snapshot's memory file */
+	uint64_t vsize;          /* the layer's size */
+	char err[384];           /* from the worker */
+	enum sbx_fault why;      /* from the worker */
 	/* uv_hrtime() at the request, the worker's start, the base read, the layer made */
 	uint64_t t_req, t_work, t_base, t_layer;
 };
@@ -183,6 +185,17 @@ static int layer_work(struct sandbox *sb, void *arg)
 	int rc;
 
 	c->t_work = uv_hrtime();
+	if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST) {
+		rc = -errno;
+		c->why = SBX_INTERNAL;
+		snprintf(c->err, sizeof(c->err), "cannot make %s: %s", sb->dir, strerror(-rc));
+		return rc;
+	}
+	/* Made ahead with this base, size and org, and sb->disk_key its key. */
+	if (c->spare && sbx_spare_use(c->spare, sb->layer, &c->vsize) == 0) {
+		c->t_base = c->t_layer = uv_hrtime();
+		return 0;
+	}
 	rc = img_open(&b, c->base.path, IMG_FMT_QCOW2, IMG_RDONLY, e, sizeof(e));
 	c->t_base = uv_hrtime();
 	if (rc) {
@@ -203,12 +216,6 @@ static int layer_work(struct sandbox *sb, void *arg)
 	if (c->disk)
 		size = ((uint64_t)c->disk + 511) & ~511ull;
 	c->vsize = size;
-	if (mkdir(sb->dir, 0700) < 0 && errno != EEXIST) {
-		rc = -errno;
-		c->why = SBX_INTERNAL;
-		snprintf(c->err, sizeof(c->err), "cannot make %s: %s", sb->dir, strerror(-rc));
-		return rc;
-	}
 	rc = sbx_dkey_layer(sb, c->base.path, size, e, sizeof(e));
 	c->t_layer = uv_hrtime();
 	if (rc) {
@@ -220,6 +227,7 @@ static int layer_work(struct sandbox *sb, void *arg)
 
 static void create_free(struct create *c)
 {
+	sbx_spare_free(c->spare);
 	sbx_base_free(&c->base);
 	json_decref(c->pub);
 	json_decref(c->priv);
@@ -270,14 +278,17 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		return;
 	}
 	sbx_to(sb, c->warm ? SBX_RESTORING : SBX_BOOTING, NULL, NULL);
+	/* The next create like this one finds its layer made. */
+	if (!c->base.snap)
+		sbx_spare_want(sb, c->base.path, c->disk);
 	/* Where a create's time goes before its VMM runs (ms). */
 	log_debug(sb->id,
-	          "create took %.1f ms: to a worker %.1f, base read %.1f, layer %.1f, back on the "
-	          "loop %.1f, record %.1f, VMM started %.1f",
+	          "create took %.1f ms: to a worker %.1f, base read %.1f, layer %.1f%s, back on "
+	          "the loop %.1f, record %.1f, VMM started %.1f",
 	          (double)(uv_hrtime() - c->t_req) / 1e6, (double)(c->t_work - c->t_req) / 1e6,
 	          (double)(c->t_base - c->t_work) / 1e6, (double)(c->t_layer - c->t_base) / 1e6,
-	          (double)(t_done - c->t_layer) / 1e6, (double)(t_stored - t_done) / 1e6,
-	          (double)(uv_hrtime() - t_stored) / 1e6);
+	          c->spare ? " (a spare)" : "", (double)(t_done - c->t_layer) / 1e6,
+	          (double)(t_stored - t_done) / 1e6, (double)(uv_hrtime() - t_stored) / 1e6);
 	log_info(sb->id, "created: %s%s%s, %llu MiB, %lldm cpu%s",
 	         json_string_value(json_object_get(c->base.rt, "name")),
 	         c->base.snap ? " from snapshot " : "",
@@ -450,6 +461,8 @@ static void create(struct sbx_mgr *m, json_t *body, bool maker, sbx_done_fn done
 	if (!maker)
 		use_template(m, sb, c);
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
+	if (!maker && !c->base.snap)
+		c->spare = sbx_spare_take(sb, c->base.path, c->disk);
 	rc = sbx_dkey_plan(sb, c->base.snap_priv, c->priv, c->err, sizeof(c->err));
 	if (rc) {
 		sbx_fail(&err, SBX_INTERNAL, rc, "cannot make the sandbox's disk key: %s", c->err);

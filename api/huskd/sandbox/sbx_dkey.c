@@ -39,6 +39,10 @@ int sbx_dkey_plan(struct sandbox *sb, json_t *snap_priv, json_t *priv, char *err
 	}
 	if (!sb->m->cfg.keys || !sb->m->cfg.seal || sb->hidden)
 		return 0;
+	/* A spare layer's (sbx_spare.c), taken with it. */
+	if (sb->disk_key)
+		return json_object_set_new(priv, "diskKey", json_string(sb->disk_key)) ? -ENOMEM
+		                                                                       : 0;
 	rc = keystore_new_key(sb->m->cfg.keys, sb->org[0] ? sb->org : STORE_DEFAULT_ORG, key,
 	                      &sb->disk_key, err, errlen);
 	OPENSSL_cleanse(key, sizeof(key));

@@ -129,6 +129,7 @@ struct sbx_mgr {
 	struct sbx_tmpl *tmpls;       /* templates, ready or being made (sbx_tmpl.c) */
 	struct sbx_memfile *memfile;  /* the memory file being made now, NULL: none */
 	struct sbx_tmpl_make *making; /* the one being made now, NULL: none */
+	struct sbx_spare *spares;     /* layers made ahead, newest first (sbx_spare.c) */
 };
 
 struct net_policy;
@@ -155,8 +156,7 @@ struct sandbox {
 	char *layer;            /* its top disk layer */
 	char *base;             /* the image its layers sit on (runtime or snapshot) */
 	char *mem_file; /* the memory file its VMM maps (a template's, a snapshot's), or NULL */
-	char org[STORE_ID_LEN]; /* the org it belongs to: its memory is sealed with that org's keys
-	                         */
+	char org[STORE_ID_LEN]; /* its org: its memory is sealed with that org's keys */
 	char *mem_key;          /* the wrapped key its memory.snap is sealed with, or NULL */
 	char *mem_key_next;     /* PAUSING: the key the snapshot being written is sealed with */
 	char *disk_key;         /* the wrapped key of its own disk files (sbx_dkey.c), or NULL */

@@ -15,6 +15,7 @@
 #include "net_host.h"
 #include "sbx_import.h"
 #include "sbx_int.h"
+#include "sbx_spare.h"
 #include "sbx_tmpl.h"
 #include "vmm_proc.h"
 
@@ -324,6 +325,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	}
 	sbx_import_start(m);
 	sbx_tmpl_load(m);
+	sbx_spare_start(m);
 	sbx_memfile_sweep(m);
 	if (sbx_reap_start(m))
 		log_warn(NULL, "cannot start the removal of old streams and builds");
@@ -347,6 +349,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	sbx_import_close(m);
 	sbx_streams_close(m);
 	sbx_tmpl_close(m);
+	sbx_spare_close(m);
 	sbx_memfile_close(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
 	net_host_close(m->net);
@@ -393,6 +396,7 @@ void sbx_mgr_free(struct sbx_mgr *m)
 	while (m->imports)
 		sbx_import_free(m->imports);
 	sbx_tmpl_free(m);
+	sbx_spare_close(m);
 	net_host_close(m->net); /* if sbx_mgr_close did not run */
 	free(m->streams);
 	free(m);
