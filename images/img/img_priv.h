@@ -47,7 +47,8 @@
 /* A small write-back cache of one kind of metadata cluster (L2 tables or refcount blocks). */
 struct qcache {
 	unsigned n;
-	uint8_t *data;   /* n clusters */
+	uint8_t *data; /* n clusters, mapped (len bytes) */
+	size_t len;
 	uint64_t *off;   /* host offset each slot holds; 0 = empty */
 	uint64_t *stamp; /* last use, for LRU eviction */
 	bool *dirty;

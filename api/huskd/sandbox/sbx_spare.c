@@ -39,6 +39,7 @@ struct sbx_spare {
 	char pass[SBX_DKEY_HEX];
 	bool ready;
 	int rc;
+	uint64_t t0; /* uv_hrtime() when it was wanted */
 	char err[300];
 	struct sbx_spare *next;
 };
@@ -114,8 +115,13 @@ struct sbx_spare *sbx_spare_take(struct sandbox *sb, const char *base, int64_t d
 
 	for (s = sb->m->spares; s; s = next) {
 		next = s->next;
-		if (!s->ready || !matches(s, sb, base, disk))
+		if (!matches(s, sb, base, disk))
 			continue;
+		if (!s->ready) {
+			log_debug(sb->id, "its spare layer is still being made (for %.0f ms)",
+			          (double)(uv_hrtime() - s->t0) / 1e6);
+			continue;
+		}
 		unlist(s);
 		if (!usable(s)) {
 			log_debug(NULL, "a spare layer over %s dropped: its base or key changed",
@@ -184,6 +190,8 @@ static void made(uv_work_t *req, int status)
 		return;
 	}
 	s->ready = true;
+	log_debug(NULL, "a spare layer over %s made in %.0f ms", s->base,
+	          (double)(uv_hrtime() - s->t0) / 1e6);
 }
 
 /* Room for one more: the oldest ready spare goes (the list is newest first). */
@@ -221,6 +229,7 @@ void sbx_spare_want(struct sandbox *sb, const char *base, int64_t disk)
 	if (!room(m) || !(s = calloc(1, sizeof(*s))))
 		return;
 	s->m = m;
+	s->t0 = uv_hrtime();
 	s->disk = disk;
 	s->req.data = s;
 	snprintf(s->base, sizeof(s->base), "%s", base);

@@ -237,6 +237,8 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	char cmdline[128], host[SBX_HOSTNAME_LEN], resolv[4200], port[4200];
 	struct sbx_jail jail;
 	struct vmm_spec spec;
+	/* uv_hrtime() at the start, keys, network, jail, spawn: where a start's time goes */
+	uint64_t t[5] = {uv_hrtime()};
 	int rc;
 
 	if (m->cfg.cgroup_dir && (!sb->cgroup || access(sb->cgroup, F_OK) < 0)) {
@@ -281,6 +283,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		if (rc)
 			return rc;
 	}
+	t[1] = uv_hrtime();
 	if (sbx_has_nic(sb)) {
 		rc = sbx_net_attach(sb, resolv, sizeof(resolv), err, errlen);
 		if (rc) {
@@ -298,6 +301,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		snprintf(port, sizeof(port), "%s/port.sock", sb->dir);
 		spec.expose_path = port;
 	}
+	t[2] = uv_hrtime();
 	rc = sbx_dial_listen(sb);
 	if (rc) {
 		snprintf(err, errlen, "cannot listen for the sandbox's agent: %s", uv_strerror(rc));
@@ -305,12 +309,14 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		rc = sbx_jail_prepare(sb, restore, mem_file, &jail, err, errlen);
 		spec.jail = rc ? NULL : &jail.spec;
 	}
+	t[3] = uv_hrtime();
 	if (!rc) {
 		sb->nr_exposed = 0; /* a new VMM serves network.port alone until asked */
 		rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
 		if (m->cfg.jail)
 			sbx_jail_done(&jail);
 	}
+	t[4] = uv_hrtime();
 	if (spec.key_fd >= 0)
 		close(spec.key_fd);
 	if (rc) {
@@ -329,6 +335,12 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		                       "netSlot", sb->net_slot, "memFile",
 		                       sb->mem_file ? json_string(sb->mem_file) : json_null()));
 	sbx_meter_vmm_started(sb);
+	log_debug(sb->id,
+	          "VMM start took %.1f ms: keys %.1f, network %.1f, jail %.1f, spawn %.1f, "
+	          "record %.1f",
+	          (double)(uv_hrtime() - t[0]) / 1e6, (double)(t[1] - t[0]) / 1e6,
+	          (double)(t[2] - t[1]) / 1e6, (double)(t[3] - t[2]) / 1e6,
+	          (double)(t[4] - t[3]) / 1e6, (double)(uv_hrtime() - t[4]) / 1e6);
 	return 0;
 }
 
