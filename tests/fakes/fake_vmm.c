@@ -6,6 +6,7 @@
  * control connections always; the guest (its connection, its timers, its
  * dialling) only while it is not paused.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -456,6 +457,25 @@ static void dial_setup(struct vmm *v)
 		v->can_dial = true;
 }
 
+/*
+ * FAKE_VMM_FDS=1 (the manager tests): a descriptor of huskd's beyond stdio
+ * and --key-fd reached the VMM; as husk-vmm it would hold it for its life.
+ */
+static int inherited_fd(int key_fd)
+{
+	DIR *d = getenv("FAKE_VMM_FDS") ? opendir("/proc/self/fd") : NULL;
+	struct dirent *e;
+	int fd, found = -1;
+
+	while (d && (e = readdir(d)))
+		if (e->d_name[0] != '.' && (fd = atoi(e->d_name)) > 2 && fd != key_fd &&
+		    fd != dirfd(d))
+			found = fd;
+	if (d)
+		closedir(d);
+	return found;
+}
+
 int main(int argc, char **argv)
 {
 	struct vmm v = {.listen_fd = -1};
@@ -481,6 +501,10 @@ int main(int argc, char **argv)
 		}
 		fprintf(stderr, "fake: crashing at start\n");
 		return 3;
+	}
+	if ((status = inherited_fd(v.o.key_fd)) >= 0) {
+		fprintf(stderr, "fake: descriptor %d was inherited from huskd\n", status);
+		return 1;
 	}
 	if (v.o.key_fd >= 0 && fake_keys_read(v.o.key_fd, &keys)) {
 		fprintf(stderr,

@@ -22,12 +22,14 @@ static EVP_CIPHER *gcm;
 int snap_seal_init(void)
 {
 	/*
-	 * Once, before the VMM confines itself: OpenSSL reads its configuration
-	 * and finds its provider on first use, which a seccomp role would forbid.
+	 * Once, before the VMM confines itself: OpenSSL finds its provider on
+	 * first use, which a seccomp role would forbid. Without the host's
+	 * openssl.cnf: the VMM's ciphers are its own choice, and parsing that
+	 * file was a third of OpenSSL's start (1 ms natively, 40 ms nested).
 	 */
 	if (gcm)
 		return 0;
-	if (!OPENSSL_init_crypto(OPENSSL_INIT_LOAD_CONFIG, NULL) ||
+	if (!OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG, NULL) ||
 	    !(gcm = EVP_CIPHER_fetch(NULL, "AES-256-GCM", NULL)))
 		return -ENOTSUP;
 	return 0;

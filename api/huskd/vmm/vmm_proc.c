@@ -114,6 +114,32 @@ static int proc_watch(uv_loop_t *loop, struct vmm_proc *p)
 	return uv_poll_start(&p->poll, UV_READABLE, on_pidfd);
 }
 
+/*
+ * Every descriptor from 3 up but keep1 and keep2 (-1: none) closed: three
+ * close_range calls, not a close per number (a thousand system calls, 10 ms
+ * and more of each VMM start nested); one at a time where there is none.
+ */
+static void close_others(int keep1, int keep2)
+{
+	int keep[2] = {keep1 < keep2 ? keep1 : keep2, keep1 < keep2 ? keep2 : keep1};
+	unsigned from = 3;
+
+	for (int i = 0; i < 2; i++) {
+		if (keep[i] < (int)from)
+			continue;
+		if (keep[i] > (int)from &&
+		    syscall(SYS_close_range, from, (unsigned)keep[i] - 1, 0U) < 0)
+			goto slow;
+		from = (unsigned)keep[i] + 1;
+	}
+	if (syscall(SYS_close_range, from, ~0U, 0U) == 0)
+		return;
+slow:
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != keep1 && fd != keep2)
+			close(fd);
+}
+
 /* The child between fork and exec: only async-signal-safe calls. */
 static void child_exec(const struct vmm_spec *s, char *const argv[], int errfd)
 {
@@ -143,9 +169,7 @@ static void child_exec(const struct vmm_spec *s, char *const argv[], int errfd)
 		if (fd < 0 || write(fd, "0", 1) != 1)
 			goto fail;
 	}
-	for (fd = 3; fd < 1024; fd++)
-		if (fd != errfd && fd != s->key_fd)
-			close(fd);
+	close_others(errfd, s->key_fd);
 	/* The key's pipe is the one descriptor the VMM inherits (--key-fd). */
 	if (s->key_fd >= 0 && fcntl(s->key_fd, F_SETFD, 0) < 0)
 		goto fail;
