@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 /*
  * Pausing a VM: each vCPU thread is kicked out of KVM_RUN and parks on a
- * condition variable until resumed. KVM finishes an exit's pending I/O
- * (an MMIO read's result, say) on the KVM_RUN that the kick makes return
- * at once, so a parked vCPU has no half-done instruction: its registers are
- * what a snapshot saves.
+ * condition variable until resumed. An I/O or MMIO exit is complete (and
+ * the registers consistent) only after the next KVM_RUN, so a vCPU that was
+ * handling one when the pause came re-enters KVM_RUN once with
+ * immediate_exit set before it parks (vcpu.c): a parked vCPU has no
+ * half-done instruction, and its registers are what a snapshot saves.
  */
 #include <errno.h>
 #include <time.h>

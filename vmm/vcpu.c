@@ -230,6 +230,8 @@ static int vcpu_handle_exit(struct vcpu *v)
 static void *vcpu_thread(void *arg)
 {
 	struct vcpu *v = arg;
+	/* The last exit was I/O or MMIO: KVM completes it in its next KVM_RUN. */
+	bool io_pending = false;
 	char name[16];
 
 	snprintf(name, sizeof(name), "vcpu%u", v->index);
@@ -237,9 +239,19 @@ static void *vcpu_thread(void *arg)
 	if (confine_enter(ROLE_VCPU))
 		vm_stop(v->vm, VM_EXIT_ERROR, "vCPU %u: cannot load its seccomp filter", v->index);
 	while (!atomic_load(&v->vm->stopping)) {
+		/*
+		 * A pause parks a vCPU only between instructions. An I/O or MMIO
+		 * exit is done (RIP past the instruction, a read's value in its
+		 * register) only in the next KVM_RUN, so first one KVM_RUN with
+		 * immediate_exit set: KVM finishes the exit, runs nothing more, and
+		 * returns EINTR (or, for an access in pieces, the next piece's exit).
+		 */
+		if (io_pending && atomic_load(&v->vm->pause_req))
+			v->run->immediate_exit = 1;
 		/* After a pause, look at stopping again: the VM may have ended meanwhile. */
-		if (vm_pause_point(v->vm, v->run))
+		else if (vm_pause_point(v->vm, v->run))
 			continue;
+		io_pending = false;
 		if (ioctl(v->fd, KVM_RUN, 0) < 0) {
 			if (errno == EINTR || errno == EAGAIN)
 				continue;
@@ -247,6 +259,8 @@ static void *vcpu_thread(void *arg)
 			        strerror(errno));
 			break;
 		}
+		io_pending =
+			v->run->exit_reason == KVM_EXIT_IO || v->run->exit_reason == KVM_EXIT_MMIO;
 		if (vcpu_handle_exit(v))
 			break;
 	}
