@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "img.h"
 #include "sbx_int.h"
 
 int sbx_base_find(struct sbx_mgr *m, json_t *body, struct sbx_base *b, struct sbx_err *err)
@@ -150,4 +151,23 @@ const char *sbx_base_memfile(struct sbx_mgr *m, const struct sbx_base *b, char *
 		free(arg);
 	}
 	return NULL;
+}
+
+int sbx_base_layer_size(const char *base, int64_t disk, uint64_t *size, char *err, size_t errlen)
+{
+	struct img *b;
+	int rc = img_open(&b, base, IMG_FMT_QCOW2, IMG_RDONLY, err, errlen);
+
+	if (rc)
+		return rc;
+	*size = img_size(b);
+	(void)img_close(b);
+	if (disk && (uint64_t)disk < *size) {
+		snprintf(err, errlen, "resources.disk must be at least %llu MiB for this runtime",
+		         (unsigned long long)(*size >> 20));
+		return -ERANGE;
+	}
+	if (disk)
+		*size = ((uint64_t)disk + 511) & ~511ull;
+	return 0;
 }

@@ -12,7 +12,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "img.h"
 #include "sbx_base.h"
 #include "sbx_int.h"
 #include "sbx_spare.h"
@@ -179,7 +178,6 @@ static int plan_limits(json_t *body, struct sandbox *sb, struct sbx_err *err)
 static int layer_work(struct sandbox *sb, void *arg)
 {
 	struct create *c = arg;
-	struct img *b;
 	uint64_t size;
 	char e[256] = "";
 	int rc;
@@ -196,25 +194,18 @@ static int layer_work(struct sandbox *sb, void *arg)
 		c->t_base = c->t_layer = uv_hrtime();
 		return 0;
 	}
-	rc = img_open(&b, c->base.path, IMG_FMT_QCOW2, IMG_RDONLY, e, sizeof(e));
+	rc = sbx_base_layer_size(c->base.path, c->disk, &size, e, sizeof(e));
 	c->t_base = uv_hrtime();
+	if (rc == -ERANGE) {
+		c->why = SBX_BAD_INPUT;
+		snprintf(c->err, sizeof(c->err), "%s", e);
+		return -EINVAL;
+	}
 	if (rc) {
 		c->why = SBX_INTERNAL;
 		snprintf(c->err, sizeof(c->err), "the base image is unusable: %s", e);
 		return rc;
 	}
-	size = img_size(b);
-	(void)img_close(b);
-	/* The base's file system must fit: a smaller disk would cut it off. */
-	if (c->disk && (uint64_t)c->disk < size) {
-		c->why = SBX_BAD_INPUT;
-		snprintf(c->err, sizeof(c->err),
-		         "resources.disk must be at least %llu MiB for this runtime",
-		         (unsigned long long)(size >> 20));
-		return -EINVAL;
-	}
-	if (c->disk)
-		size = ((uint64_t)c->disk + 511) & ~511ull;
 	c->vsize = size;
 	rc = sbx_dkey_layer(sb, c->base.path, size, e, sizeof(e));
 	c->t_layer = uv_hrtime();

@@ -37,7 +37,7 @@ int sbx_dkey_plan(struct sandbox *sb, json_t *snap_priv, json_t *priv, char *err
 		if (!sb->disk_keys || json_object_set(priv, "diskKeys", sb->disk_keys))
 			return -ENOMEM;
 	}
-	if (!sb->m->cfg.keys || !sb->m->cfg.seal || sb->hidden)
+	if (!sbx_dkey_wanted(sb))
 		return 0;
 	/* A spare layer's (sbx_spare.c), taken with it. */
 	if (sb->disk_key)
@@ -92,17 +92,31 @@ int sbx_dkey_own(struct sandbox *sb, char hex[SBX_DKEY_HEX], char *err, size_t e
 	return sb->disk_key ? sbx_dkey_unwrap(sb, sb->disk_key, "disk", hex, err, errlen) : 0;
 }
 
-int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, char *err, size_t errlen)
+bool sbx_dkey_wanted(const struct sandbox *sb)
+{
+	return sb->m->cfg.keys && sb->m->cfg.seal && !sb->hidden;
+}
+
+int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass, char *err,
+                  size_t errlen)
 {
 	struct img_create_opts o = {.size = size, .backing = backing, .backing_fmt = IMG_FMT_QCOW2};
+
+	if (pass && pass[0]) {
+		o.pass = pass;
+		o.pass_len = strlen(pass);
+	}
+	return img_create(path, &o, err, errlen);
+}
+
+int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, char *err, size_t errlen)
+{
 	char pass[SBX_DKEY_HEX];
 	int rc = sbx_dkey_own(sb, pass, err, errlen);
 
 	if (rc)
 		return rc;
-	o.pass = pass[0] ? pass : NULL;
-	o.pass_len = strlen(pass);
-	rc = img_create(sb->layer, &o, err, errlen);
+	rc = sbx_dkey_make(sb->layer, backing, size, pass, err, errlen);
 	OPENSSL_cleanse(pass, sizeof(pass));
 	return rc;
 }

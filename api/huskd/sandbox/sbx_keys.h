@@ -55,6 +55,12 @@ int sbx_dkey_unwrap(struct sandbox *sb, const char *wrapped, const char *what,
                     char hex[SBX_DKEY_HEX], char *err, size_t errlen);
 /* Its own files' passphrase into hex ("" for none): for a new layer. Off the loop too. */
 int sbx_dkey_own(struct sandbox *sb, char hex[SBX_DKEY_HEX], char *err, size_t errlen);
+/* Whether a new file of its own gets a key (huskd keeps keys and seals; not a template's). */
+bool sbx_dkey_wanted(const struct sandbox *sb);
+/* A layer at path over backing (size 0: the backing's), under pass ("" or NULL: clear).
+ * Off the loop too. */
+int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass, char *err,
+                  size_t errlen);
 /* A new layer (sb->layer) over backing, under its own key; size 0: the backing's. */
 int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, char *err,
                    size_t errlen);

@@ -21,8 +21,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "img.h"
 #include "keystore.h"
+#include "sbx_base.h"
 #include "sbx_spare.h"
 
 /* Bounds the disk they hold: a few MiB each (an encrypted layer's key slots). */
@@ -79,17 +79,11 @@ static void unlist(struct sbx_spare *s)
 		}
 }
 
-/* The key a create of sb would give its layer: encrypted or clear, and for whom. */
-static bool wants_key(const struct sandbox *sb)
-{
-	return sb->m->cfg.keys && sb->m->cfg.seal;
-}
-
 static bool matches(const struct sbx_spare *s, const struct sandbox *sb, const char *base,
                     int64_t disk)
 {
 	return !strcmp(s->base, base) && s->disk == disk && !strcmp(s->org, sb->org) &&
-	       !s->key == !wants_key(sb);
+	       !s->key == !sbx_dkey_wanted(sb);
 }
 
 /* Still usable: its base unchanged, its key still opens. */
@@ -148,30 +142,16 @@ int sbx_spare_use(struct sbx_spare *s, const char *path, uint64_t *vsize)
 static void make(uv_work_t *req)
 {
 	struct sbx_spare *s = req->data;
-	struct img_create_opts o = {.backing = s->base, .backing_fmt = IMG_FMT_QCOW2};
-	struct img *b;
 
 	if (stat(s->base, &s->base_st) < 0) {
 		s->rc = -errno;
 		snprintf(s->err, sizeof(s->err), "its base: %s", strerror(errno));
 		return;
 	}
-	s->rc = img_open(&b, s->base, IMG_FMT_QCOW2, IMG_RDONLY, s->err, sizeof(s->err));
-	if (s->rc)
-		return;
-	s->vsize = img_size(b);
-	(void)img_close(b);
-	if (s->disk && (uint64_t)s->disk < s->vsize) {
-		s->rc = -EINVAL;
-		snprintf(s->err, sizeof(s->err), "the disk asked for is smaller than its base");
-		return;
-	}
-	if (s->disk)
-		s->vsize = ((uint64_t)s->disk + 511) & ~511ull;
-	o.size = s->vsize;
-	o.pass = s->key ? s->pass : NULL;
-	o.pass_len = s->key ? strlen(s->pass) : 0;
-	s->rc = img_create(s->path, &o, s->err, sizeof(s->err));
+	s->rc = sbx_base_layer_size(s->base, s->disk, &s->vsize, s->err, sizeof(s->err));
+	if (!s->rc)
+		s->rc = sbx_dkey_make(s->path, s->base, s->vsize, s->key ? s->pass : NULL, s->err,
+		                      sizeof(s->err));
 }
 
 static void made(uv_work_t *req, int status)
@@ -239,7 +219,7 @@ void sbx_spare_want(struct sandbox *sb, const char *base, int64_t disk)
 		return;
 	}
 	snprintf(s->path, sizeof(s->path), "%s/spares/%s.qcow2", m->cfg.state, id);
-	if (wants_key(sb)) {
+	if (sbx_dkey_wanted(sb)) {
 		if (keystore_new_key(m->cfg.keys, sb->org[0] ? sb->org : STORE_DEFAULT_ORG, key,
 		                     &s->key, err, sizeof(err))) {
 			log_warn(sb->id, "no spare layer: cannot make its key: %s", err);
