@@ -23,6 +23,7 @@ suite() {
 	name=$1
 	shift
 	echo "== $name: $*"
+	t_suite=$(date +%s)
 	: >"$tmp/held"
 	run_suite "$@"
 	again=0
@@ -80,6 +81,8 @@ suite() {
 	if [ "$rc" != 0 ] && [ "$rc" != 123 ] && ! grep -q '^FAIL ' "$tmp/out"; then
 		echo "FAIL $name: exited with status $rc without reporting a failed test" | tee -a "$tmp/all"
 	fi
+	# Where make test's time goes (reruns included), for the summary.
+	echo "$name $(($(date +%s) - t_suite))" >>"$tmp/times"
 }
 
 # rerun COMMAND...: a suite on the emulated nested host failed. That host
@@ -211,6 +214,7 @@ if hardware_kvm; then
 	HUSK_NESTED=1 suite nested tools/husk-kvm-run --timeout 900 -- tests/integration/run.sh boot_2cpu
 fi
 
+echo "Time per suite (s): $(awk '{ printf "%s%s %s", NR > 1 ? ", " : "", $1, $2; t += $2 } END { printf "; all suites %d", t }' "$tmp/times")"
 passed=$(grep -c '^PASS ' "$tmp/all")
 failed=$(grep -c '^FAIL ' "$tmp/all")
 flaky=0

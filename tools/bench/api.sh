@@ -20,6 +20,8 @@ echo "measuring the API with the published client..." >&2
 # (tee's status is the pipe's: a run that ended early shows as a missing last figure.)
 HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key node "$top/tools/bench/api.mjs" | tee "$T/api" >&2
 grep -q '^hold_n=' "$T/api" || bench_failed "api.mjs ended early"
+# What went wrong on the way, if anything did (a refusal at create is expected past --max-vcpus).
+grep -E '^[^ ]+ (warn|error) ' "$T/huskd.log" | grep -v ' 503 HOST_FULL: ' | tail -n 40 >&2
 id=$(sed -n 's/^direct_id=//p' "$T/api")
 echo "measuring the same execs through the API with a C client (huskd's own cost)..." >&2
 "$bin/apibench" http://127.0.0.1:$port $key "$id" "${HUSK_BENCH_API_EXECS:-50}" >"$T/capi"
@@ -52,10 +54,12 @@ awk '{ k = $0; sub(/=.*/, "", k); sub(/^[^=]*=/, ""); v[k] = $0 } END {
 	printf "goal: snapshot (memory) start to first exec <= 0.10 of a cold boot (%.2f): %s\n", w, w <= 0.10 ? "met" : "NOT met"
 	u = v["resume_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
 	printf "goal: resume to first exec <= 0.10 of a cold boot (%.2f): %s\n", u, u <= 0.10 ? "met" : "NOT met"
-	printf "%d at once: %d ok, wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
-		v["parallel_n"], v["parallel_ok"], v["parallel_wall_ms"], v["parallel_each_p50_ms"], v["parallel_each_max_ms"]
+	printf "%d at once: %d ok, %d refused at create, wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
+		v["parallel_n"], v["parallel_ok"], v["parallel_refused"], v["parallel_wall_ms"], v["parallel_each_p50_ms"], v["parallel_each_max_ms"]
+	if (v["parallel_refused"] > 0)
+		printf "  (refused: %s)\n", v["parallel_refused_why"]
 	printf "parallel speed-up: %.2f (%d x one create+first exec / wall)\n", \
-		v["parallel_n"] * v["create_first_exec_p50_ms"] / v["parallel_wall_ms"], v["parallel_n"]
+		v["parallel_ok"] * v["create_first_exec_p50_ms"] / v["parallel_wall_ms"], v["parallel_ok"]
 	print "(ratio: through API / direct to the agent; lower is better)"
 	r = v["api_exec_p50_ms"] / v["exec_p50_ms"]
 	printf "goal: exec true through the API p50 <= 1.3 x the same exec straight to the agent, published client (%.2f): %s\n", r, r <= 1.3 ? "met" : "NOT met"
