@@ -16,8 +16,26 @@ static bool is_hex64(const char *s, size_t n)
 	return n == 64 && strspn(s, "0123456789abcdefABCDEF") >= 64;
 }
 
+/* A disk key as the image library takes it: a passphrase as its text, a master key as bytes. */
+static void *key_of(const char *hex, bool master)
+{
+	uint8_t *b;
+	size_t n;
+
+	if (!master)
+		return strdup(hex);
+	b = malloc(IMG_MASTER_KEY_LEN);
+	if (b && !OPENSSL_hexstr2buf_ex(b, IMG_MASTER_KEY_LEN, &n, hex, '\0')) {
+		free(b);
+		return NULL;
+	}
+	return b;
+}
+
 static int parse_line(struct keyring *kr, char *l, unsigned no, char *err, size_t errlen)
 {
+	bool master = !strncmp(l, "master ", 7);
+	size_t at = master ? 7 : 5, hex = master ? 2 * IMG_MASTER_KEY_LEN : 64;
 	char *path;
 
 	if (is_hex64(l, strlen(l))) {
@@ -26,23 +44,31 @@ static int parse_line(struct keyring *kr, char *l, unsigned no, char *err, size_
 		kr->has_snap = true;
 		return 0;
 	}
-	if (strncmp(l, "disk ", 5) || !is_hex64(l + 5, 64) || l[69] != ' ' || l[70] != '/')
+	if ((!master && strncmp(l, "disk ", 5)) || strlen(l) < at + hex + 2 ||
+	    strspn(l + at, "0123456789abcdefABCDEF") != hex || l[at + hex] != ' ' ||
+	    l[at + hex + 1] != '/')
 		goto bad;
 	if (kr->disks.n == KEYRING_DISKS) {
 		snprintf(err, errlen, "line %u: more than %d disk keys", no, KEYRING_DISKS);
 		return -EINVAL;
 	}
-	path = strdup(l + 70);
-	l[69] = '\0';
-	kr->disk[kr->disks.n] = (struct img_secret){.path = path, .pass = strdup(l + 5), .len = 64};
+	path = strdup(l + at + hex + 1);
+	l[at + hex] = '\0';
+	kr->disk[kr->disks.n] = (struct img_secret){.path = path,
+	                                            .pass = key_of(l + at, master),
+	                                            .len = master ? IMG_MASTER_KEY_LEN : 64,
+	                                            .master = master};
 	if (!path || !kr->disk[kr->disks.n].pass) {
 		free(path);
+		free((void *)kr->disk[kr->disks.n].pass);
 		return -ENOMEM;
 	}
 	kr->disks.n++;
 	return 0;
 bad:
-	snprintf(err, errlen, "line %u is not 64 hex digits or 'disk HEX /PATH' (or a second key)",
+	snprintf(err, errlen,
+	         "line %u is not 64 hex digits, 'disk HEX /PATH' or 'master HEX /PATH' (or a "
+	         "second key)",
 	         no);
 	return -EINVAL;
 }

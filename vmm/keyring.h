@@ -11,6 +11,8 @@
  * The keys huskd hands a VMM in a pipe (--key-fd), one per line:
  *   HEX                 the snapshot key: opens a sealed --restore, seals saves
  *   disk HEX PATH       the passphrase of the encrypted disk image at PATH
+ *   master HEX PATH     its master key instead (128 hex digits; a layer's first start,
+ *                       from huskd that made it: no PBKDF2 and key stripes to open it)
  * HEX is 64 hex digits. Held in memory only; keyring_free() wipes them.
  */
 #define KEYRING_DISKS 48 /* huskd: SBX_DKEYS_MAX */

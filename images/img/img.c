@@ -325,7 +325,7 @@ int img_open_depth(struct img **out, const char *path, enum img_format fmt, unsi
 	else
 		rc = qcow_open(img, err, errlen);
 	if (!rc && img->q && img->q->crypt_method && (key = secret_of(img, secrets)))
-		rc = qcow_luks_open(img, key->pass, key->len, err, errlen);
+		rc = qcow_luks_open(img, key->pass, key->len, key->master, err, errlen);
 	if (rc)
 		goto err_free;
 	img->secrets = secrets; /* for its backing file, only while it opens */

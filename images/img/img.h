@@ -2,6 +2,7 @@
 #ifndef HUSK_IMG_H
 #define HUSK_IMG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -109,6 +110,9 @@ struct img_secret {
 	const char *path;
 	const void *pass;
 	size_t len;
+	/* pass is the image's master key itself (its len bytes, as img_create gave it): only
+	 * checked against the header's digest, no key slot opened (PBKDF2, stripes) */
+	bool master;
 };
 struct img_secrets {
 	const struct img_secret *v;
@@ -135,7 +139,10 @@ struct img_create_opts {
 	const void *pass;
 	size_t pass_len;
 	const struct img_secrets *secrets;
+	/* Encrypted: its master key (IMG_MASTER_KEY_LEN bytes) is put here if not NULL. */
+	uint8_t *master_out;
 };
+#define IMG_MASTER_KEY_LEN 64
 
 /*
  * Creates a new qcow2 (version 3, refcount_order 4) image at path, failing

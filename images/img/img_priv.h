@@ -189,13 +189,14 @@ int qcow_set_backing(struct img *img, const char *name, enum img_format fmt)
 	__attribute__((warn_unused_result));
 
 /* qcow_luks.c: encrypted images (LUKS in qcow2, as QEMU) */
-int qcow_luks_open(struct img *img, const void *pass, size_t plen, char *err, size_t errlen)
-	__attribute__((warn_unused_result));
+int qcow_luks_open(struct img *img, const void *pass, size_t plen, bool master, char *err,
+                   size_t errlen) __attribute__((warn_unused_result));
 void qcow_luks_free(struct qcow *q);
 /* Bytes of the LUKS header and key slots QEMU's layout takes. */
 uint64_t qcow_luks_len(void);
-/* Writes a new LUKS header whose slot 0 pass opens, at fde_off of fd. 0 or -errno. */
-int qcow_luks_format(int fd, uint64_t fde_off, const void *pass, size_t plen)
+/* Writes a new LUKS header whose slot 0 pass opens, at fde_off of fd; its master key
+ * (IMG_MASTER_KEY_LEN bytes) into mk_out if not NULL. 0 or -errno. */
+int qcow_luks_format(int fd, uint64_t fde_off, const void *pass, size_t plen, uint8_t *mk_out)
 	__attribute__((warn_unused_result));
 /* Encrypts (enc) or decrypts len bytes (whole sectors) that live at host offset host. */
 int qcow_crypt(struct img *img, uint8_t *buf, size_t len, uint64_t host, bool enc)

@@ -172,7 +172,8 @@ static int write_image(int fd, uint64_t size, unsigned cb, const char *backing,
 	if (!rc && ftruncate(fd, (off_t)(total * cs)) < 0)
 		rc = -errno;
 	if (!rc && fdec)
-		rc = qcow_luks_format(fd, (1 + rt + rb + l1c) * cs, o->pass, o->pass_len);
+		rc = qcow_luks_format(fd, (1 + rt + rb + l1c) * cs, o->pass, o->pass_len,
+		                      o->master_out);
 	if (!rc && fsync(fd) < 0)
 		rc = -errno;
 out:

@@ -155,6 +155,18 @@ static size_t material_len(unsigned klen)
 	return ((size_t)klen * LUKS_STRIPES + SECTOR - 1) / SECTOR * SECTOR;
 }
 
+/* Whether mk is the master key the header's digest was made from: 0, or -EACCES. */
+static int digest_check(const uint8_t *h, const EVP_MD *md, const uint8_t *mk, unsigned klen)
+{
+	uint8_t digest[LUKS_DIGEST_LEN];
+	int rc = pbkdf2(md, mk, klen, h + 132, get_be32(h + 164), digest, sizeof(digest));
+
+	if (!rc && CRYPTO_memcmp(digest, h + 112, sizeof(digest)))
+		rc = -EACCES;
+	OPENSSL_cleanse(digest, sizeof(digest));
+	return rc;
+}
+
 /* Opens slot i with pass: 0 and the master key, -EACCES for another passphrase. */
 static int slot_open(struct img *img, const uint8_t *h, unsigned i, const EVP_MD *md,
                      const EVP_CIPHER *xts, unsigned klen, const void *pass, size_t plen,
@@ -163,7 +175,7 @@ static int slot_open(struct img *img, const uint8_t *h, unsigned i, const EVP_MD
 	const uint8_t *s = h + LUKS_SLOT_OFF + i * LUKS_SLOT_LEN;
 	uint32_t iters = get_be32(s + 4), sector = get_be32(s + 40), stripes = get_be32(s + 44);
 	uint64_t at = (uint64_t)sector * SECTOR, n = material_len(klen);
-	uint8_t dk[64], digest[LUKS_DIGEST_LEN], *km;
+	uint8_t dk[64], *km;
 	int rc;
 
 	if (!iters || iters > LUKS_MAX_ITERS || stripes != LUKS_STRIPES || at > img->q->fde_len ||
@@ -180,16 +192,15 @@ static int slot_open(struct img *img, const uint8_t *h, unsigned i, const EVP_MD
 	if (!rc)
 		rc = af(md, km, mk, klen, false);
 	if (!rc)
-		rc = pbkdf2(md, mk, klen, h + 132, get_be32(h + 164), digest, sizeof(digest));
-	if (!rc && CRYPTO_memcmp(digest, h + 112, sizeof(digest)))
-		rc = -EACCES;
+		rc = digest_check(h, md, mk, klen);
 	OPENSSL_cleanse(dk, sizeof(dk));
 	OPENSSL_cleanse(km, n);
 	free(km);
 	return rc;
 }
 
-int qcow_luks_open(struct img *img, const void *pass, size_t plen, char *err, size_t errlen)
+int qcow_luks_open(struct img *img, const void *pass, size_t plen, bool master, char *err,
+                   size_t errlen)
 {
 	struct qcow *q = img->q;
 	uint8_t h[LUKS_HDR_LEN], mk[64];
@@ -227,7 +238,12 @@ int qcow_luks_open(struct img *img, const void *pass, size_t plen, char *err, si
 		                img->path, (const char *)h + 72);
 	}
 	rc = -EACCES;
-	for (unsigned i = 0; i < LUKS_SLOTS && rc; i++)
+	/* Its master key itself (from its maker): the digest says whether it is this image's. */
+	if (master && plen == klen) {
+		memcpy(mk, pass, klen);
+		rc = digest_check(h, md, mk, klen);
+	}
+	for (unsigned i = 0; i < LUKS_SLOTS && rc && !master; i++)
 		if (get_be32(h + LUKS_SLOT_OFF + i * LUKS_SLOT_LEN) == LUKS_SLOT_ACTIVE)
 			rc = slot_open(img, h, i, md, xts, klen, pass, plen, mk);
 	if (!rc && !(q->crypt = calloc(1, sizeof(*q->crypt))))
@@ -259,7 +275,7 @@ void qcow_luks_free(struct qcow *q)
 	q->crypt = NULL;
 }
 
-int qcow_luks_format(int fd, uint64_t fde_off, const void *pass, size_t plen)
+int qcow_luks_format(int fd, uint64_t fde_off, const void *pass, size_t plen, uint8_t *mk_out)
 {
 	uint8_t h[LUKS_HDR_LEN] = {0}, mk[64], dk[64], *km = NULL, uuid[16];
 	EVP_CIPHER *xts = EVP_CIPHER_fetch(NULL, "AES-256-XTS", NULL);
@@ -301,6 +317,8 @@ int qcow_luks_format(int fd, uint64_t fde_off, const void *pass, size_t plen)
 	rc = img_pwrite_full(fd, h, sizeof(h), fde_off);
 	if (!rc)
 		rc = img_pwrite_full(fd, km, n, fde_off + (uint64_t)slot_sector(0) * SECTOR);
+	if (!rc && mk_out)
+		memcpy(mk_out, mk, sizeof(mk));
 out:
 	OPENSSL_cleanse(mk, sizeof(mk));
 	OPENSSL_cleanse(dk, sizeof(dk));

@@ -129,6 +129,7 @@ struct fake_keys {
 	char snap[17]; /* the snapshot key's fingerprint, or "" */
 	struct img_secret disk[FAKE_DISK_KEYS];
 	struct img_secrets disks;
+	unsigned masters; /* of disk[], master keys ("master HEX PATH") */
 };
 /* Reads fd to its end and closes it: 0, or -EINVAL for a line husk-vmm would refuse. */
 int fake_keys_read(int fd, struct fake_keys *k);

@@ -7,6 +7,7 @@
  * wrong one: huskd's keys are checked against the files it made.
  */
 #include <errno.h>
+#include <openssl/crypto.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +17,28 @@
 
 #define KEYS_MAX (64u << 10)
 
+/* "disk HEX64 /PATH" (a passphrase, kept as its text) or "master HEX128 /PATH" (as bytes). */
 static int disk_line(char *l, struct fake_keys *k)
 {
-	if (strncmp(l, "disk ", 5) || strlen(l) < 71 || l[69] != ' ' || l[70] != '/' ||
-	    strspn(l + 5, "0123456789abcdefABCDEF") < 64 || k->disks.n == FAKE_DISK_KEYS)
+	bool master = !strncmp(l, "master ", 7);
+	size_t at = master ? 7 : 5, hex = master ? 2 * IMG_MASTER_KEY_LEN : 64, n = 0;
+	struct img_secret *s = &k->disk[k->disks.n];
+	uint8_t *b;
+
+	if (strlen(l) < at + hex + 2 || l[at + hex] != ' ' || l[at + hex + 1] != '/' ||
+	    strspn(l + at, "0123456789abcdefABCDEF") != hex || k->disks.n == FAKE_DISK_KEYS)
 		return -EINVAL;
-	l[69] = '\0';
-	k->disk[k->disks.n] =
-		(struct img_secret){.path = strdup(l + 70), .pass = strdup(l + 5), .len = 64};
-	if (!k->disk[k->disks.n].path || !k->disk[k->disks.n].pass)
+	l[at + hex] = '\0';
+	*s = (struct img_secret){.path = strdup(l + at + hex + 1), .len = 64, .master = master};
+	if (!master) {
+		s->pass = strdup(l + at);
+	} else if ((b = malloc(IMG_MASTER_KEY_LEN))) {
+		s->pass = b;
+		if (!OPENSSL_hexstr2buf_ex(b, IMG_MASTER_KEY_LEN, &n, l + at, '\0'))
+			return -EINVAL;
+		k->masters++;
+	}
+	if (!s->path || !s->pass)
 		return -ENOMEM;
 	k->disks.n++;
 	return 0;
@@ -46,7 +60,7 @@ int fake_keys_read(int fd, struct fake_keys *k)
 		got += (size_t)n;
 	close(fd);
 	for (char *l = strtok_r(buf, "\n", &save); l && !rc; l = strtok_r(NULL, "\n", &save)) {
-		if (!strncmp(l, "disk ", 5))
+		if (!strncmp(l, "disk ", 5) || !strncmp(l, "master ", 7))
 			rc = disk_line(l, k);
 		else if (k->snap[0])
 			rc = -EINVAL;

@@ -90,6 +90,8 @@ void t_done_reset(struct t_done *d);
 /* The test groups. */
 /* Whether the file holds text anywhere (binary files too). */
 bool t_file_has(const char *path, const char *text);
+/* How id's last VMM start got its disk keys (the fake VMM's line in vmm.log), or "". */
+const char *t_keys_given(const char *id, char *out, size_t len);
 /* Whether text is in the store's database or its log. */
 bool t_in_store_files(const char *text);
 /* Pauses sandbox id: whether it is paused. */

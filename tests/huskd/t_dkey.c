@@ -107,6 +107,17 @@ static void files_encrypted(void)
 	t_check("dkey_layer_encrypted",
 	        !strncmp(key, "l1:org_local:", 13) && encrypted(t_sb(id)->layer, NULL, 0) == 1,
 	        "diskKey '%s'", key);
+	/* The layer's first start opens it by the master key huskd kept from making it (no
+	 * PBKDF2, no key stripes); every later one by its passphrase. */
+	t_check("dkey_first_start_by_master_key",
+	        !strcmp(t_keys_given(id, file, sizeof(file)), "0 passphrases, 1 master keys"),
+	        "'%s'", file);
+	msg[0] = '\0';
+	t_check("dkey_later_start_by_passphrase",
+	        t_pause(id) && resume(id, msg, sizeof(msg)) &&
+	                !strcmp(t_keys_given(id, file, sizeof(file)),
+	                        "1 passphrases, 0 master keys"),
+	        "'%s' %s", file, msg);
 	t_check("dkey_checkpoint_encrypted",
 	        ckpt(id, "c1", false, file, sizeof(file)) && encrypted(file, NULL, 0) == 1 &&
 	                encrypted(t_sb(id)->layer, NULL, 0) == 1,

@@ -107,6 +107,10 @@ void t_spares(void)
 	got = started("{}", b, err, sizeof(err));
 	t_check("spare_taken_by_next_create", got && got == spare && access(path, F_OK) < 0,
 	        "layer inode %lu, spare %lu: %s", (unsigned long)got, (unsigned long)spare, err);
+	/* The spare's master key, known from making it, opens it at its first start. */
+	t_check("spare_opened_by_its_master_key",
+	        got && !strcmp(t_keys_given(b, err, sizeof(err)), "0 passphrases, 1 master keys"),
+	        "'%s'", err);
 
 	/* Another org's create makes its own: this org's spare waits for this org's next. */
 	if (!the_spare(path, sizeof(path), &spare))

@@ -50,7 +50,8 @@ static const struct img_secrets *secrets(void)
 
 		if (eq) {
 			*eq = '\0';
-			v[all.n++] = (struct img_secret){t, eq + 1, strlen(eq + 1)};
+			v[all.n++] = (struct img_secret){
+				.path = t, .pass = eq + 1, .len = strlen(eq + 1)};
 		}
 	}
 	return &all;

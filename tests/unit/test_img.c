@@ -317,3 +317,44 @@ UNIT_TEST(img_one_writer_or_many_readers)
 	CHECK(img_open(&a, p, IMG_FMT_QCOW2, 0, err, sizeof(err)) == 0);
 	CHECK(img_close(a) == 0);
 }
+
+/*
+ * An encrypted image opened by its master key (as img_create gave it to
+ * its maker) reads what its passphrase wrote; another key, or one of
+ * another length, does not open it; a passphrase is never taken for one.
+ */
+UNIT_TEST(img_luks_opens_by_master_key)
+{
+	const char *p = timg_path("master.qcow2");
+	uint8_t mk[IMG_MASTER_KEY_LEN] = {0}, buf[4096], back[4096];
+	struct img_secret s = {.path = p, .pass = "pass-one", .len = 8};
+	struct img_secrets set = {.v = &s, .n = 1};
+	struct img_create_opts o = {
+		.size = 1 * MiB, .pass = "pass-one", .pass_len = 8, .master_out = mk};
+	struct img *img;
+	char err[256];
+
+	unlink(p);
+	CHECK(img_create(p, &o, err, sizeof(err)) == 0);
+	CHECK(!all_zero(mk, sizeof(mk)));
+	memset(buf, 0x5a, sizeof(buf));
+	CHECK(img_open_secrets(&img, p, IMG_FMT_QCOW2, 0, &set, err, sizeof(err)) == 0);
+	CHECK(img_write(img, buf, sizeof(buf), 64 * KiB) == 0);
+	CHECK(img_close(img) == 0);
+	s = (struct img_secret){.path = p, .pass = mk, .len = sizeof(mk), .master = true};
+	CHECK(img_open_secrets(&img, p, IMG_FMT_QCOW2, IMG_RDONLY, &set, err, sizeof(err)) == 0);
+	CHECK(img_read(img, back, sizeof(back), 64 * KiB) == 0);
+	CHECK(memcmp(buf, back, sizeof(buf)) == 0);
+	CHECK(img_close(img) == 0);
+	mk[7] ^= 1;
+	CHECK(img_open_secrets(&img, p, IMG_FMT_QCOW2, IMG_RDONLY, &set, err, sizeof(err)) ==
+	      -EACCES);
+	mk[7] ^= 1;
+	s.len = 32;
+	CHECK(img_open_secrets(&img, p, IMG_FMT_QCOW2, IMG_RDONLY, &set, err, sizeof(err)) ==
+	      -EACCES);
+	s = (struct img_secret){.path = p, .pass = "pass-one", .len = 8, .master = true};
+	CHECK(img_open_secrets(&img, p, IMG_FMT_QCOW2, IMG_RDONLY, &set, err, sizeof(err)) ==
+	      -EACCES);
+	unlink(p);
+}

@@ -42,3 +42,25 @@ UNIT_TEST(vmm_keyring_lines)
 	CHECK(parse("disk 1234 /d\n", &kr, err, sizeof(err)) == -EINVAL);
 	CHECK(parse("", &kr, err, sizeof(err)) == -EINVAL && strstr(err, "no key"));
 }
+
+/* A master key line: 128 hex digits, given to the image library as its 64 bytes. */
+UNIT_TEST(vmm_keyring_master_lines)
+{
+	struct keyring kr;
+	char err[200];
+
+	CHECK(parse("master " HEX_A HEX_B " /l.qcow2\ndisk " HEX_A " /b\n", &kr, err,
+	            sizeof(err)) == 0);
+	CHECK(kr.disks.n == 2 && kr.disk[0].master && !kr.disk[1].master &&
+	      kr.disk[0].len == IMG_MASTER_KEY_LEN && !strcmp(kr.disk[0].path, "/l.qcow2"));
+	CHECK(((const uint8_t *)kr.disk[0].pass)[1] == 0x11 &&
+	      ((const uint8_t *)kr.disk[0].pass)[32] == 0xff &&
+	      ((const uint8_t *)kr.disk[0].pass)[63] == 0x00);
+	keyring_free(&kr);
+	/* A passphrase's length is not a master key's, nor the other way round. */
+	CHECK(parse("master " HEX_A " /l\n", &kr, err, sizeof(err)) == -EINVAL &&
+	      strstr(err, "line 1"));
+	CHECK(parse("disk " HEX_A HEX_B " /l\n", &kr, err, sizeof(err)) == -EINVAL);
+	CHECK(parse("master " HEX_A HEX_B "x /l\n", &kr, err, sizeof(err)) == -EINVAL);
+	CHECK(parse("master " HEX_A HEX_B " l\n", &kr, err, sizeof(err)) == -EINVAL);
+}

@@ -54,7 +54,7 @@ awk '{ k = $0; sub(/=.*/, "", k); sub(/^[^=]*=/, ""); v[k] = $0 } END {
 	printf "goal: snapshot (memory) start to first exec <= 0.10 of a cold boot (%.2f): %s\n", w, w <= 0.10 ? "met" : "NOT met"
 	u = v["resume_first_exec_p50_ms"] / v["create_first_exec_p50_ms"]
 	printf "goal: resume to first exec <= 0.10 of a cold boot (%.2f): %s\n", u, u <= 0.10 ? "met" : "NOT met"
-	printf "%d at once: %d ok, %d refused at create, wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
+	printf "%d at once: %d ok, %d refused at create (after the client's own retries of a 503), wall %.0f ms; each create+exec+destroy p50 %.0f ms, max %.0f ms\n", \
 		v["parallel_n"], v["parallel_ok"], v["parallel_refused"], v["parallel_wall_ms"], v["parallel_each_p50_ms"], v["parallel_each_max_ms"]
 	if (v["parallel_refused"] > 0)
 		printf "  (refused: %s)\n", v["parallel_refused_why"]

@@ -173,6 +173,7 @@ void sbx_free(struct sandbox *sb)
 	free(sb->mem_key);
 	free(sb->mem_key_next);
 	free(sb->disk_key);
+	sbx_dkey_first(sb, NULL);
 	json_decref(sb->disk_keys);
 	free(sb->cgroup);
 	free(sb);

@@ -92,7 +92,7 @@ static int create_freeze(struct sandbox *sb, void *arg, char *err, size_t errlen
 		snprintf(err, errlen, "cannot keep the layer: %s", strerror(-rc));
 		return rc;
 	}
-	rc = sbx_dkey_layer(sb, c->file, 0, e, sizeof(e));
+	rc = sbx_dkey_layer(sb, c->file, 0, false, e, sizeof(e));
 	if (rc) {
 		if (rename(c->file, sb->layer) < 0)
 			snprintf(err, errlen,
@@ -251,7 +251,7 @@ static int restore_freeze(struct sandbox *sb, void *arg, char *err, size_t errle
 	}
 	snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
 	unlink(path);
-	rc = sbx_dkey_layer(sb, c->file, 0, e, sizeof(e));
+	rc = sbx_dkey_layer(sb, c->file, 0, false, e, sizeof(e));
 	if (rc)
 		snprintf(err, errlen, "cannot make a layer over the checkpoint: %s", e);
 	return rc;

@@ -190,7 +190,7 @@ static int layer_work(struct sandbox *sb, void *arg)
 		return rc;
 	}
 	/* Made ahead with this base, size and org, and sb->disk_key its key. */
-	if (c->spare && sbx_spare_use(c->spare, sb->layer, &c->vsize) == 0) {
+	if (c->spare && sbx_spare_use(c->spare, sb, &c->vsize) == 0) {
 		c->t_base = c->t_layer = uv_hrtime();
 		return 0;
 	}
@@ -207,7 +207,7 @@ static int layer_work(struct sandbox *sb, void *arg)
 		return rc;
 	}
 	c->vsize = size;
-	rc = sbx_dkey_layer(sb, c->base.path, size, e, sizeof(e));
+	rc = sbx_dkey_layer(sb, c->base.path, size, true, e, sizeof(e));
 	c->t_layer = uv_hrtime();
 	if (rc) {
 		c->why = SBX_INTERNAL;

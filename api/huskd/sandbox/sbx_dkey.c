@@ -97,31 +97,55 @@ bool sbx_dkey_wanted(const struct sandbox *sb)
 	return sb->m->cfg.keys && sb->m->cfg.seal && !sb->hidden;
 }
 
-int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass, char *err,
-                  size_t errlen)
+int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass,
+                  uint8_t mk[IMG_MASTER_KEY_LEN], char *err, size_t errlen)
 {
 	struct img_create_opts o = {.size = size, .backing = backing, .backing_fmt = IMG_FMT_QCOW2};
 
 	if (pass && pass[0]) {
 		o.pass = pass;
 		o.pass_len = strlen(pass);
+		o.master_out = mk;
 	}
 	return img_create(path, &o, err, errlen);
 }
 
-int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, char *err, size_t errlen)
+int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, bool first, char *err,
+                   size_t errlen)
 {
+	uint8_t mk[IMG_MASTER_KEY_LEN];
 	char pass[SBX_DKEY_HEX];
 	int rc = sbx_dkey_own(sb, pass, err, errlen);
 
+	/* A key kept for the layer this one replaces would not open it. */
+	sbx_dkey_first(sb, NULL);
 	if (rc)
 		return rc;
-	rc = sbx_dkey_make(sb->layer, backing, size, pass, err, errlen);
+	rc = sbx_dkey_make(sb->layer, backing, size, pass, first ? mk : NULL, err, errlen);
+	if (!rc && first && pass[0])
+		sbx_dkey_first(sb, mk);
 	OPENSSL_cleanse(pass, sizeof(pass));
+	OPENSSL_cleanse(mk, sizeof(mk));
 	return rc;
 }
 
-static int add(struct sbx_dkeys *k, const char *path, const char *hex, char *err, size_t errlen)
+void sbx_dkey_first(struct sandbox *sb, const uint8_t mk[IMG_MASTER_KEY_LEN])
+{
+	if (mk && !sb->layer_mk)
+		sb->layer_mk = malloc(IMG_MASTER_KEY_LEN);
+	if (mk && sb->layer_mk) {
+		memcpy(sb->layer_mk, mk, IMG_MASTER_KEY_LEN);
+		return;
+	}
+	if (sb->layer_mk)
+		OPENSSL_cleanse(sb->layer_mk, IMG_MASTER_KEY_LEN);
+	free(sb->layer_mk);
+	sb->layer_mk = NULL;
+}
+
+/* pass: a passphrase's 64 hex digits, or (master) k->mk's bytes. */
+static int add(struct sbx_dkeys *k, const char *path, const void *pass, bool master, char *err,
+               size_t errlen)
 {
 	char *p;
 
@@ -134,7 +158,10 @@ static int add(struct sbx_dkeys *k, const char *path, const char *hex, char *err
 		snprintf(err, errlen, "%s: not an absolute path", path);
 		return path[0] != '/' ? -EINVAL : -ENOMEM;
 	}
-	k->v[k->set.n] = (struct img_secret){.path = p, .pass = hex, .len = SBX_DKEY_HEX - 1};
+	k->v[k->set.n] = (struct img_secret){.path = p,
+	                                     .pass = pass,
+	                                     .len = master ? sizeof(k->mk) : SBX_DKEY_HEX - 1,
+	                                     .master = master};
 	k->set.n++;
 	return 0;
 }
@@ -178,6 +205,7 @@ static int walk_own(struct sandbox *sb, const char *top, int (*fn)(void *arg, co
 }
 
 struct own_add {
+	struct sandbox *sb;
 	struct sbx_dkeys *k;
 	char *err;
 	size_t errlen;
@@ -186,8 +214,15 @@ struct own_add {
 static int own_add(void *arg, const char *path)
 {
 	struct own_add *a = arg;
+	struct sbx_dkeys *k = a->k;
 
-	return add(a->k, path, a->k->own, a->err, a->errlen);
+	/* Its layer, new since its master key was kept: opened by that, once. */
+	if (a->sb->layer_mk && !strcmp(path, a->sb->layer)) {
+		memcpy(k->mk, a->sb->layer_mk, sizeof(k->mk));
+		sbx_dkey_first(a->sb, NULL);
+		return add(k, path, k->mk, true, a->err, a->errlen);
+	}
+	return add(k, path, k->own, false, a->err, a->errlen);
 }
 
 int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char *err,
@@ -200,7 +235,7 @@ int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char
 	*k = (struct sbx_dkeys){.set.v = k->v};
 	rc = sbx_dkey_own(sb, k->own, err, errlen);
 	if (!rc && k->own[0])
-		rc = walk_own(sb, top, own_add, &(struct own_add){k, err, errlen}, err, errlen);
+		rc = walk_own(sb, top, own_add, &(struct own_add){sb, k, err, errlen}, err, errlen);
 	json_object_foreach(sb->disk_keys, path, v)
 	{
 		if (rc)
@@ -215,7 +250,7 @@ int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char
 		rc = sbx_dkey_unwrap(sb, json_string_value(v) ?: "", "disk", k->hex[k->set.n], err,
 		                     errlen);
 		if (!rc)
-			rc = add(k, path, k->hex[k->set.n], err, errlen);
+			rc = add(k, path, k->hex[k->set.n], false, err, errlen);
 	}
 	if (rc)
 		sbx_dkey_close(k);
@@ -228,6 +263,7 @@ void sbx_dkey_close(struct sbx_dkeys *k)
 		free((char *)k->v[i].path);
 	OPENSSL_cleanse(k->hex, sizeof(k->hex));
 	OPENSSL_cleanse(k->own, sizeof(k->own));
+	OPENSSL_cleanse(k->mk, sizeof(k->mk));
 	*k = (struct sbx_dkeys){.set.v = k->v};
 }
 
@@ -237,15 +273,22 @@ int sbx_dkey_lines(const struct sbx_dkeys *k, char **out, size_t *len)
 	char *buf = NULL;
 
 	for (unsigned i = 0; i < k->set.n; i++)
-		cap += strlen(k->v[i].path) + SBX_DKEY_HEX + 8;
+		cap += strlen(k->v[i].path) + (k->v[i].master ? 2 * IMG_MASTER_KEY_LEN : 64) + 10;
 	if (cap > PIPE_BUDGET)
 		return -E2BIG;
 	buf = malloc(cap + 1);
 	if (!buf)
 		return -ENOMEM;
-	for (unsigned i = 0; i < k->set.n; i++)
-		n += (size_t)snprintf(buf + n, cap + 1 - n, "disk %s %s\n",
-		                      (const char *)k->v[i].pass, k->v[i].path);
+	for (unsigned i = 0; i < k->set.n; i++) {
+		char mk[2 * IMG_MASTER_KEY_LEN + 1] = "";
+
+		if (k->v[i].master)
+			OPENSSL_buf2hexstr_ex(mk, sizeof(mk), NULL, k->mk, sizeof(k->mk), '\0');
+		n += (size_t)snprintf(
+			buf + n, cap + 1 - n, "%s %s %s\n", k->v[i].master ? "master" : "disk",
+			k->v[i].master ? mk : (const char *)k->v[i].pass, k->v[i].path);
+		OPENSSL_cleanse(mk, sizeof(mk));
+	}
 	*out = buf;
 	*len = n;
 	return 0;

@@ -160,6 +160,7 @@ struct sandbox {
 	char *mem_key;          /* the wrapped key its memory.snap is sealed with, or NULL */
 	char *mem_key_next;     /* PAUSING: the key the snapshot being written is sealed with */
 	char *disk_key;         /* the wrapped key of its own disk files (sbx_dkey.c), or NULL */
+	uint8_t *layer_mk;      /* its new layer's master key until its first VMM start */
 	json_t *disk_keys;      /* those of the images below them: path -> wrapped key */
 	bool from_template;     /* created restoring a template (its maker made the workspace) */
 	char base_snap[STORE_ID_LEN];

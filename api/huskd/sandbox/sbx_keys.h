@@ -43,6 +43,7 @@ struct sbx_dkeys {
 	struct img_secrets set; /* v, for the image library */
 	char own[SBX_DKEY_HEX]; /* its own files' passphrase, "" when they are clear */
 	char hex[SBX_DKEYS_MAX][SBX_DKEY_HEX];
+	uint8_t mk[IMG_MASTER_KEY_LEN]; /* its layer's master key, when it was still known */
 };
 /* At create: the keys of the snapshot it starts from, and one of its own when sealing. */
 int sbx_dkey_plan(struct sandbox *sb, json_t *snap_priv, json_t *priv, char *err, size_t errlen);
@@ -57,13 +58,17 @@ int sbx_dkey_unwrap(struct sandbox *sb, const char *wrapped, const char *what,
 int sbx_dkey_own(struct sandbox *sb, char hex[SBX_DKEY_HEX], char *err, size_t errlen);
 /* Whether a new file of its own gets a key (huskd keeps keys and seals; not a template's). */
 bool sbx_dkey_wanted(const struct sandbox *sb);
-/* A layer at path over backing (size 0: the backing's), under pass ("" or NULL: clear).
- * Off the loop too. */
-int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass, char *err,
-                  size_t errlen);
-/* A new layer (sb->layer) over backing, under its own key; size 0: the backing's. */
-int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, char *err,
+/* A layer at path over backing (size 0: the backing's), under pass ("" or NULL: clear);
+ * encrypted, its master key into mk if not NULL. Off the loop too. */
+int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass,
+                  uint8_t mk[IMG_MASTER_KEY_LEN], char *err, size_t errlen);
+/* A new layer (sb->layer) over backing, under its own key; size 0: the backing's. With
+ * first, its master key is kept for its first VMM start (sbx_dkey_first). */
+int sbx_dkey_layer(struct sandbox *sb, const char *backing, uint64_t size, bool first, char *err,
                    size_t errlen);
+/* Keeps mk, its new layer's master key, for its first VMM start: opening by it skips
+ * the key slot's PBKDF2 and stripes (~280 ms nested). NULL: forgets one. Off the loop too. */
+void sbx_dkey_first(struct sandbox *sb, const uint8_t mk[IMG_MASTER_KEY_LEN]);
 /* Every key of the chain from top (its layer, or one it was renamed to), unwrapped
  * (sbx_dkey_close cleans). Off the loop too. */
 int sbx_dkey_open(struct sandbox *sb, const char *top, struct sbx_dkeys *k, char *err,

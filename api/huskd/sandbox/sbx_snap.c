@@ -83,7 +83,7 @@ static int freeze(struct sandbox *sb, void *arg, char *err, size_t errlen)
 	if (rc && s->flatten && sb->base)
 		snprintf(err, errlen, "cannot flatten the layer onto its base: %s", e);
 	if (!rc) {
-		rc = sbx_dkey_layer(sb, s->disk, 0, e, sizeof(e));
+		rc = sbx_dkey_layer(sb, s->disk, 0, false, e, sizeof(e));
 		if (rc)
 			snprintf(err, errlen, "cannot make a new layer: %s", e);
 	}

@@ -37,6 +37,7 @@ struct sbx_spare {
 	struct stat base_st; /* the base when the spare was made over it */
 	char *key;           /* its wrapped key, NULL: clear */
 	char pass[SBX_DKEY_HEX];
+	uint8_t mk[IMG_MASTER_KEY_LEN]; /* encrypted: its master key, for the first VMM start */
 	bool ready;
 	int rc;
 	uint64_t t0; /* uv_hrtime() when it was wanted */
@@ -66,6 +67,7 @@ void sbx_spare_free(struct sbx_spare *s)
 	/* Gone already when it was used; else nothing may keep it. */
 	unlink(s->path);
 	OPENSSL_cleanse(s->pass, sizeof(s->pass));
+	OPENSSL_cleanse(s->mk, sizeof(s->mk));
 	free(s->key);
 	free(s);
 }
@@ -130,11 +132,13 @@ struct sbx_spare *sbx_spare_take(struct sandbox *sb, const char *base, int64_t d
 	return NULL;
 }
 
-int sbx_spare_use(struct sbx_spare *s, const char *path, uint64_t *vsize)
+int sbx_spare_use(struct sbx_spare *s, struct sandbox *sb, uint64_t *vsize)
 {
-	if (rename(s->path, path) < 0)
+	if (rename(s->path, sb->layer) < 0)
 		return -errno;
 	*vsize = s->vsize;
+	if (sb->disk_key)
+		sbx_dkey_first(sb, s->mk);
 	return 0;
 }
 
@@ -150,8 +154,8 @@ static void make(uv_work_t *req)
 	}
 	s->rc = sbx_base_layer_size(s->base, s->disk, &s->vsize, s->err, sizeof(s->err));
 	if (!s->rc)
-		s->rc = sbx_dkey_make(s->path, s->base, s->vsize, s->key ? s->pass : NULL, s->err,
-		                      sizeof(s->err));
+		s->rc = sbx_dkey_make(s->path, s->base, s->vsize, s->key ? s->pass : NULL, s->mk,
+		                      s->err, sizeof(s->err));
 }
 
 static void made(uv_work_t *req, int status)

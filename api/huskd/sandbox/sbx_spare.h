@@ -18,8 +18,9 @@ void sbx_spare_start(struct sbx_mgr *m);
  * file into place with sbx_spare_use and frees it with sbx_spare_free.
  */
 struct sbx_spare *sbx_spare_take(struct sandbox *sb, const char *base, int64_t disk);
-/* Off the loop: the spare's file becomes path. 0 or -errno; *vsize its size. */
-int sbx_spare_use(struct sbx_spare *s, const char *path, uint64_t *vsize);
+/* Off the loop: the spare's file becomes sb->layer, its master key kept for the first VMM
+ * start. 0 or -errno; *vsize its size. */
+int sbx_spare_use(struct sbx_spare *s, struct sandbox *sb, uint64_t *vsize);
 void sbx_spare_free(struct sbx_spare *s);
 /* After sb's create: a spare made for the next create like it, unless one is there. */
 void sbx_spare_want(struct sandbox *sb, const char *base, int64_t disk);
