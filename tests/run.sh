@@ -214,7 +214,7 @@ if hardware_kvm; then
 	HUSK_NESTED=1 suite nested tools/husk-kvm-run --timeout 900 -- tests/integration/run.sh boot_2cpu
 fi
 
-echo "Time per suite (s): $(awk '{ printf "%s%s %s", NR > 1 ? ", " : "", $1, $2; t += $2 } END { printf "; all suites %d", t }' "$tmp/times")"
+echo "Time per suite (s): $(awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2; t += $2 } END { printf "; all suites %d", t }' "$tmp/times")"
 passed=$(grep -c '^PASS ' "$tmp/all")
 failed=$(grep -c '^FAIL ' "$tmp/all")
 flaky=0
