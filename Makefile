@@ -116,6 +116,9 @@ help:
 deps:
 	@tools/deps.sh
 
+# The build under run, test and bench: one job per core unless make was given -j.
+SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc))
+
 build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(JAIL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(HUSK_OCI) $(HUSK_IMPORT) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
 images: $(KERNEL) $(INITRAMFS) runtimes
@@ -293,7 +296,7 @@ unit: $(UNIT)
 # The quickstart: huskd up (natively, or in a nested KVM host where this
 # machine has no hardware KVM; tools/husk-up), then one sandbox run by the CLI.
 run: deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) all
 	tools/husk-up
 	$(BIN)/husk run --runtime python:3.13 -- python3 -c 'print(sum([1,2,3]))'
 
@@ -303,52 +306,52 @@ stop:
 
 # One bare VM: the VMM boots the guest kernel and runs a command, no huskd.
 run-vm: deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) all
 	tools/husk-kvm-run --timeout 600 -- $(VMM) --kernel $(KERNEL) --initrd $(INITRAMFS) \
 		--mem 256M --vcpus 2 \
 		--cmdline 'quiet husk.cmd="uname -sr; echo cpus: $$(nproc); grep MemTotal /proc/meminfo"'
 
 test: deps
-	@$(MAKE) --no-print-directory all fuzz-build client
+	@$(SUBMAKE) all fuzz-build client
 	tests/run.sh
 
 bench: deps
-	@$(MAKE) --no-print-directory all $(BENCH_CPIO) client
+	@$(SUBMAKE) all $(BENCH_CPIO) client
 	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh && tools/bench/memfile.sh && tools/bench/templates.sh && tools/bench/runtimes.sh'
 # Only the network benchmark (guest TCP through husk-vmm's stack against QEMU's -netdev user).
 bench-net: deps
-	@$(MAKE) --no-print-directory all $(BENCH_CPIO)
+	@$(SUBMAKE) all $(BENCH_CPIO)
 	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- tools/bench/net.sh
 
 # Only the memory-file benchmark (restore from a mapped memory file, density of children).
 bench-memfile: deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) all
 	tools/husk-kvm-run --timeout 1800 --mem 6144 -- tools/bench/memfile.sh
 
 # Only the template benchmark (create -> first exec booting and from a template; density).
 bench-templates: deps
-	@$(MAKE) --no-print-directory all client
+	@$(SUBMAKE) all client
 	tools/husk-kvm-run --timeout 1800 --mem 6144 --bring "$$(command -v node)" -- tools/bench/templates.sh
 
 # Only the runtime benchmark (image size, create -> first exec for each runtime).
 bench-runtimes: deps
-	@$(MAKE) --no-print-directory all client
+	@$(SUBMAKE) all client
 	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v node)" -- tools/bench/runtimes.sh
 
 # Only the API benchmark (huskd with the published client).
 bench-api: deps
-	@$(MAKE) --no-print-directory all client
+	@$(SUBMAKE) all client
 	tools/husk-kvm-run --timeout 3000 --mem 6144 --bring "$$(command -v node)" -- tools/bench/api.sh
 
 # create -> first exec against another tree of husk: OLD=a clone where make all ran
 # (both trees' huskds in one nested host, creates alternating).
 bench-vs-tree: deps
-	@$(MAKE) --no-print-directory all client
+	@$(SUBMAKE) all client
 	OLD="$(OLD)" tools/bench/vs-tree.sh
 
 # Only the snapshot benchmark (pause, save, restore; 256 MiB and 1 GiB guests).
 bench-snapshot: deps
-	@$(MAKE) --no-print-directory all
+	@$(SUBMAKE) all
 	tools/husk-kvm-run --timeout 1800 --mem 6144 -- tools/bench/snapshot.sh
 
 # The published sandbox client, for the API's end-to-end tests.
@@ -411,7 +414,7 @@ $(BUILD)/fuzz/fuzz_net $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: $
 fuzz-build: $(FUZZ_TARGETS)
 
 fuzz: deps
-	@$(MAKE) --no-print-directory fuzz-build
+	@$(SUBMAKE) fuzz-build
 	tests/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # Every C file of the tree, formatted by Debian bookworm's clang-format (14):

@@ -90,7 +90,7 @@ suite() {
 # that did nothing wrong: a triple fault as a vCPU is kicked out of KVM_RUN,
 # a guest that never prints a line, a soft lockup (README.md, "Two commands";
 # never reproduced by the same test alone in a loop). So the suite runs once more in
-# a fresh nested host: a suite in sections (integration, api) only the
+# a fresh nested host: a suite in sections (integration, api, net_serve) only the
 # sections that failed (from the "-- t_NAME" line before each FAIL), the
 # others whole. The rerun's results count; a failure the rerun passes is
 # listed as FLAKY in the summary, never dropped silently; one the rerun never
@@ -182,8 +182,9 @@ suite streams tests/api/streams.sh
 suite conformance tests/api/conformance.sh
 # E2B's API, host only (fake VMM): the published e2b SDK, unmodified.
 suite e2b tests/api/e2b.sh
-# A short run of each fuzz target on every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_virtq build/fuzz/fuzz_vsock build/fuzz/fuzz_frame build/fuzz/fuzz_img build/fuzz/fuzz_http build/fuzz/fuzz_snapfile build/fuzz/fuzz_session build/fuzz/fuzz_net build/fuzz/fuzz_dns build/fuzz/fuzz_proxy build/fuzz/fuzz_devices build/fuzz/fuzz_devstate build/fuzz/fuzz_oci build/fuzz/fuzz_tls build/fuzz/fuzz_zipconv build/fuzz/fuzz_e2b_wire
+# A short run of every fuzz target make fuzz-build made (build/fuzz/fuzz_*) on
+# every CI run; make fuzz runs longer.
+suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_*
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
@@ -196,7 +197,7 @@ suite net tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node
 	--bring /usr/sbin/dnsmasq -- tests/api/net.sh
 # Exposed ports (HTTP, WebSocket), egress counts and rates, lists changed at run time.
 # (dpkg-deb, and GNU tar for it, make the test's apt package.)
-suite net_serve tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
+suite --resume net_serve tools/husk-kvm-run --timeout 900 --idle 600 --bring "$(command -v node)" --bring /usr/sbin/ip \
 	--bring /usr/sbin/dnsmasq --bring "$(command -v dpkg-deb)" --bring "$(command -v tar)" -- tests/api/net_serve.sh
 # An imported OCI image boots and runs as its config says (skopeo and umoci make it,
 # and convert it in huskd's husk-import, with mkfs.ext4, e2fsck and jq).

@@ -9,15 +9,6 @@ port=18371
 HUSKD_ARGS="--output-limit 1Mi --min-free-disk 64Mi"
 . "$(dirname "$0")/lib.sh"
 
-# Sections, each announced by "-- t_NAME": after a wedge of the nested host
-# tests/run.sh goes on from the one in flight (HUSK_SKIP: those done), and
-# runs those with a failure once more (HUSK_ONLY), each time in a fresh host
-# where huskd starts afresh.
-section() {
-	case " ${HUSK_SKIP:-} " in *" t_$1 "*) return 1 ;; esac
-	[ -z "${HUSK_ONLY:-}" ] || case " $HUSK_ONLY " in *" t_$1 "*) ;; *) return 1 ;; esac
-	echo "-- t_$1"
-}
 # up: huskd (with HUSKD_ARGS as they are) running, started if it is not.
 up() {
 	[ -z "$pid" ] || return 0
@@ -30,14 +21,15 @@ up() {
 }
 rc=0
 
-if section client_run; then
+# The published client's checks, each a section of its own (HUSK_CHECK_SECTIONS:
+# e2e_lib.mjs announces them and applies HUSK_SKIP and HUSK_ONLY).
+case " ${HUSK_ONLY:-t_client_} " in
+*" t_client_"*)
 	up
-	client run.mjs || rc=1
-fi
-if section client_snap; then
-	up
-	client run_snap.mjs || rc=1
-fi
+	HUSK_CHECK_SECTIONS=1 client run.mjs || rc=1
+	HUSK_CHECK_SECTIONS=1 client run_snap.mjs || rc=1
+	;;
+esac
 # The client's errors hide huskd's reasons (any 409 reads "busy"): show them.
 [ $rc = 0 ] || { echo "--- huskd's errors"; grep -E ' (error|warn) ' "$T/huskd.log" | tail -n 30; }
 

@@ -55,6 +55,16 @@ start_huskd() {
 	fi
 }
 
+# section NAME: whether to run a suite's section NAME, announced by "-- t_NAME"
+# (tests/run.sh's suite --resume): after a wedge of the nested host it goes on
+# from the one in flight (HUSK_SKIP: those done), and runs those with a failure
+# once more (HUSK_ONLY), each time in a fresh host where huskd starts afresh.
+section() {
+	case " ${HUSK_SKIP:-} " in *" t_$1 "*) return 1 ;; esac
+	[ -z "${HUSK_ONLY:-}" ] || case " $HUSK_ONLY " in *" t_$1 "*) ;; *) return 1 ;; esac
+	echo "-- t_$1"
+}
+
 # The checks of a suite that sets $suite before sourcing this: PASS/FAIL
 # $suite/NAME lines, the last h's output shown with a failure.
 pass() { echo "PASS ${suite:-api}/$1"; }

@@ -29,7 +29,9 @@ static int disk_line(char *l, struct fake_keys *k)
 	    strspn(l + at, "0123456789abcdefABCDEF") != hex || k->disks.n == FAKE_DISK_KEYS)
 		return -EINVAL;
 	l[at + hex] = '\0';
-	*s = (struct img_secret){.path = strdup(l + at + hex + 1), .len = 64, .master = master};
+	*s = (struct img_secret){.path = strdup(l + at + hex + 1),
+	                         .len = master ? IMG_MASTER_KEY_LEN : hex,
+	                         .master = master};
 	if (!master) {
 		s->pass = strdup(l + at);
 	} else if ((b = malloc(IMG_MASTER_KEY_LEN))) {

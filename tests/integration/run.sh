@@ -5,6 +5,7 @@
 set -u
 . "$(dirname "$0")/lib.sh"
 filter=${1:-}
+took=
 
 for f in "$(dirname "$0")"/t_*.sh; do
 	. "$f"
@@ -17,7 +18,12 @@ for t in $(grep -h -o '^t_[a-z0-9_]*()' "$(dirname "$0")"/t_*.sh | tr -d '()'); 
 	# HUSK_ONLY: the tests that failed, run again in a fresh nested host (tests/run.sh).
 	[ -z "${HUSK_ONLY:-}" ] || case " $HUSK_ONLY " in *" $t "*) ;; *) continue ;; esac
 	echo "-- $t"
+	t0=$(date +%s)
 	"$t"
+	took="$took$(($(date +%s) - t0)) $t
+"
 done
+# Where the suite's time goes (make test's own is kept under 45 min).
+echo "integration: slowest (s): $(printf '%s' "$took" | sort -rn | head -n 10 | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $2, $1 }')"
 echo "integration: $passed passed, $failed failed"
 [ "$failed" = 0 ]
