@@ -85,9 +85,9 @@ if [ "$rc" = 143 ] && grep -q cancelled "$T/err"; then ok cancel; else bad cance
 # keep: the process outlives its connection (a pause drops every one); without it,
 # it ends with it. Both clients killed, kept one first: once the other is
 # gone, the agent has seen both connections close.
-started() { # FILE: waits for the pid its command printed first
+started() { # FILE CLIENT: waits for the pid its command printed first, while its client runs
 	i=0
-	while [ ! -s "$1" ] && [ $i -lt 6000 ]; do sleep 0.1; i=$((i + 1)); done
+	while [ ! -s "$1" ] && kill -0 "$2" 2>/dev/null && [ $i -lt 6000 ]; do sleep 0.1; i=$((i + 1)); done
 	head -n 1 "$1"
 }
 # (the clients themselves in the background, not under timeout: killed, their connections close)
@@ -95,8 +95,8 @@ $ctl exec --keep -- sh -c 'echo $$; exec sleep 1000' >"$T/kept" 2>/dev/null &
 kc=$!
 $ctl exec -- sh -c 'echo $$; exec sleep 1000' >"$T/plain" 2>/dev/null &
 pc=$!
-kpid=$(started "$T/kept")
-ppid_=$(started "$T/plain")
+kpid=$(started "$T/kept" $kc)
+ppid_=$(started "$T/plain" $pc)
 kill -9 $kc
 kill -9 $pc
 wait $kc $pc 2>/dev/null
@@ -189,7 +189,7 @@ job=$(sed -n 's/.*"id":"\([^"]*\)".*/\1/p' "$T/out")
 i=0
 while [ -n "$job" ] && [ $i -lt 6000 ]; do
 	x job-output "$job"
-	[ "$(cat "$T/out")" = job-started ] && break
+	[ "$(cat "$T/out")" = job-started ] || [ "$rc" != 0 ] && break
 	sleep 0.1
 	i=$((i + 1))
 done
