@@ -18,9 +18,11 @@ for t in $(grep -h -o '^t_[a-z0-9_]*()' "$(dirname "$0")"/t_*.sh | tr -d '()'); 
 	# HUSK_ONLY: the tests that failed, run again in a fresh nested host (tests/run.sh).
 	[ -z "${HUSK_ONLY:-}" ] || case " $HUSK_ONLY " in *" $t "*) ;; *) continue ;; esac
 	echo "-- $t"
-	t0=$(date +%s)
+	# (names of their own: the tests share this shell's variables, and some set t and t0)
+	run_name=$t
+	run_t0=$(date +%s)
 	"$t"
-	took="$took$(($(date +%s) - t0)) $t
+	took="$took$(($(date +%s) - run_t0)) $run_name
 "
 done
 # Where the suite's time goes (make test's own is kept under 45 min).
