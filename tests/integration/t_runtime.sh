@@ -127,7 +127,7 @@ t_rt_isolated() {
 t_rt_disk_full() {
 	base=$(rt_base base:latest)
 	vsize=$("$IMG" info --json "$base" | sed -n 's/^ *"virtual-size": *\([0-9]*\).*/\1/p' | head -n 1)
-	vsize=$((${vsize:-0} + (256 << 20)))
+	vsize=$((${vsize:-0} + (96 << 20)))
 	rt_layer base:latest "$T/full.qcow2" "$vsize"
 	rt_boot "$T/full.qcow2" "df -k / | tail -n 1; dd if=/dev/zero of=/root/fill bs=1M 2>&1 | grep -i 'no space'; sync; rm /root/fill; echo cleaned"
 	total_kb=$(awk '$NF == "/" {print $2}' "$T/console")

@@ -1,4 +1,4 @@
-# A big snapshot: a 1 GiB guest fills 600 MiB of its RAM (tmpfs) with random
+# A big snapshot: a 1 GiB guest fills 320 MiB of its RAM (tmpfs) with random
 # data and checksums it; the VM is paused, saved, the VMM quits; a new VMM
 # restored from the file (lazily: memory comes in on demand and in the
 # background) lets the guest checksum the data again. The sums must match:
@@ -19,13 +19,13 @@ big_sum() {
 
 t_snapshot_big() {
 	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/big.snap"
-	# The guest: /dev/shm (half of RAM by default) grown to hold 600 MiB;
-	# 10 x 60 MiB of /dev/urandom, half on each vCPU (dd in 1 MiB reads:
+	# The guest: /dev/shm (half of RAM by default) grown to hold 320 MiB;
+	# 10 x 32 MiB of /dev/urandom, half on each vCPU (dd in 1 MiB reads:
 	# head -c's small reads are 4x slower nested); sum1, the md5 of the
 	# files' md5s (both vCPUs again); an agent on vsock (husk.cmd keeps
 	# PID 1 from serving) through which the host later creates /tmp/go;
 	# then sum2 of the same files, and the command's end powers off.
-	gcmd='mount -o remount,size=900M /dev/shm || exit 1; fill() { for i in $*; do dd if=/dev/urandom of=/dev/shm/d$i bs=1048576 count=60 iflag=fullblock 2>/dev/null || return 1; done; }; sums() { md5sum /dev/shm/d[0-4] >/tmp/s.a & md5sum /dev/shm/d[5-9] >/tmp/s.b; wait $!; cat /tmp/s.a /tmp/s.b | md5sum | cut -c1-32; }; fill 0 1 2 3 4 & fill 5 6 7 8 9 || exit 1; wait $! || exit 1; echo filled $(du -sm /dev/shm | cut -f1) MiB at $(cut -d. -f1 /proc/uptime) s; echo sum1 $(sums); /sbin/husk-agent --listen vsock:52 >/dev/null 2>&1 & echo big-ready at $(cut -d. -f1 /proc/uptime) s; while [ ! -e /tmp/go ]; do sleep 0.5; done; echo sum2 $(sums)'
+	gcmd='mount -o remount,size=480M /dev/shm || exit 1; fill() { for i in $*; do dd if=/dev/urandom of=/dev/shm/d$i bs=1048576 count=32 iflag=fullblock 2>/dev/null || return 1; done; }; sums() { md5sum /dev/shm/d[0-4] >/tmp/s.a & md5sum /dev/shm/d[5-9] >/tmp/s.b; wait $!; cat /tmp/s.a /tmp/s.b | md5sum | cut -c1-32; }; fill 0 1 2 3 4 & fill 5 6 7 8 9 || exit 1; wait $! || exit 1; echo filled $(du -sm /dev/shm | cut -f1) MiB at $(cut -d. -f1 /proc/uptime) s; echo sum1 $(sums); /sbin/husk-agent --listen vsock:52 >/dev/null 2>&1 & echo big-ready at $(cut -d. -f1 /proc/uptime) s; while [ ! -e /tmp/go ]; do sleep 0.5; done; echo sum2 $(sums)'
 	timeout -s KILL 600 "$VMM" -v --kernel "$KERNEL" --initrd "$INITRD" --mem 1G --vcpus 2 \
 		--control "$T/big.ctl" --console "$T/a.con" --vsock "$T/big.vsock" \
 		--cmdline "quiet husk.cmd=\"$gcmd\"" 2>>"$T/stderr" &
@@ -87,7 +87,7 @@ t_snapshot_big() {
 			why="the restored guest printed no second checksum"
 		elif [ "$sum2" != "$sum1" ]; then
 			why="the data changed across the snapshot: md5 $sum1 before, $sum2 after"
-		# Lazy: all memory in, or the guest (its checksum read all of the 600 MiB on
+		# Lazy: all memory in, or the guest (its checksum read all of the 320 MiB on
 		# demand) powered off before the background fill (at low priority) was over.
 		elif ! lazy=$(grep -m 1 'info: lazy restore: \(all guest memory in\|stopped after\)' "$T/stderr"); then
 			why="the restore was not lazy ($(grep -m 1 'lazy' "$T/stderr"))"
@@ -99,6 +99,6 @@ t_snapshot_big() {
 	if [ -n "$why" ]; then
 		fail snapshot_big "$why"
 	else
-		pass snapshot_big "(600 MiB md5 $sum1 kept; filled in ${fill_s} s; pause ${pause_ms} ms; saved in ${save_ms} ms (${save_wall_ms} ms at the socket), file $size_mib MiB; restored and running in ${restore_ms} ms; ${lazy#*info: })"
+		pass snapshot_big "(320 MiB md5 $sum1 kept; filled in ${fill_s} s; pause ${pause_ms} ms; saved in ${save_ms} ms (${save_wall_ms} ms at the socket), file $size_mib MiB; restored and running in ${restore_ms} ms; ${lazy#*info: })"
 	fi
 }
