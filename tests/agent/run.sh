@@ -47,7 +47,7 @@ x exec -- sh -c 'head -c 20971520 /dev/urandom > /tmp/husk-big; sha256sum /tmp/h
 want=$(cut -d' ' -f1 "$T/out")
 timeout 600 $ctl exec -- cat /tmp/husk-big >"$T/big" 2>"$T/err"
 got=$(sha256sum <"$T/big" | cut -d' ' -f1)
-if [ -n "$want" ] && [ "$want" = "$got" ] && [ "$(wc -c <"$T/big")" -eq 20971520 ]; then ok stdout_20mib; else bad stdout_20mib "sha256 $got, want $want"; fi
+if [ -n "$want" ] && [ "$want" = "$got" ] && [ "$(wc -c <"$T/big")" -eq 20971520 ]; then ok stdout_20mib; else bad stdout_20mib "sha256 $got ($(wc -c <"$T/big") bytes), want $want (20971520)"; fi
 
 # stdin piped through, 5 MiB of it.
 head -c 5242880 /dev/urandom >"$T/in"
