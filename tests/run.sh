@@ -155,6 +155,8 @@ hardware_kvm() {
 
 # Every C file as make format writes it (Debian bookworm's clang-format 14).
 suite format sh -c 'if out=$(make --no-print-directory check-format 2>&1); then echo "PASS format/check_format: $out"; else echo "FAIL format/check_format: $out"; fi'
+# Every shell script parses, also those make test never runs (the benchmarks).
+suite sh_syntax tests/sh_syntax.sh
 suite unit build/tests/unit-tests
 # The daemon's layers as its objects link: no circle of calls over a pair, the manager below HTTP.
 suite layers node tests/layers/check.mjs
