@@ -214,7 +214,7 @@ $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) 
 $(AGENTBENCH): $(call obj,rel,tools/bench/agentbench.c) $(call lib,agent,rel) $(call lib,proto,rel)
 	$(call link,,-ljansson)
 
-$(APIBENCH): $(call obj,rel,tools/bench/apibench.c) $(call lib,httpc,rel)
+$(APIBENCH): $(call obj,rel,tools/bench/apibench.c) $(call lib,httpc,rel) $(call lib,agent,rel) $(call lib,proto,rel)
 	$(call link,,-lhttp_parser -ljansson)
 
 # Runs inside guests, from an initramfs appended to the test one.

@@ -5,8 +5,13 @@
  * on one kept connection, as it keeps its own (and as the direct figure's
  * agentbench keeps its one connection to the agent), so that the figure is
  * huskd's cost and not a JavaScript client's.
- * usage: apibench URL KEY SANDBOX_ID [RUNS]
- * Prints: capi_exec_p50_ms= capi_exec_p99_ms=
+ * With VSOCK (the sandbox's vsock.sock), each run also execs `true` straight
+ * to the sandbox's agent, the two in turn (which first alternates): both
+ * figures then come from the same minutes, under the same load and the same
+ * CPU quota (run one after the other, a sandbox's throttled stretches made
+ * the direct figure swing from 47 to 78 ms between runs of a minute).
+ * usage: apibench URL KEY SANDBOX_ID [RUNS] [VSOCK]
+ * Prints: capi_exec_p50_ms= capi_exec_p99_ms= [pair_exec_p50_ms= pair_exec_p99_ms=]
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -14,6 +19,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "agent_client.h"
 #include "bench.h"
 #include "cli_http.h"
 
@@ -88,32 +94,75 @@ out:
 	return t;
 }
 
+/* `true` straight to the agent: ms, or -1. */
+static double timed_direct(struct agent_client *c)
+{
+	json_t *req = json_pack("{s:s, s:[s]}", "op", "exec", "argv", "true"), *res = NULL;
+	double t0 = bench_now_ms(), t;
+	int ret = agent_exec(c, req, -1, -1, -1, &res);
+
+	t = bench_now_ms() - t0;
+	if (ret || json_integer_value(json_object_get(res, "exit_code")))
+		t = -1;
+	json_decref(req);
+	json_decref(res);
+	if (t < 0)
+		fprintf(stderr, "apibench: true straight to the agent failed\n");
+	return t;
+}
+
+static void print_pcts(const char *name, double *ms, int runs)
+{
+	qsort(ms, (size_t)runs, sizeof(*ms), bench_cmp);
+	printf("%s_p50_ms=%.2f %s_p99_ms=%.2f", name, ms[runs / 2], name,
+	       ms[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1]);
+}
+
 int main(int argc, char **argv)
 {
 	struct client cl = {.key = argc > 2 ? argv[2] : NULL};
+	struct agent_client *agent = NULL;
 	char err[256];
-	int runs = argc > 4 ? atoi(argv[4]) : 50;
-	double *ms;
+	int runs = argc > 4 ? atoi(argv[4]) : 50, ret;
+	double *ms, *direct;
 
 	if (argc < 4 || runs < 1 || runs > 100000) {
-		fprintf(stderr, "usage: apibench URL KEY SANDBOX_ID [RUNS (1..100000)]\n");
+		fprintf(stderr, "usage: apibench URL KEY SANDBOX_ID [RUNS (1..100000)] [VSOCK]\n");
 		return 2;
 	}
 	if (cli_url_parse(argv[1], &cl.u, err, sizeof(err))) {
 		fprintf(stderr, "apibench: %s\n", err);
 		return 2;
 	}
-	if (!(ms = calloc((size_t)runs, sizeof(*ms))))
+	if (argc > 5 && (ret = agent_client_connect_vsock(argv[5], AGENT_VSOCK_PORT, &agent))) {
+		fprintf(stderr, "apibench: cannot reach the agent at %s: %s\n", argv[5],
+		        strerror(-ret));
 		return 1;
-	if (timed_exec(&cl, argv[3]) < 0) /* the first one warms up */
+	}
+	ms = calloc((size_t)runs, sizeof(*ms));
+	direct = calloc((size_t)runs, sizeof(*direct));
+	if (!ms || !direct)
 		return 1;
-	for (int i = 0; i < runs; i++)
+	/* The first of each warms up. */
+	if (timed_exec(&cl, argv[3]) < 0 || (agent && timed_direct(agent) < 0))
+		return 1;
+	for (int i = 0; i < runs; i++) {
+		if (agent && i % 2 && (direct[i] = timed_direct(agent)) < 0)
+			return 1;
 		if ((ms[i] = timed_exec(&cl, argv[3])) < 0)
 			return 1;
+		if (agent && !(i % 2) && (direct[i] = timed_direct(agent)) < 0)
+			return 1;
+	}
 	cli_http_close(cl.conn);
-	qsort(ms, (size_t)runs, sizeof(*ms), bench_cmp);
-	printf("capi_exec_p50_ms=%.2f capi_exec_p99_ms=%.2f\n", ms[runs / 2],
-	       ms[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1]);
+	print_pcts("capi_exec", ms, runs);
+	if (agent) {
+		printf(" ");
+		print_pcts("pair_exec", direct, runs);
+		agent_client_close(agent);
+	}
+	printf("\n");
 	free(ms);
+	free(direct);
 	return 0;
 }
