@@ -186,7 +186,7 @@ suite conformance tests/api/conformance.sh
 suite e2b tests/api/e2b.sh
 # A short run of every fuzz target make fuzz-build made (build/fuzz/fuzz_*) on
 # every CI run; make fuzz runs longer.
-suite fuzz tests/fuzz/run.sh 15 build/fuzz/fuzz_*
+suite fuzz tests/fuzz/run.sh 10 build/fuzz/fuzz_*
 suite --resume integration tools/husk-kvm-run --timeout 2400 --idle 600 --bring "$(command -v qemu-img)" -- tests/integration/run.sh
 # huskd on real KVM, driven by the published client (@agentuity/core).
 # GNU tar: husk snapshot build packs with --null -T (busybox tar has neither).
