@@ -11,8 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_client.h"
-#include "bench.h"
+#include "bench_agent.h"
 
 /* Runs argv with stdin from in_fd and stdout to out_fd; returns ms or -1. */
 static double timed_exec(struct agent_client *c, const char *script, int in_fd, int out_fd)
@@ -62,14 +61,7 @@ int main(int argc, char **argv)
 	}
 	lat = calloc((size_t)runs, sizeof(*lat));
 	for (int i = 0; i < runs; i++) {
-		json_t *req = json_pack("{s:s, s:[s]}", "op", "exec", "argv", "true"), *res = NULL;
-		double t0 = bench_now_ms();
-
-		ret = agent_exec(c, req, -1, -1, -1, &res);
-		lat[i] = bench_now_ms() - t0;
-		json_decref(req);
-		json_decref(res);
-		if (ret) {
+		if ((lat[i] = bench_agent_true(c)) < 0) {
 			fprintf(stderr, "agentbench: exec failed\n");
 			return 1;
 		}

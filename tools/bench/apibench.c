@@ -19,8 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "agent_client.h"
-#include "bench.h"
+#include "bench_agent.h"
 #include "cli_http.h"
 
 /* huskd, and the connection kept between requests. */
@@ -97,15 +96,8 @@ out:
 /* `true` straight to the agent: ms, or -1. */
 static double timed_direct(struct agent_client *c)
 {
-	json_t *req = json_pack("{s:s, s:[s]}", "op", "exec", "argv", "true"), *res = NULL;
-	double t0 = bench_now_ms(), t;
-	int ret = agent_exec(c, req, -1, -1, -1, &res);
+	double t = bench_agent_true(c);
 
-	t = bench_now_ms() - t0;
-	if (ret || json_integer_value(json_object_get(res, "exit_code")))
-		t = -1;
-	json_decref(req);
-	json_decref(res);
 	if (t < 0)
 		fprintf(stderr, "apibench: true straight to the agent failed\n");
 	return t;
