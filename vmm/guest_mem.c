@@ -2,6 +2,7 @@
 #include "guest_mem.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -135,6 +136,7 @@ int guest_mem_init(struct guest_mem *mem, uint64_t ram_size)
 
 void guest_mem_free(struct guest_mem *mem)
 {
+	free(mem->dirty);
 	for (int i = 0; i < mem->nr_regions; i++)
 		munmap(mem->regions[i].host, mem->regions[i].size);
 	memset(mem, 0, sizeof(*mem));
@@ -170,8 +172,56 @@ int guest_mem_write(const struct guest_mem *mem, uint64_t gpa, const void *src, 
 
 	if (!p)
 		return -EFAULT;
+	guest_mem_mark(mem, gpa, len);
 	memcpy(p, src, len);
 	return 0;
+}
+
+int guest_mem_track(struct guest_mem *mem)
+{
+	/* Region sizes are multiples of 2 MiB: each region starts on a word. */
+	mem->dirty = calloc(mem->ram_size / PAGE_4K / 64 + 1, sizeof(uint64_t));
+	return mem->dirty ? 0 : -ENOMEM;
+}
+
+static void dirty_set(uint64_t *bits, uint64_t first, uint64_t last)
+{
+	for (uint64_t pg = first; pg <= last; pg++)
+		__atomic_fetch_or(&bits[pg / 64], 1ULL << (pg % 64), __ATOMIC_RELAXED);
+}
+
+void guest_mem_mark(const struct guest_mem *mem, uint64_t gpa, uint64_t len)
+{
+	uint64_t off = 0;
+
+	if (!mem->dirty || len == 0 || gpa + len < gpa)
+		return;
+	for (int i = 0; i < mem->nr_regions; i++) {
+		const struct guest_region *r = &mem->regions[i];
+
+		if (gpa >= r->gpa && gpa - r->gpa < r->size) {
+			uint64_t at = off + (gpa - r->gpa),
+				 end = len < r->size - (gpa - r->gpa) ? at + len : off + r->size;
+
+			dirty_set(mem->dirty, at / PAGE_4K, (end - 1) / PAGE_4K);
+			return;
+		}
+		off += r->size;
+	}
+}
+
+void guest_mem_mark_region(const struct guest_mem *mem, int i, const uint64_t *bits)
+{
+	uint64_t off = 0;
+
+	if (!mem->dirty || i < 0 || i >= mem->nr_regions)
+		return;
+	for (int k = 0; k < i; k++)
+		off += mem->regions[k].size;
+	for (uint64_t w = 0; w < mem->regions[i].size / PAGE_4K / 64; w++)
+		if (bits[w])
+			__atomic_fetch_or(&mem->dirty[off / PAGE_4K / 64 + w], bits[w],
+			                  __ATOMIC_RELAXED);
 }
 
 uint64_t guest_mem_low_size(const struct guest_mem *mem)

@@ -2,6 +2,7 @@
 #ifndef HUSK_GUEST_MEM_H
 #define HUSK_GUEST_MEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,6 +25,15 @@ struct guest_mem {
 	struct guest_region regions[GUEST_MEM_MAX_REGIONS];
 	int nr_regions;
 	uint64_t ram_size; /* sum of region sizes */
+	/*
+	 * Pages that may differ from the memory file the VM was restored over:
+	 * a bit per page of RAM (regions back to back, as in the file), set by
+	 * every writer of guest memory in the VMM and OR'd with KVM's dirty log
+	 * at a pause. NULL when not tracked.
+	 */
+	uint64_t *dirty;
+	bool dirty_lost;   /* KVM's log could not be read: the bits say nothing */
+	bool dirty_verify; /* a diff also compares every page and fails on a missed one */
 };
 
 /*
@@ -65,6 +75,32 @@ int guest_mem_read(const struct guest_mem *mem, uint64_t gpa, void *dst, uint64_
 	__attribute__((warn_unused_result));
 int guest_mem_write(const struct guest_mem *mem, uint64_t gpa, const void *src, uint64_t len)
 	__attribute__((warn_unused_result));
+
+/*
+ * Starts tracking which pages differ from the file guest RAM was mapped
+ * from (guest_mem_map_file): 0 or -ENOMEM. guest_mem_free() ends it.
+ */
+int guest_mem_track(struct guest_mem *mem) __attribute__((warn_unused_result));
+
+/*
+ * Records that the VMM writes (or may write) [gpa, gpa+len): every writer
+ * of guest memory outside KVM calls it, or a diff snapshot loses its bytes.
+ * Safe from any thread; nothing when untracked or outside RAM.
+ */
+void guest_mem_mark(const struct guest_mem *mem, uint64_t gpa, uint64_t len);
+
+/* ORs a KVM dirty log of region i (a bit per page of it) into the record. */
+void guest_mem_mark_region(const struct guest_mem *mem, int i, const uint64_t *bits);
+
+/* Whether the page at RAM offset off may differ from the file (true when untracked). */
+static inline bool guest_mem_page_dirty(const struct guest_mem *mem, uint64_t off)
+{
+	uint64_t pg = off / 4096;
+
+	if (!mem->dirty || mem->dirty_lost)
+		return true;
+	return __atomic_load_n(&mem->dirty[pg / 64], __ATOMIC_RELAXED) >> (pg % 64) & 1;
+}
 
 /* Bytes of guest RAM below 4 GiB (the region that starts at 0). */
 uint64_t guest_mem_low_size(const struct guest_mem *mem);

@@ -59,6 +59,7 @@ struct options {
 	const char *control;
 	const char *restore;
 	bool lazy;            /* guest RAM of a --restore filled on demand */
+	bool verify_dirty;    /* diff pauses also compare every page (tests) */
 	const char *mem_file; /* guest RAM of a --restore mapped from this memory file */
 	const char *extract;  /* only write the --restore snapshot's RAM to this file */
 	uint64_t cid;
@@ -126,6 +127,8 @@ static void usage(FILE *f)
 	        "                     guest touches it, the rest in the background (userfaultfd;\n"
 	        "                     eager where that is not allowed), or all of it before the\n"
 	        "                     guest runs (default: %s)\n"
+	        "  --verify-dirty     with --mem-file: a diff pause also compares every page and\n"
+	        "                     fails on one that changed unrecorded (for tests)\n"
 	        "  --key-fd N         read keys from descriptor N to its end, one a line: 64\n"
 	        "                     hex digits open a sealed --restore and seal the snapshots\n"
 	        "                     this VM writes (the control socket's key changes it);\n"
@@ -213,6 +216,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"mem-file", required_argument, NULL, 'W'},
 		{"extract-memory", required_argument, NULL, 'Z'},
 		{"eager", no_argument, NULL, 'E'},
+		{"verify-dirty", no_argument, NULL, 'V'},
 		{"seccomp", required_argument, NULL, 'S'},
 		{"key-fd", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -313,6 +317,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'E':
 			o->lazy = false;
+			break;
+		case 'V':
+			o->verify_dirty = true;
 			break;
 		case 'K':
 			n = strtol(optarg, &end, 10);
@@ -517,6 +524,7 @@ int main(int argc, char **argv)
 		char err[512];
 
 		vm.mem_file = o.mem_file;
+		vm.mem.dirty_verify = o.verify_dirty;
 		if (vm_snapshot_restore(&vm, o.restore, 2, o.lazy, err, sizeof(err))) {
 			log_err("cannot restore %s: %s", o.restore, err);
 			status = VM_EXIT_USAGE;

@@ -108,6 +108,9 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
 		if (ret)
 			log_err("snapshot: device %s: %s", d->name, strerror(-ret));
 	}
+	/* Failing, it leaves the record marked lost, and every page is compared. */
+	if (!ret && diff)
+		vm_dirty_collect(vm);
 	if (!ret)
 		ret = diff ? snap_writer_add_memory_diff(w, &vm->mem, vm->mem_base.fd, threads)
 		           : snap_writer_add_memory(w, &vm->mem, threads);
@@ -225,9 +228,13 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 		           "memory file with --mem-file",
 		           path);
 	log_debug("restore: %s checked", path);
-	if (!ret && vm->mem_file)
+	if (!ret && vm->mem_file) {
 		ret = memfile_map(&vm->mem, r, vm->mem_file, &vm->mem_base, err, errlen);
-	else if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
+		/* From here on every write to guest RAM is recorded, a diff's pages too. */
+		if (!ret && vm_dirty_track(vm))
+			log_warn("restore: no dirty-page tracking: a pause compares all guest "
+			         "memory");
+	} else if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
 		log_warn("lazy restore is not possible (%s): loading all guest memory first", why);
 	/* Over a memory file only a diff has pages to load: a full snapshot's are the file's. */
 	if (!ret && !vm->lazy && (!vm->mem_file || snap_reader_base(r, &base_len, &base_sum) == 0))

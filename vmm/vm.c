@@ -146,6 +146,72 @@ static int vm_get_supported_cpuid(struct vm *vm)
 		}                                                        \
 	} while (0)
 
+/* Guest RAM's regions as KVM memory slots, one each, with flags. */
+static int set_slots(struct vm *vm, uint32_t flags)
+{
+	for (int i = 0; i < vm->mem.nr_regions; i++) {
+		struct kvm_userspace_memory_region r = {
+			.slot = (uint32_t)i,
+			.flags = flags,
+			.guest_phys_addr = vm->mem.regions[i].gpa,
+			.memory_size = vm->mem.regions[i].size,
+			.userspace_addr = (uint64_t)(uintptr_t)vm->mem.regions[i].host,
+		};
+
+		if (ioctl(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r) < 0) {
+			int ret = -errno;
+
+			log_err("KVM_SET_USER_MEMORY_REGION (slot %d, flags %#x) failed: %s", i,
+			        flags, strerror(errno));
+			return ret;
+		}
+	}
+	return 0;
+}
+
+int vm_dirty_track(struct vm *vm)
+{
+	int ret = guest_mem_track(&vm->mem);
+
+	if (!ret)
+		ret = set_slots(vm, KVM_MEM_LOG_DIRTY_PAGES);
+	if (ret) {
+		free(vm->mem.dirty);
+		vm->mem.dirty = NULL;
+	}
+	return ret;
+}
+
+int vm_dirty_collect(struct vm *vm)
+{
+	if (!vm->mem.dirty || vm->mem.dirty_lost)
+		return 0;
+	for (int i = 0; i < vm->mem.nr_regions; i++) {
+		uint64_t *bits = calloc(vm->mem.regions[i].size / 4096 / 64 + 1, sizeof(*bits));
+		struct kvm_dirty_log log = {.slot = (uint32_t)i, .dirty_bitmap = bits};
+		int ret = 0;
+
+		if (!bits)
+			ret = -ENOMEM;
+		else if (ioctl(vm->vm_fd, KVM_GET_DIRTY_LOG, &log) < 0)
+			ret = -errno;
+		else
+			guest_mem_mark_region(&vm->mem, i, bits);
+		free(bits);
+		if (ret) {
+			/* Pages the guest wrote would be missing: every page is compared instead.
+			 */
+			vm->mem.dirty_lost = true;
+			log_warn("KVM's dirty log of slot %d cannot be read (%s): pauses compare "
+			         "all "
+			         "of guest memory",
+			         i, strerror(-ret));
+			return ret;
+		}
+	}
+	return 0;
+}
+
 int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned nr_vcpus)
 {
 	struct kvm_pit_config pit = {.flags = KVM_PIT_SPEAKER_DUMMY};
@@ -192,15 +258,9 @@ int vm_create(struct vm *vm, int kvm_fd, const struct guest_mem *mem, unsigned n
 	/* The dummy speaker port lets KVM answer port 0x61 without exiting. */
 	VM_IOCTL(vm->vm_fd, KVM_CREATE_PIT2, &pit, "KVM_CREATE_PIT2");
 
-	for (int i = 0; i < vm->mem.nr_regions; i++) {
-		struct kvm_userspace_memory_region r = {
-			.slot = (uint32_t)i,
-			.guest_phys_addr = vm->mem.regions[i].gpa,
-			.memory_size = vm->mem.regions[i].size,
-			.userspace_addr = (uint64_t)(uintptr_t)vm->mem.regions[i].host,
-		};
-		VM_IOCTL(vm->vm_fd, KVM_SET_USER_MEMORY_REGION, &r, "KVM_SET_USER_MEMORY_REGION");
-	}
+	ret = set_slots(vm, 0);
+	if (ret)
+		goto err;
 
 	vm->vcpu_mmap_size = ioctl(kvm_fd, KVM_GET_VCPU_MMAP_SIZE, 0);
 	if (vm->vcpu_mmap_size < (int)sizeof(struct kvm_run)) {

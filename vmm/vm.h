@@ -182,4 +182,18 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 /* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
 int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));
 
+/*
+ * Diff snapshots of a VM restored over a memory file: track which pages may
+ * differ from it (KVM's dirty log for the guest's and KVM's own writes,
+ * guest_mem_mark() for the VMM's), so a pause reads those pages only.
+ * Before the VM runs; 0 or -errno (then pauses compare every page).
+ */
+int vm_dirty_track(struct vm *vm) __attribute__((warn_unused_result));
+
+/*
+ * ORs KVM's dirty log into guest RAM's record; with the vCPUs stopped. 0, or
+ * -errno with the record marked lost (pauses then compare every page).
+ */
+int vm_dirty_collect(struct vm *vm);
+
 #endif

@@ -22,6 +22,8 @@ suite=templates
 rc=0
 # The nested host's disk is its memory: huskd's reserve stays small here.
 HUSKD_ARGS="--min-free-disk 64Mi"
+# Each diff pause here also compares every page, and fails on one that changed unrecorded.
+export HUSKD_VERIFY_DIRTY=1
 
 # wait_log PATTERN [N]: until the log holds N (1) lines matching PATTERN; a hang guard, not a time.
 wait_log() {

@@ -5,9 +5,11 @@
  * the file (a page zeroed over data included), restores byte for byte over
  * that file, and a diff of a guest restored from a diff is again a diff over
  * the same file (chains never grow). A diff alone, over the wrong file, or
- * read by a husk that does not know diffs is refused.
+ * read by a husk that does not know diffs is refused. Where writes are
+ * tracked, a diff reads the pages recorded as written and only those.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,9 +24,12 @@
 
 #define SIZE (34 * MiB)
 
-/* A fresh guest of SIZE mapped over mem as the snapshot snap (full or diff) says. */
-static int restore(const char *snap, const char *mem, struct guest_mem *g, struct memfile_base *b,
-                   char *err, size_t errlen)
+/*
+ * A fresh guest of SIZE mapped over mem as the snapshot snap (full or diff)
+ * says; with track, its writes recorded from the mapping on, as husk-vmm does.
+ */
+static int restore_tracked(const char *snap, const char *mem, struct guest_mem *g,
+                           struct memfile_base *b, bool track, char *err, size_t errlen)
 {
 	struct snap_reader *r;
 	uint64_t len;
@@ -37,10 +42,18 @@ static int restore(const char *snap, const char *mem, struct guest_mem *g, struc
 	if (ret)
 		return ret;
 	ret = memfile_map(g, r, mem, b, err, errlen);
+	if (!ret && track)
+		ret = guest_mem_track(g);
 	if (!ret && snap_reader_base(r, &len, &sum) == 0)
 		ret = snap_reader_load_memory(r, g, 2, err, errlen);
 	snap_reader_close(r);
 	return ret;
+}
+
+static int restore(const char *snap, const char *mem, struct guest_mem *g, struct memfile_base *b,
+                   char *err, size_t errlen)
+{
+	return restore_tracked(snap, mem, g, b, false, err, errlen);
 }
 
 static int write_diff(const char *path, const struct guest_mem *g, const struct memfile_base *b)
@@ -95,6 +108,15 @@ static void base_make(struct guest_mem *m)
 	CHECK(memfile_extract(tsnap_path("d.snap"), tsnap_path("d.mem"), 2, err, sizeof(err)) == 0);
 }
 
+/* The three memory files and four guests of a chain test. */
+static void chain_free(struct memfile_base *b[3], struct guest_mem *g[4])
+{
+	for (int i = 0; i < 3; i++)
+		close(b[i]->fd);
+	for (int i = 0; i < 4; i++)
+		guest_mem_free(g[i]);
+}
+
 UNIT_TEST(snapdiff_round_trip_and_depth_one)
 {
 	struct guest_mem m, c, g, g2;
@@ -137,13 +159,8 @@ UNIT_TEST(snapdiff_round_trip_and_depth_one)
 	CHECK(tsnap_mem_equal(&g, &g2));
 	CHECK(!tsnap_mem_equal(&c, &g2));
 
-	close(b.fd);
-	close(b2.fd);
-	close(b3.fd);
-	guest_mem_free(&g2);
-	guest_mem_free(&g);
-	guest_mem_free(&c);
-	guest_mem_free(&m);
+	chain_free((struct memfile_base *[]){&b, &b2, &b3},
+	           (struct guest_mem *[]){&g2, &g, &c, &m});
 }
 
 UNIT_TEST(snapdiff_refusals)
@@ -236,4 +253,49 @@ UNIT_TEST(snapdiff_base_holes_untouched)
 	unlink(dpath);
 	unlink(mem);
 	unlink(snap);
+}
+
+/*
+ * Tracked: the diff holds what was recorded (guest_mem_write, a diff's pages
+ * loaded at restore) and skips the rest unread - so a write nobody recorded
+ * is lost, which dirty_verify catches and refuses.
+ */
+UNIT_TEST(snapdiff_tracked_reads_recorded_pages)
+{
+	struct guest_mem m, c, g, g2;
+	struct memfile_base b, b2, b3;
+	uint8_t page[PAGE];
+	char err[256];
+
+	base_make(&m);
+	CHECK(restore_tracked(tsnap_path("d.snap"), tsnap_path("d.mem"), &c, &b, true, err,
+	                      sizeof(err)) == 0);
+	tsnap_fill_random(page, PAGE, 31);
+	CHECK(guest_mem_write(&c, 3 * MiB, page, PAGE) == 0);
+	CHECK(guest_mem_write(&c, 20 * MiB, page, PAGE) == 0); /* over the file's hole */
+	guest_mem_mark(&c, 7 * MiB, 1);                        /* marked, left as it was */
+	/* Unrecorded: a verifying diff is refused, a trusting one leaves it out. */
+	memset(gpa_ptr(&c, 11 * MiB, PAGE), 0x33, PAGE);
+	c.dirty_verify = true;
+	CHECK(write_diff(tsnap_path("dt0.snap"), &c, &b) == -EIO);
+	c.dirty_verify = false;
+	CHECK(write_diff(tsnap_path("dt1.snap"), &c, &b) == 0);
+	CHECK(stored_pages(tsnap_path("dt1.snap")) == 2);
+	memcpy(gpa_ptr(&c, 11 * MiB, PAGE), gpa_ptr(&m, 11 * MiB, PAGE), PAGE);
+	CHECK(restore_tracked(tsnap_path("dt1.snap"), tsnap_path("d.mem"), &g, &b2, true, err,
+	                      sizeof(err)) == 0);
+	CHECK(tsnap_mem_equal(&c, &g));
+
+	/* The pages loaded from the first diff are recorded: the next diff keeps them. */
+	tsnap_fill_random(page, PAGE, 32);
+	CHECK(guest_mem_write(&g, 30 * MiB, page, PAGE) == 0);
+	g.dirty_verify = true;
+	CHECK(write_diff(tsnap_path("dt2.snap"), &g, &b2) == 0);
+	CHECK(stored_pages(tsnap_path("dt2.snap")) == 3);
+	CHECK(restore(tsnap_path("dt2.snap"), tsnap_path("d.mem"), &g2, &b3, err, sizeof(err)) ==
+	      0);
+	CHECK(tsnap_mem_equal(&g, &g2));
+
+	chain_free((struct memfile_base *[]){&b, &b2, &b3},
+	           (struct guest_mem *[]){&g2, &g, &c, &m});
 }

@@ -11,6 +11,8 @@ bin=$top/build/bin
 mib=${HUSK_BENCH_NET_MIB:-32}
 connects=${HUSK_BENCH_NET_CONNECTS:-100}
 rounds=${HUSK_BENCH_NET_ROUNDS:-3}
+# A guest run that never ends (seen twice) is stopped and its console shown: a hang guard.
+limit=${HUSK_BENCH_NET_RUN_S:-900}
 ip=/usr/sbin/ip
 [ -x /sbin/ip ] && /sbin/ip -V 2>/dev/null | grep -q iproute2 && ip=/sbin/ip
 command -v qemu-system-x86_64 >/dev/null || { echo "bench: qemu-system-x86_64 not found" >&2; exit 1; }
@@ -42,11 +44,11 @@ cmd="netbench 198.51.100.2 9000 $connects $mib"
 run() { # VMM: one guest run, its figures on stdout
 	rm -f "$T/console"
 	if [ "$1" = husk ]; then
-		"$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$T/initrd" --mem 256M \
+		timeout -s KILL "$limit" "$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$T/initrd" --mem 256M \
 			--vcpus 1 --net slirp --console "$T/console" --cmdline "quiet husk.cmd=\"$cmd\"" ||
 			echo "net bench: husk-vmm exited with status $?" >&2
 	else
-		qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -smp 1 -m 256 \
+		timeout -s KILL "$limit" qemu-system-x86_64 -M microvm,acpi=off -accel kvm -cpu host -smp 1 -m 256 \
 			-nodefaults -no-user-config -nographic -no-reboot -serial "file:$T/console" \
 			-netdev user,id=n0 -device virtio-net-device,netdev=n0 \
 			-kernel "$top/build/images/bzImage" -initrd "$T/initrd" \

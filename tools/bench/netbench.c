@@ -78,6 +78,8 @@ int main(int argc, char **argv)
 		close(fd);
 	}
 	qsort(ms, (size_t)n, sizeof(*ms), cmp);
+	/* Each phase named as it starts: a run that hangs shows where on the console. */
+	fprintf(stderr, "netbench: %d connects done; sending %lld MiB\n", n, mib);
 	/* Sent: timed until the server, having read everything, closes. */
 	fd = dial(argv[1], port);
 	if (fd < 0)
@@ -97,6 +99,7 @@ int main(int argc, char **argv)
 	tx = now() - t0;
 	close(fd);
 	/* Received: the server sends MIB MiB and closes. */
+	fprintf(stderr, "netbench: sent; receiving %lld MiB\n", mib);
 	fd = dial(argv[1], port + 1);
 	if (fd < 0)
 		return 1;

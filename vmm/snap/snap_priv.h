@@ -5,6 +5,7 @@
 /* What snapfile.c (header, table, blobs) and snapmem.c (guest RAM) share. */
 
 #include <lz4frame.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -210,7 +211,8 @@ struct snap_base_view {
 	uint8_t *holes; /* a bit per page, set for a hole */
 };
 
-int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size);
+/* populate: map the file's data pages up front (a diff about to compare them all). */
+int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size, bool populate);
 void snap_base_view_close(struct snap_base_view *v);
 
 /* The base's page at offset off (page-aligned, below size), or NULL for a hole (zero). */

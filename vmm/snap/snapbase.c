@@ -111,7 +111,7 @@ static void populate_data(const struct snap_base_view *v)
 	}
 }
 
-int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size)
+int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size, bool populate)
 {
 	uint64_t off = 0;
 	off_t data, hole;
@@ -144,7 +144,8 @@ int snap_base_view_open(struct snap_base_view *v, int fd, uint64_t size)
 		*v = (struct snap_base_view){0};
 		return ret;
 	}
-	populate_data(v);
+	if (populate)
+		populate_data(v);
 	return 0;
 }
 

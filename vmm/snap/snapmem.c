@@ -235,6 +235,8 @@ static int chunk_scatter(const struct guest_mem *mem, uint64_t gpa, const uint8_
 		              (uint64_t)(end - pg) * SNAP_PAGE);
 		if (!dst)
 			return -EFAULT;
+		guest_mem_mark(mem, gpa + (uint64_t)pg * SNAP_PAGE,
+		               (uint64_t)(end - pg) * SNAP_PAGE);
 		memcpy(dst, src, (size_t)(end - pg) * SNAP_PAGE);
 		src += (size_t)(end - pg) * SNAP_PAGE;
 		pg = end;

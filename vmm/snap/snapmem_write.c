@@ -8,11 +8,13 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "log.h"
 #include "snap_priv.h"
 #include "snapfile.h"
 
@@ -26,6 +28,7 @@ struct mem_writer {
 	pthread_cond_t turn;
 	uint32_t next_write; /* next chunk whose turn it is to be written */
 	atomic_int err;
+	atomic_ullong missed; /* pages a diff found changed that nobody recorded writing */
 };
 
 static int page_is_zero(const uint8_t *p)
@@ -65,20 +68,32 @@ static size_t chunk_gather(const uint8_t *host, uint32_t chunk_size, uint8_t *ou
 /*
  * Gathers the pages of chunk idx that differ from the base's; returns the
  * content size. A page the guest never wrote is the base's page itself (its
- * mapping's), so the comparison reads one copy, through two mappings.
+ * mapping's), so the comparison reads one copy, through two mappings; and
+ * where writes are tracked, a page nobody wrote is not read at all. With
+ * dirty_verify every page is compared, and one that differs though nobody
+ * is known to have written it is counted in *missed (and stored).
  */
-static size_t chunk_gather_diff(const uint8_t *host, const struct snap_base_view *base,
-                                uint64_t off, uint32_t chunk_size, uint8_t *out)
+static size_t chunk_gather_diff(const struct guest_mem *mem, const uint8_t *host,
+                                const struct snap_base_view *base, uint64_t off,
+                                uint32_t chunk_size, uint8_t *out, atomic_ullong *missed)
 {
 	size_t bm = snap_bitmap_bytes(chunk_size), at = bm;
 
 	memset(out, 0, bm);
 	for (uint32_t pg = 0; pg < chunk_size / SNAP_PAGE; pg++) {
-		const uint8_t *p = host + (size_t)pg * SNAP_PAGE;
-		const uint8_t *b = snap_base_page(base, off + (uint64_t)pg * SNAP_PAGE);
+		uint64_t pos = off + (uint64_t)pg * SNAP_PAGE;
+		bool dirty = guest_mem_page_dirty(mem, pos);
+		const uint8_t *p = host + (size_t)pg * SNAP_PAGE, *b;
 
+		if (!dirty && !mem->dirty_verify)
+			continue;
+		b = snap_base_page(base, pos);
 		if (b ? !memcmp(p, b, SNAP_PAGE) : page_is_zero(p))
 			continue;
+		if (!dirty && atomic_fetch_add(missed, 1) == 0)
+			log_err("snapshot: the page at RAM offset %#llx differs from the memory "
+			        "file, and no write to it was recorded",
+			        (unsigned long long)pos);
 		out[pg / 8] |= (uint8_t)(1U << (pg % 8));
 		memcpy(out + at, p, SNAP_PAGE);
 		at += SNAP_PAGE;
@@ -107,7 +122,8 @@ static void *mem_write_worker(void *arg)
 		host = gpa_ptr(mw->mem, snap_chunk_gpa(&mw->ram, idx), cs);
 		/* Chunks are in region order, and a memory file holds the regions back to back. */
 		raw = !host      ? 0
-		      : mw->base ? chunk_gather_diff(host, mw->base, (uint64_t)idx * cs, cs, in)
+		      : mw->base ? chunk_gather_diff(mw->mem, host, mw->base, (uint64_t)idx * cs,
+		                                     cs, in, &mw->missed)
 		                 : chunk_gather(host, cs, in);
 		ret = host ? 0 : -EFAULT;
 		if (!ret && raw)
@@ -153,6 +169,22 @@ static int ram_section_put(struct snap_writer *w, const struct snap_ram *ram)
 	return ret ? ret : snap_writer_put(w, SNAP_RAM, 0, NULL, frame, stored, len, csum);
 }
 
+/* Whether a diff reads only the pages recorded as written (no need to map them all first). */
+static bool snap_tracked(const struct guest_mem *mem, const struct snap_base_view *base)
+{
+	return base && mem->dirty && !mem->dirty_lost && !mem->dirty_verify;
+}
+
+static uint64_t dirty_pages(const struct guest_mem *mem)
+{
+	uint64_t n = 0;
+
+	for (uint64_t i = 0; i < mem->ram_size / SNAP_PAGE / 64; i++)
+		n += (uint64_t)__builtin_popcountll(
+			__atomic_load_n(&mem->dirty[i], __ATOMIC_RELAXED));
+	return n;
+}
+
 static int add_memory(struct snap_writer *w, const struct guest_mem *mem,
                       const struct snap_base_view *base, int threads)
 {
@@ -190,9 +222,19 @@ static int add_memory(struct snap_writer *w, const struct guest_mem *mem,
 	 * maps them all, reading only: nothing is allocated, nothing copied
 	 * (older kernels refuse it and the reads fault as before).
 	 */
-	for (int i = 0; i < mem->nr_regions; i++)
+	if (base && mem->dirty && !mem->dirty_lost)
+		log_info("snapshot: a diff over %llu MiB of guest memory, %llu MiB of it recorded "
+		         "as written",
+		         (unsigned long long)(mem->ram_size >> 20),
+		         (unsigned long long)(dirty_pages(mem) * SNAP_PAGE >> 20));
+	for (int i = 0; i < mem->nr_regions && !snap_tracked(mem, base); i++)
 		madvise(mem->regions[i].host, mem->regions[i].size, MADV_POPULATE_READ);
 	snap_run_threads(mem_write_worker, &mw, snap_threads_clamp(threads, mw.ram.nr_chunks));
+	if (!mw.err && mw.missed) {
+		log_err("snapshot: dirty-page tracking missed %llu pages: this diff is refused",
+		        (unsigned long long)mw.missed);
+		mw.err = -EIO;
+	}
 	if (mw.err && !w->err)
 		w->err = mw.err;
 	return mw.err;
@@ -216,7 +258,8 @@ int snap_writer_add_memory_diff(struct snap_writer *w, const struct guest_mem *m
 		return -EINVAL;
 	if (w->err)
 		return w->err;
-	ret = snap_base_view_open(&base, base_fd, mem->ram_size);
+	ret = snap_base_view_open(&base, base_fd, mem->ram_size,
+	                          !mem->dirty || mem->dirty_lost || mem->dirty_verify);
 	if (ret)
 		return ret;
 	ret = add_memory(w, mem, &base, threads);

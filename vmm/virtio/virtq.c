@@ -59,6 +59,8 @@ int virtq_enable(struct virtq *vq, const struct guest_mem *mem)
 	vq->used = gpa_ptr(mem, vq->used_gpa, used_size(n));
 	if (!vq->desc || !vq->avail || !vq->used)
 		return -EINVAL;
+	/* The device writes the used ring (and avail_event in it) from now on. */
+	guest_mem_mark(mem, vq->used_gpa, used_size(n));
 	vq->last_avail = 0;
 	vq->used_idx = 0;
 	vq->signalled = 0;
@@ -104,6 +106,8 @@ static int walk(struct virtq *vq, const struct guest_mem *mem, uint16_t head, st
 			if (!p || n >= VIRTQ_MAX_CHAIN)
 				return -EINVAL;
 			if (d.flags & VRING_DESC_F_WRITE) {
+				/* Whether or not the device fills it: a superset is safe. */
+				guest_mem_mark(mem, d.addr, d.len);
 				in += d.len;
 				c->nr_in++;
 			} else {
