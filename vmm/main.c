@@ -475,6 +475,7 @@ int main(int argc, char **argv)
 	}
 	/* The VM owns guest RAM from here; vm_destroy() frees it, after the loader. */
 	ret = vm_create(&vm, kvm_fd, &mem, o.vcpus);
+	log_debug("VM and vCPUs made");
 	if ((!o.restore && boot_load_images_wait(&boot)) || ret)
 		goto out;
 	vm.has_key = keys.has_snap;

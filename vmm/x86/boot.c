@@ -154,6 +154,8 @@ static void *loader_thread(void *arg)
 	if (!b->load_result && b->initrd_fd >= 0)
 		b->load_result = load_file(b->mem, b->initrd_fd, b->initrd_addr, b->initrd_size, 0,
 		                           "initrd");
+	log_debug("kernel and initrd in guest memory (%llu KiB)",
+	          (unsigned long long)((b->k.kernel_size + b->initrd_size) >> 10));
 	return NULL;
 }
 
