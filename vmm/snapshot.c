@@ -108,6 +108,7 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
 		if (ret)
 			log_err("snapshot: device %s: %s", d->name, strerror(-ret));
 	}
+	log_debug("snapshot: VM, vCPU and device states written");
 	/* Failing, it leaves the record marked lost, and every page is compared. */
 	if (!ret && diff)
 		vm_dirty_collect(vm);
@@ -118,6 +119,7 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
 		snap_writer_abort(w);
 		return fail(err, errlen, ret, "cannot write the snapshot %s", path);
 	}
+	log_debug("snapshot: guest memory written");
 	ret = snap_writer_commit(w);
 	if (ret)
 		return fail(err, errlen, ret, "cannot finish the snapshot %s", path);

@@ -199,13 +199,10 @@ int vm_dirty_collect(struct vm *vm)
 			guest_mem_mark_region(&vm->mem, i, bits);
 		free(bits);
 		if (ret) {
-			/* Pages the guest wrote would be missing: every page is compared instead.
-			 */
+			/* Else pages the guest wrote would be missed: every page is compared. */
 			vm->mem.dirty_lost = true;
-			log_warn("KVM's dirty log of slot %d cannot be read (%s): pauses compare "
-			         "all "
-			         "of guest memory",
-			         i, strerror(-ret));
+			log_warn("no dirty log of slot %d (%s): pauses compare all guest memory", i,
+			         strerror(-ret));
 			return ret;
 		}
 	}

@@ -215,18 +215,19 @@ static int add_memory(struct snap_writer *w, const struct guest_mem *mem,
 	ret = ram_section_put(w, &mw.ram);
 	if (ret)
 		return ret;
-	/*
-	 * Every page is read below; one never touched since the VM started or
-	 * was restored would fault on its first read, one trap each (costly
-	 * where traps are: 65536 of them for 256 MiB under emulation). One call
-	 * maps them all, reading only: nothing is allocated, nothing copied
-	 * (older kernels refuse it and the reads fault as before).
-	 */
 	if (base && mem->dirty && !mem->dirty_lost)
 		log_info("snapshot: a diff over %llu MiB of guest memory, %llu MiB of it recorded "
 		         "as written",
 		         (unsigned long long)(mem->ram_size >> 20),
 		         (unsigned long long)(dirty_pages(mem) * SNAP_PAGE >> 20));
+	/*
+	 * Unless writes are tracked, every page is read below; one never touched
+	 * since the VM started or was restored would fault on its first read,
+	 * one trap each (costly where traps are: 65536 of them for 256 MiB under
+	 * emulation). One call maps them all, reading only: nothing is
+	 * allocated, nothing copied (older kernels refuse it and the reads fault
+	 * as before).
+	 */
 	for (int i = 0; i < mem->nr_regions && !snap_tracked(mem, base); i++)
 		madvise(mem->regions[i].host, mem->regions[i].size, MADV_POPULATE_READ);
 	snap_run_threads(mem_write_worker, &mw, snap_threads_clamp(threads, mw.ram.nr_chunks));
