@@ -26,7 +26,7 @@ void huskd_usage(FILE *f)
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
 	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
-	        "             [--templates on|off] [--stream-url-ttl DURATION]\n"
+	        "             [--templates on|off] [--warm-pool N] [--stream-url-ttl DURATION]\n"
 	        "             [--key-concurrency N] [--key-rate N/DURATION]\n"
 	        "             [--tls-cert FILE --tls-key FILE] [--plain-http]\n"
 	        "             [--seal on|off] [--kms-command PATH]\n"
@@ -60,6 +60,9 @@ void huskd_usage(FILE *f)
 	        "  --templates on|off  a create restores its runtime's template (a guest booted\n"
 	        "                  once per shape, made at the first create) instead of\n"
 	        "                  booting (default on)\n"
+	        "  --warm-pool N   per template and org, N guests restored ahead with their\n"
+	        "                  vCPUs parked: a create takes one instead of starting a VMM\n"
+	        "                  (0-8, default 0)\n"
 	        "  --stream-url-ttl D  how long an output stream URL works after it is given\n"
 	        "                  out (signed; default 24h; a reader that began reads on)\n"
 	        "  --key-concurrency N  requests one API key may have in flight (long-polls\n"
@@ -246,6 +249,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"disk-iops", required_argument, NULL, 'q'},
 	                                     {"import-max-bytes", required_argument, NULL, 'X'},
 	                                     {"templates", required_argument, NULL, 'T'},
+	                                     {"warm-pool", required_argument, NULL, 'w'},
 	                                     {"stream-url-ttl", required_argument, NULL, 'W'},
 	                                     {"key-concurrency", required_argument, NULL, 'K'},
 	                                     {"key-rate", required_argument, NULL, 'Z'},
@@ -365,6 +369,17 @@ int huskd_options(int argc, char **argv, struct options *o)
 				return 2;
 			}
 			o->sbx.memory_mib = (uint64_t)bytes >> 20;
+			break;
+		case 'w':
+			if (strcmp(optarg, "0") &&
+			    (count(optarg, &o->sbx.warm_pool) || o->sbx.warm_pool > 8)) {
+				fprintf(stderr,
+				        "huskd: --warm-pool '%s': give a number from 0 to 8\n",
+				        optarg);
+				return 2;
+			}
+			if (!strcmp(optarg, "0"))
+				o->sbx.warm_pool = 0;
 			break;
 		case 'n':
 		case 'c':

@@ -163,8 +163,9 @@ stop_huskd templates/huskd_clean_exit || rc=1
 
 # A restart: the template is found again; the children are adopted, the paused one resumes
 # over its memory file. Now without sealing: what was sealed still opens, and a snapshot's
-# memory in the clear gets its memory file, which the next sandboxes map.
-HUSKD_ARGS="$HUSKD_ARGS --seal off"
+# memory in the clear gets its memory file, which the next sandboxes map. And with a warm
+# VMM kept ahead (--warm-pool 1), made after the first create from the template.
+HUSKD_ARGS="$HUSKD_ARGS --seal off --warm-pool 1"
 start_huskd 2 || fail restart "huskd did not start again"
 d=$(new)
 if restored "$d" && h exec "$d" -- true && h exec "$b" -- sha256sum /dev/shm/r &&
@@ -182,6 +183,34 @@ if h exec "$d" -- sh -c "echo $dmark2 >/home/agentuity/g && sync" &&
 else
 	fail disk_clear_with_seal_off "exit $cli_s: $(cat "$T/e")"
 fi
+# The warm VMM: a sandbox recorded nowhere (not listed, not found) until a create takes it;
+# then it is that create's sandbox (its id), a guest of its own, with the create's env.
+warm_id() { sed -n 's/.*\[\(sbx_[a-z0-9]*\)\] a warm VMM of base:latest (256 MiB, 1 vCPUs) is ready.*/\1/p' "$T/huskd.log" | sed -n "${1}p"; }
+wait_log "a warm VMM of base:latest (256 MiB, 1 vCPUs) is ready"
+w1=$(warm_id 1)
+h list --json
+if [ -n "$w1" ] && ! grep -q "$w1" "$T/o" && ! h get "$w1" && grep -q "not found" "$T/e" &&
+	[ -d "$T/state/sandboxes/$w1" ]; then
+	pass warm_vmm_unseen
+else
+	fail warm_vmm_unseen "warm VMM '$w1'; get exit $cli_s: $(cat "$T/e")"
+fi
+h exec "$d" -- sh -c "$what" && cp "$T/o" "$T/wd"
+w=$(new --env FOO=warm)
+h exec "$w" -- sh -c "$what" && cp "$T/o" "$T/ww"
+now=$(date +%s)
+if [ "$w" = "$w1" ] && grep -q "\[$w\] created: .*a warm VMM of its runtime's template" "$T/huskd.log" &&
+	[ "$(wc -l <"$T/ww")" = 5 ] && [ -z "$(sed -n 1,4p "$T/wd" | grep -xFf - "$T/ww")" ] &&
+	[ "$(sed -n 3p "$T/ww")" = "$(echo "$w" | tr _ -)" ] &&
+	[ $((now - $(sed -n 5p "$T/ww"))) -lt 120 ] && h exec "$w" -- sh -c 'echo "$FOO"' &&
+	[ "$(cat "$T/o")" = warm ]; then
+	pass warm_vmm_taken
+else
+	fail warm_vmm_taken "created $w, warm $w1: $(grep "\[$w\]" "$T/huskd.log" | tail -n 4); d: $(tr '\n' '|' <"$T/wd") w: $(tr '\n' '|' <"$T/ww") host clock $now"
+fi
+# The next is made once one is taken; a huskd that stops kills it and removes its folder.
+wait_log "a warm VMM of base:latest (256 MiB, 1 vCPUs) is ready" 2
+w2=$(warm_id 2)
 h snapshot create "$d" --name tdclear >/dev/null
 h snapshot create "$a" --name tclear >/dev/null
 c3=$(new --snapshot tclear)
@@ -209,6 +238,18 @@ else
 	fail shredded_org_disk_unreadable "exit $cli_s: $(cat "$T/e" "$T/o")"
 fi
 stop_huskd templates/huskd_clean_exit_2 || rc=1
+# Killed (SIGKILL) as huskd stopped: its exit is the event; the bound is a hang guard.
+i=0
+while [ -n "$w2" ] && pgrep -f "$w2" >/dev/null && [ $i -lt 300 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+if [ -n "$w2" ] && [ "$w2" != "$w1" ] && [ ! -e "$T/state/sandboxes/$w2" ] &&
+	! pgrep -f "$w2" >/dev/null; then
+	pass warm_vmm_gone_at_stop
+else
+	fail warm_vmm_gone_at_stop "second warm VMM '$w2' (first '$w1'): $(ls "$T/state/sandboxes/$w2" 2>&1 | head -n 3)"
+fi
 HUSKD_ARGS="$HUSKD_ARGS --templates off"
 start_huskd 3 || fail restart "huskd did not start a third time"
 e=$(new)

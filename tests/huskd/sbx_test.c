@@ -406,6 +406,7 @@ int main(int argc, char **argv)
 	t_sealing();
 	t_disk_keys();
 	t_spares();
+	t_pool();
 	if (T.m)
 		t_close();
 	t_kill_all();

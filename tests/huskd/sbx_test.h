@@ -111,5 +111,6 @@ void t_cgroup_io(void);
 void t_sealing(void);
 void t_disk_keys(void);
 void t_spares(void);
+void t_pool(void);
 
 #endif

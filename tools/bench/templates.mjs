@@ -10,6 +10,9 @@
 // RAM (/dev/shm) and is paused: a full snapshot when booted, a diff over the
 // template's memory when restored; MODE=template also times a raw write of
 // as many bytes into huskd's state folder (HUSK_STATE), fsynced.
+// MODE=warm (huskd --warm-pool 1, the template made by the run before): the
+// first create makes a warm VMM; each of the N creates waits until one is
+// ready (the huskd log says so), takes it, and is timed to its first exec.
 // Prints key=value lines for tools/bench/templates.sh.
 import { createRequire } from 'node:module';
 import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
@@ -56,6 +59,36 @@ async function once() {
 	const ex = await sb.execute({ command: ['true'] });
 	if (ex.exitCode !== 0) throw new Error(`true: exit ${ex.exitCode} (${ex.status})`);
 	return { ms: now() - t0, sb };
+}
+
+// Until the huskd log holds n lines matching re (a hang guard bounds it).
+async function logLines(re, n) {
+	for (let i = 0; ; i++) {
+		if ((readFileSync(process.env.HUSKD_LOG, 'utf8').match(re) ?? []).length >= n) return;
+		if (i > 3000) throw new Error(`${re} not in the huskd log ${n} times`);
+		await new Promise((r) => setTimeout(r, 100));
+	}
+}
+
+if (mode === 'warm') {
+	const first = await once();
+	await first.sb.destroy();
+	const t = [];
+	let taken = 0;
+	for (let i = 0; i < runs; i++) {
+		await logLines(/a warm VMM of base:latest \(256 MiB, 1 vCPUs\) is ready/g, i + 1);
+		const { ms, sb } = await once();
+		const log = readFileSync(process.env.HUSKD_LOG, 'utf8');
+		if (new RegExp(`\\[${sb.id}\\] created: .*a warm VMM`).test(log)) taken++;
+		t.push(ms);
+		console.error(`templates bench: warm create -> first exec ${ms.toFixed(0)} ms`);
+		await sb.destroy();
+	}
+	out('warm_first_exec_p50_ms', pct(t, 50));
+	out('warm_first_exec_max_ms', Math.max(...t));
+	out('warm_taken', taken);
+	out('warm_runs', runs);
+	process.exit(0);
 }
 
 if (mode === 'template') {

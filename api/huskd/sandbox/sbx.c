@@ -62,11 +62,12 @@ struct sandbox *sbx_find(struct sbx_mgr *m, const char *id)
 struct sandbox *sbx_lookup(struct sbx_mgr *m, const char *id, struct sbx_err *err)
 {
 	struct sandbox *sb = sbx_find(m, id);
+	bool unseen = sb && (sb->hidden || sb->pool.on);
 	json_t *info = NULL;
 
-	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE && !sb->hidden)
+	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE && !unseen)
 		return sb;
-	if (sb && sb->hidden)
+	if (unseen)
 		sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
 	else if (store_sandbox_get(m->store, id, &info, NULL) || sbx_info_hidden(info))
 		sbx_fail(err, SBX_NO_SANDBOX, -ENOENT, "sandbox %s not found", id);
@@ -165,6 +166,7 @@ void sbx_free(struct sandbox *sb)
 	json_decref(sb->files);
 	json_decref(sb->deps);
 	json_decref(sb->packages);
+	json_decref(sb->pool.body);
 	free(sb->dir);
 	free(sb->layer);
 	free(sb->net_policy);

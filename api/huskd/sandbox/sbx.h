@@ -95,7 +95,8 @@ struct sbx_config {
 	const char *const *egress_allow, *const *egress_deny;
 	const char *importer;      /* husk-import (runtime imports), NULL: none */
 	uint64_t import_max_bytes; /* an imported image, as sent and unpacked (0: 16 GiB) */
-	bool templates; /* creates restore a template of their runtime and shape (sbx_tmpl.c) */
+	bool templates;     /* creates restore a template of their runtime and shape (sbx_tmpl.c) */
+	unsigned warm_pool; /* warm VMMs kept per template and org (sbx_pool.c), 0: none */
 	/* Data keys wrapped by org keys (keys/keystore.h), borrowed; opens sealed snapshots. */
 	struct keystore *keys;
 	bool seal; /* with keys: a pause seals its memory with a new key of the sandbox's org */

@@ -86,7 +86,8 @@ int sbx_admit(struct sbx_mgr *m, uint64_t mem_mib, unsigned vcpus, struct sbx_er
 
 	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
 		n++;
-		if (sb->state == SBX_PAUSED || sb->state == SBX_GONE)
+		/* Warm VMMs make way: a create takes one or they are few (huskd --warm-pool). */
+		if (sb->state == SBX_PAUSED || sb->state == SBX_GONE || sb->pool.on)
 			continue;
 		running++;
 		promised += sb->mem_mib;

@@ -93,6 +93,7 @@ void sbx_base_apply(struct sandbox *sb, const struct sbx_base *b, json_t *pub, j
 	const char *sid = json_string_value(json_object_get(b->snap, "snapshotId"));
 	bool pub_snap;
 
+	free(sb->base); /* a warm VMM's, taken by a create: the same path */
 	sb->base = strdup(b->path);
 	json_object_set_new(priv, "base", json_string(b->path));
 	if (!sid)

@@ -14,6 +14,7 @@
 
 #include "outbuf.h"
 #include "proto.h"
+#include "sbx_exec_io.h"
 #include "sbx_int.h"
 
 /* How long the guest waits after SIGTERM before SIGKILL, on cancel and timeout. */

@@ -15,6 +15,7 @@
 
 #include "outbuf.h"
 #include "proto.h"
+#include "sbx_exec_io.h"
 #include "sbx_int.h"
 
 static void stdin_drop(struct exec_io *io)

@@ -47,6 +47,7 @@ enum sbx_state {
 	SBX_CREATING,  /* its layer is being made; not recorded yet */
 	SBX_BOOTING,   /* VMM booting a kernel: waiting for the agent to dial in, then setup */
 	SBX_RESTORING, /* VMM started from a snapshot's memory (a warm create) */
+	SBX_POOLED,    /* a warm VMM (sbx_pool.c): restored, agent dialled in, vCPUs parked */
 	SBX_ADOPTING,  /* a VMM from before a huskd restart: waiting for its agent to dial again */
 	SBX_IDLE,      /* ready, no command running */
 	SBX_RUNNING,   /* ready, its one command running */
@@ -99,6 +100,7 @@ struct sbx_hooks {
 	void (*wake)(struct sandbox *sb);                   /* paused, and the guest is needed */
 	void (*stopping)(struct sandbox *sb); /* it entered STOPPING: stop what runs */
 	void (*template_wanted)(struct sbx_mgr *m, struct sbx_tmpl *t); /* make it */
+	void (*pool_wanted)(struct sbx_mgr *m, json_t *body); /* a warm VMM for a create like it */
 	void (*let_go)(struct sandbox *sb);   /* gone, and nothing holds it: free it */
 	void (*deadline)(struct sandbox *sb); /* its lifetime deadline came, while it was up */
 };
@@ -190,7 +192,15 @@ struct sandbox {
 	json_t *files;              /* files for its setup (create), NULL after */
 	json_t *deps, *packages; /* apt and npm/bun packages for its setup (create), NULL after */
 	bool oneshot;
-	bool hidden;  /* a template's maker: in no list, found by no request, purged once ended */
+	bool hidden; /* a template's maker: in no list, found by no request, purged once ended */
+	/* A warm VMM (sbx_pool.c), on while pooled: unrecorded, found by no request. */
+	struct {
+		const struct sbx_tmpl *tmpl;
+		json_t *body;   /* a create like the one it is for: the next is made with it */
+		int64_t disk;   /* resources.disk it was made for, 0: the base's size */
+		uint64_t vsize; /* its layer's size */
+		bool on;
+	} pool;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
 	int net_slot; /* the slot its running VMM holds, -1: none */
 	char net_mac[18];  /* its NIC's MAC; "": made before sandboxes had their own */
@@ -277,33 +287,6 @@ void sbx_state_forget(struct sandbox *sb);
 /* The most bytes an archive of the files API holds (download, upload, zip or not). */
 #define ARCHIVE_MAX (512u << 20)
 
-/* ---- sbx_exec_io.c: an execution's streams ---- */
-struct exec_io {
-	struct outbuf *out[2]; /* out[1] may be out[0] (both routed to one user stream) */
-	struct outbuf *in;     /* stream.stdin's, read from in_fd at in_off as it is written */
-	int in_fd;
-	uint64_t in_off;
-	bool stamps;             /* stream.timestamps: each output line begins with its time */
-	bool mid[2];             /* stamps: the last byte kept was not a line's end */
-	struct agent_call *call; /* the exec request, while in flight: woken for more stdin */
-};
-/* req's streams (stream.*): stdin opened, outputs made or taken; URLs in info, ids in priv. */
-int sbx_exec_io_open(struct exec_io *io, struct sandbox *sb, const struct sbx_exec_req *req,
-                     json_t *info, json_t *priv, struct sbx_err *err)
-	__attribute__((warn_unused_result));
-/* stream's stdout and stderr (a command's, a job's): made or taken; URLs in info, ids in priv. */
-int sbx_exec_io_outputs(struct sandbox *sb, json_t *stream, const char *base, struct outbuf *out[2],
-                        json_t *info, json_t *priv, struct sbx_err *err)
-	__attribute__((warn_unused_result));
-/* An output frame's bytes (FRAME_STDOUT / FRAME_STDERR) into its stream. */
-void sbx_exec_io_output(struct exec_io *io, uint8_t type, const void *p, size_t len);
-/* The exec request's input (buf filled), or NULL without stdin. */
-const struct agent_input *sbx_exec_io_input(struct exec_io *io, struct agent_input *buf);
-/* The command ended: its outputs are complete. */
-void sbx_exec_io_end(struct exec_io *io);
-bool sbx_exec_io_truncated(const struct exec_io *io);
-void sbx_exec_io_free(struct exec_io *io);
-
 /* ---- sbx_deadline.c: a lifetime deadline (E2B's timeout) ---- */
 /* After a restart: the deadline its record kept, running again. */
 void sbx_deadline_restore(struct sandbox *sb, json_t *priv);
@@ -385,6 +368,8 @@ int sbx_seal(const char *path, mode_t mode);
 
 /* sbx_create for a template's maker (sbx_tmpl_make.c): hidden, on no template itself. */
 void sbx_create_maker(struct sbx_mgr *m, json_t *body, sbx_done_fn done, void *ctx);
+/* A warm VMM for creates like body (sbx_pool.c): made unrecorded, over body's template. */
+void sbx_create_pooled(struct sbx_mgr *m, json_t *body);
 /* Makes t (TMPL_MAKING) in the background: READY once made, FAILED if it cannot be. */
 void sbx_tmpl_make(struct sbx_mgr *m, struct sbx_tmpl *t);
 /* huskd stops: the making under way is dropped (its maker sandbox ends at the next start). */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "outbuf.h"
+#include "sbx_exec_io.h"
 #include "sbx_int.h"
 
 struct job_op {

@@ -15,6 +15,7 @@
 #include "net_host.h"
 #include "sbx_import.h"
 #include "sbx_int.h"
+#include "sbx_pool.h"
 #include "sbx_spare.h"
 #include "sbx_tmpl.h"
 #include "vmm_proc.h"
@@ -70,6 +71,11 @@ static void agent_hello(struct sandbox *sb)
 		sbx_setup_start(sb, SETUP_BOOTED, set_up);
 		break;
 	case SBX_RESTORING:
+		/* A warm VMM waits parked for its create; set up once a create takes it. */
+		if (sb->pool.on) {
+			sbx_pool_hello(sb);
+			break;
+		}
 		/* A warm start: the snapshot's guest, with this sandbox's env and files. */
 		sbx_setup_start(sb, sb->from_template ? SETUP_TEMPLATE : SETUP_RESTORED, set_up);
 		break;
@@ -195,6 +201,11 @@ static void template_wanted(struct sbx_mgr *m, struct sbx_tmpl *t)
 	sbx_tmpl_make(m, t);
 }
 
+static void pool_wanted(struct sbx_mgr *m, json_t *body)
+{
+	sbx_create_pooled(m, body);
+}
+
 /* A pause that cannot start now (the sandbox is busy being changed) is tried again this soon. */
 #define DEADLINE_RETRY_MS 1000
 
@@ -243,6 +254,7 @@ static const struct sbx_hooks hooks = {
 	.wake = wake,
 	.stopping = stopping,
 	.template_wanted = template_wanted,
+	.pool_wanted = pool_wanted,
 	.let_go = let_go,
 	.deadline = deadline,
 };
@@ -326,6 +338,7 @@ int sbx_mgr_open(uv_loop_t *loop, struct store *store, const struct sbx_config *
 	sbx_import_start(m);
 	sbx_tmpl_load(m);
 	sbx_spare_start(m);
+	sbx_pool_sweep(m);
 	sbx_memfile_sweep(m);
 	if (sbx_reap_start(m))
 		log_warn(NULL, "cannot start the removal of old streams and builds");
@@ -350,6 +363,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	sbx_streams_close(m);
 	sbx_tmpl_close(m);
 	sbx_spare_close(m);
+	sbx_pool_close(m);
 	sbx_memfile_close(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
 	net_host_close(m->net);

@@ -10,6 +10,8 @@
  *
  *   CREATING ─► BOOTING ───────┐            ┌──────────────► STOPPING ─► GONE
  *     │    └──► RESTORING ─────┤            │  (from every state but GONE)
+ *     │        (a warm VMM) ▲▼ │
+ *     │             POOLED     │
  *     ├──────► ADOPTING ───────┼─► IDLE ◄─► RUNNING
  *     │           RESUMING ────┤    │
  *     │          REBOOTING ────┘    └─► PAUSING ─► PAUSED ◄─► FREEZING
@@ -39,7 +41,9 @@ static const struct state_info {
                           B(SBX_BOOTING) | B(SBX_RESTORING) | B(SBX_ADOPTING) | B(SBX_PAUSED) |
                                   B(SBX_STOPPING)},
 	[SBX_BOOTING] = {"booting", "creating", UP | B(SBX_STOPPING)},
-	[SBX_RESTORING] = {"restoring", "creating", UP | B(SBX_STOPPING)},
+	[SBX_RESTORING] = {"restoring", "creating", UP | B(SBX_POOLED) | B(SBX_STOPPING)},
+	/* Recorded nowhere until a create takes it (RESTORING again, its vCPUs run). */
+	[SBX_POOLED] = {"pooled", NULL, B(SBX_RESTORING) | B(SBX_STOPPING)},
 	[SBX_ADOPTING] = {"adopting", NULL, UP | B(SBX_STOPPING)},
 	[SBX_IDLE] = {"idle", "idle", B(SBX_RUNNING) | B(SBX_PAUSING) | B(SBX_STOPPING)},
 	[SBX_RUNNING] = {"running", "running", B(SBX_IDLE) | B(SBX_STOPPING)},

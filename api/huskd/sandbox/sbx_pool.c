@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Warm VMMs (issue J): a template's guest restored ahead of the create that
+ * will want it. A template's child spends most of its way to a first exec
+ * before its guest runs: husk-jail and the VMM's exec, the VMM's start and
+ * restore, the guest's resume until its agent dials in (nested, ~800 of
+ * ~1550 ms). A warm VMM is a sandbox made as a create of that template and
+ * org would make it - its id, folder, layer, disk key, cgroup and jail uid -
+ * but recorded nowhere and found by no request. Once its agent has dialled
+ * in, its vCPUs are parked (the control socket's pause: nothing is
+ * written) and it waits, POOLED. A create of the same template, org and
+ * disk size takes it: the sandbox becomes the create's (its id is the new
+ * sandbox's), is recorded, its vCPUs run again and the setup every template
+ * child gets (`resumed`: clock, RNG, identity; then env and files) goes
+ * over the connection already open. huskd --warm-pool N keeps up to N per
+ * template and org, made one at a time. A sandbox with a network never
+ * takes one: its slot and NIC come with its VMM's start.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sbx_pool.h"
+#include "sbx_tmpl.h"
+
+/* Warm VMMs in all, every template and org: each holds a VMM and a few MiB of its own. */
+#define POOL_MAX 16
+
+static bool pooled(const struct sandbox *sb)
+{
+	return sb->pool.on && sb->pool.tmpl && sb->state != SBX_STOPPING && sb->state != SBX_GONE;
+}
+
+static bool same(const struct sandbox *sb, const struct sbx_tmpl *t, const char *org, int64_t disk)
+{
+	return sb->pool.tmpl == t && sb->pool.disk == disk && !strcmp(sb->org, org);
+}
+
+bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org, int64_t disk)
+{
+	unsigned ready = 0, all = 0;
+
+	if (!m->cfg.warm_pool || !t || m->closing)
+		return false;
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
+		if (!pooled(sb))
+			continue;
+		all++;
+		if (!same(sb, t, org, disk))
+			continue;
+		/* One at a time: each restore competes with the sandboxes running for the CPU. */
+		if (sb->state != SBX_POOLED)
+			return false;
+		ready++;
+	}
+	return ready < m->cfg.warm_pool && all < POOL_MAX;
+}
+
+/* Of t's runtime and shape, but not t: its runtime, kernel, agent or VMM changed since. */
+static bool outdated(const struct sandbox *sb, const struct sbx_tmpl *t)
+{
+	const struct sbx_tmpl *o = sb->pool.tmpl;
+
+	return o != t && o->mem_mib == t->mem_mib && o->vcpus == t->vcpus && o->nic == t->nic &&
+	       !strcmp(o->runtime, t->runtime);
+}
+
+struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org,
+                              int64_t disk)
+{
+	struct sandbox *sb, *next;
+
+	if (!t)
+		return NULL;
+	for (sb = m->sandboxes; sb; sb = next) {
+		next = sb->next;
+		if (!pooled(sb))
+			continue;
+		if (outdated(sb, t)) {
+			sbx_end(sb, "terminated", "a warm VMM of an older template", NULL);
+			continue;
+		}
+		if (sb->state != SBX_POOLED || !same(sb, t, org, disk))
+			continue;
+		if (!sb->session) {
+			sbx_end(sb, "failed", "a warm VMM lost its agent's connection", NULL);
+			continue;
+		}
+		sb->pool.on = false;
+		return sb;
+	}
+	return NULL;
+}
+
+void sbx_pool_begin(struct sandbox *sb, const struct sbx_tmpl *t, int64_t disk, json_t *body)
+{
+	sb->pool.tmpl = t;
+	sb->pool.disk = disk;
+	json_decref(sb->pool.body);
+	sb->pool.body = json_incref(body);
+	sb->pool.on = true;
+}
+
+/* Where a warm VMM's pid is kept: a huskd killed outright leaves no other trace of it. */
+static void pid_path(const char *dir, char *out, size_t len)
+{
+	snprintf(out, len, "%s/warm.pid", dir);
+}
+
+void sbx_pool_vmm_started(struct sandbox *sb)
+{
+	char path[4200];
+	FILE *f;
+
+	pid_path(sb->dir, path, sizeof(path));
+	f = fopen(path, "we");
+	if (f) {
+		fprintf(f, "%d %llu\n", (int)vmm_proc_pid(sb->vmm),
+		        (unsigned long long)vmm_proc_starttime(sb->vmm));
+		if (fclose(f) == 0)
+			return;
+	}
+	log_warn(sb->id, "cannot write %s: a warm VMM outlives a huskd killed outright", path);
+}
+
+void sbx_pool_sweep(struct sbx_mgr *m)
+{
+	char dir[4200], path[4500];
+	unsigned long long start;
+	struct dirent *e;
+	int pid;
+	DIR *d;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/sandboxes", m->cfg.state);
+	d = opendir(dir);
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "%s/%s/warm.pid", dir, e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue;
+		if (fscanf(f, "%d %llu", &pid, &start) == 2 && pid > 1 &&
+		    proc_starttime(pid) == start && kill(pid, SIGKILL) == 0)
+			log_info(NULL, "a warm VMM (pid %d) of a huskd before: killed", pid);
+		fclose(f);
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		sbx_remove_dir(path);
+	}
+	if (d)
+		closedir(d);
+}
+
+static const char *ctl_why(int rc, const char *reply)
+{
+	return rc == -EPROTO && reply ? reply : strerror(-rc);
+}
+
+static void parked(struct sandbox *sb, int rc, const char *reply)
+{
+	char why[400];
+
+	/* Ended meanwhile (its VMM died, huskd's stop): nothing to do. */
+	if (sb->state != SBX_RESTORING || !sb->pool.on)
+		return;
+	if (rc) {
+		snprintf(why, sizeof(why), "cannot park a warm VMM's vCPUs: %s",
+		         ctl_why(rc, reply));
+		sbx_end(sb, "failed", why, NULL);
+		return;
+	}
+	sbx_to(sb, SBX_POOLED, NULL, NULL);
+	log_info(sb->id, "a warm VMM of %s (%llu MiB, %u vCPUs) is ready", sb->pool.tmpl->rt_name,
+	         (unsigned long long)sb->mem_mib, sb->vcpus);
+	if (sbx_pool_wanted(sb->m, sb->pool.tmpl, sb->org, sb->pool.disk))
+		sb->m->hooks->pool_wanted(sb->m, sb->pool.body);
+}
+
+void sbx_pool_hello(struct sandbox *sb)
+{
+	if (sbx_ctl(sb, "pause", SBX_CTL_TIMEOUT_MS, parked))
+		sbx_end(sb, "failed", "cannot reach a warm VMM's control socket", NULL);
+}
+
+static void unparked(struct sandbox *sb, int rc, const char *reply)
+{
+	char why[400];
+
+	if (sb->state != SBX_RESTORING)
+		return;
+	if (rc) {
+		snprintf(why, sizeof(why), "cannot run its warm VMM's vCPUs again: %s",
+		         ctl_why(rc, reply));
+		sbx_end(sb, "failed", why, NULL);
+		return;
+	}
+	/* Its agent said hello when the VMM was made: the setup a template's child gets follows. */
+	sb->m->hooks->agent_hello(sb);
+}
+
+int sbx_pool_resume(struct sandbox *sb, char *err, size_t errlen)
+{
+	char path[4200];
+	int rc;
+
+	pid_path(sb->dir, path, sizeof(path));
+	unlink(path);
+	sbx_save(sb, json_pack("{sIsIsiso}", "pid", (json_int_t)vmm_proc_pid(sb->vmm), "starttime",
+	                       (json_int_t)vmm_proc_starttime(sb->vmm), "netSlot", sb->net_slot,
+	                       "memFile", sb->mem_file ? json_string(sb->mem_file) : json_null()));
+	rc = sbx_ctl(sb, "resume", SBX_CTL_TIMEOUT_MS, unparked);
+	if (rc)
+		snprintf(err, errlen, "cannot reach its warm VMM's control socket: %s",
+		         uv_strerror(rc));
+	return rc;
+}
+
+void sbx_pool_close(struct sbx_mgr *m)
+{
+	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
+		if (!sb->pool.on)
+			continue;
+		if (sb->vmm && vmm_proc_kill(sb->vmm, SIGKILL))
+			log_warn(sb->id, "cannot kill a warm VMM");
+		sbx_remove_dir(sb->dir);
+	}
+}

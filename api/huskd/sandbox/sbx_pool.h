@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef HUSK_SBX_POOL_H
+#define HUSK_SBX_POOL_H
+
+/* Inside the manager: warm VMMs, a template's guest restored ahead of its create (sbx_pool.c). */
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sbx_int.h"
+
+struct sbx_tmpl;
+
+/*
+ * Whether one more warm VMM of t for org, over a layer of disk (0: the
+ * base's size), is worth making: pooling is on, none of them is being made,
+ * fewer than huskd --warm-pool are ready, and the host's bound is not met.
+ */
+bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org, int64_t disk);
+/*
+ * A pooled sandbox of t for org and disk, out of the pool (still POOLED, its
+ * agent connected), or NULL. Those of an older template of t's runtime and
+ * shape end here: no create takes them any more.
+ */
+struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org,
+                              int64_t disk);
+/* sb, being created, is a warm VMM of t; body (a reference taken) makes the next one. */
+void sbx_pool_begin(struct sandbox *sb, const struct sbx_tmpl *t, int64_t disk, json_t *body);
+/* Its VMM started: its pid kept in its folder, for sbx_pool_sweep. */
+void sbx_pool_vmm_started(struct sandbox *sb);
+/* At start: warm VMMs a huskd killed outright left running are killed, their folders removed. */
+void sbx_pool_sweep(struct sbx_mgr *m);
+/* Its agent dialled in: its vCPUs are parked, then it is POOLED (or it fails). */
+void sbx_pool_hello(struct sandbox *sb);
+/*
+ * A taken sandbox, recorded and RESTORING: its VMM recorded, its vCPUs run
+ * again, then the agent_hello hook (its agent is connected already). 0 or
+ * -errno with err.
+ */
+int sbx_pool_resume(struct sandbox *sb, char *err, size_t errlen);
+/* huskd stops: warm VMMs are killed and their folders removed (nothing records them). */
+void sbx_pool_close(struct sbx_mgr *m);
+
+#endif
