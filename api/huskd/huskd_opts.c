@@ -62,7 +62,7 @@ void huskd_usage(FILE *f)
 	        "                  booting (default on)\n"
 	        "  --warm-pool N   per template and org, N guests restored ahead with their\n"
 	        "                  vCPUs parked: a create takes one instead of starting a VMM\n"
-	        "                  (0-8, default 0)\n"
+	        "                  (0-8, default 1)\n"
 	        "  --stream-url-ttl D  how long an output stream URL works after it is given\n"
 	        "                  out (signed; default 24h; a reader that began reads on)\n"
 	        "  --key-concurrency N  requests one API key may have in flight (long-polls\n"
@@ -266,6 +266,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	int c;
 
 	o->sbx.templates = true;
+	o->sbx.warm_pool = 1;
 	o->sbx.seal = true;
 	o->stream_ttl_ms = 24 * 3600 * 1000ull;
 	o->keys = (struct tenant_limits){.max_inflight = 256, .count = 6000, .per_ms = 60000};

@@ -20,7 +20,11 @@ vmms() {
 	for p in /proc/[0-9]*; do
 		cmd=$({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) || continue
 		case $cmd in
-		*fake-vmm*"$state/sandboxes/"*) echo "${p#/proc/}" ;;
+		*fake-vmm*"$state/sandboxes/"*)
+			# A warm VMM (huskd --warm-pool) is no sandbox's: its folder holds warm.pid.
+			id=$(echo "$cmd" | sed -n "s|.*$state/sandboxes/\([^/ ]*\)/.*|\1|p")
+			[ -e "$state/sandboxes/$id/warm.pid" ] || echo "${p#/proc/}"
+			;;
 		esac
 	done
 }

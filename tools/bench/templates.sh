@@ -23,10 +23,10 @@ bench_huskd --templates off --max-vcpus 64
 MODE=cold node "$top/tools/bench/templates.mjs" >"$T/out" || bench_failed "templates.mjs (booting) failed"
 kill "$pid"
 wait "$pid" 2>/dev/null || true
-echo "templates bench: the same restoring the template..." >&2
+echo "templates bench: the same restoring the template (--warm-pool 0)..." >&2
 # Unsealed: a snapshot's memory file (what the snapshot child figure is about) is made only of
 # memory in the clear; sealing's own cost is in the snapshot benchmark.
-bench_huskd --max-vcpus 64 --seal off
+bench_huskd --max-vcpus 64 --seal off --warm-pool 0
 MODE=template node "$top/tools/bench/templates.mjs" >>"$T/out" ||
 	bench_failed "templates.mjs (from the template) failed"
 kill "$pid"

@@ -23,6 +23,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
+#include "keystore.h"
 #include "sbx_pool.h"
 #include "sbx_tmpl.h"
 
@@ -68,6 +71,20 @@ static bool outdated(const struct sandbox *sb, const struct sbx_tmpl *t)
 	       !strcmp(o->runtime, t->runtime);
 }
 
+/* Its disk's key still opens: its org's key may have been shredded since it was made. */
+static bool key_opens(struct sandbox *sb)
+{
+	uint8_t key[KEYSTORE_KEY_LEN];
+	char err[300];
+	int rc;
+
+	if (!sb->disk_key)
+		return true;
+	rc = keystore_unwrap(sb->m->cfg.keys, sb->disk_key, key, err, sizeof(err));
+	OPENSSL_cleanse(key, sizeof(key));
+	return rc == 0;
+}
+
 struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org,
                               int64_t disk)
 {
@@ -87,6 +104,11 @@ struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const
 			continue;
 		if (!sb->session) {
 			sbx_end(sb, "failed", "a warm VMM lost its agent's connection", NULL);
+			continue;
+		}
+		if (!key_opens(sb)) {
+			sbx_end(sb, "terminated", "a warm VMM whose disk key no longer opens",
+			        NULL);
 			continue;
 		}
 		sb->pool.on = false;
