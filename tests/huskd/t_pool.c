@@ -7,12 +7,14 @@
  * it is recorded, its guest runs again and gets the create's env; then the
  * next is made. Another org's create does not take it. A stopping huskd
  * kills it and removes its folder; one a huskd killed outright left running
- * is killed, and its folder removed, at the next start.
+ * is killed, and its folder removed, at the next start. One whose disk key
+ * no longer opens (its org's key shredded) is ended, not taken.
  */
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "keystore.h"
 #include "sbx_test.h"
 #include "sbx_tmpl.h"
 
@@ -111,7 +113,8 @@ static void taken(char c[STORE_ID_LEN])
 void t_pool(void)
 {
 	char a[STORE_ID_LEN], b[STORE_ID_LEN], o[STORE_ID_LEN], c[STORE_ID_LEN], x[STORE_ID_LEN],
-		err[512] = "", dir[4300];
+		y[STORE_ID_LEN] = "", v[STORE_ID_LEN] = "", w[STORE_ID_LEN] = "", err[512] = "",
+		dir[4300];
 	json_t *info = NULL;
 	struct sbx_err e;
 	pid_t pid;
@@ -158,7 +161,20 @@ void t_pool(void)
 	t_check("warm_vmm_of_a_killed_huskd_swept", unseen && ends(pid) && access(dir, F_OK) < 0,
 	        "pid %d, left running %d, %s", (int)pid, unseen, dir);
 	sbx_mgr_adopt(T.m);
-	for (char *const *id = (char *const[]){a, b, o, c, x, NULL}; *id; id++)
+
+	/* Its org's key shredded: its disk cannot be opened again; the create makes its own. */
+	snprintf(not_this, sizeof(not_this), "%s", "");
+	up("{}", v, err, sizeof(err));
+	if (v[0] && t_wait(pooled, NULL, T_WAIT_MS) && t_sb(warm)->disk_key &&
+	    !keystore_shred(T.cfg.keys, STORE_DEFAULT_ORG, err, sizeof(err)))
+		snprintf(w, sizeof(w), "%s", warm);
+	if (w[0])
+		up("{}", y, err, sizeof(err));
+	t_check("warm_vmm_not_after_its_key_shredded",
+	        w[0] && y[0] && strcmp(y, w) &&
+	                (t_state(w) == SBX_STOPPING || t_state(w) == SBX_GONE),
+	        "warm '%s', created '%s': %s", w, y, err);
+	for (char *const *id = (char *const[]){a, b, o, c, x, v, y, NULL}; *id; id++)
 		if ((*id)[0] && t_sb(*id))
 			t_destroy(*id);
 	t_close();

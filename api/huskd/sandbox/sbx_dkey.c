@@ -92,6 +92,16 @@ int sbx_dkey_own(struct sandbox *sb, char hex[SBX_DKEY_HEX], char *err, size_t e
 	return sb->disk_key ? sbx_dkey_unwrap(sb, sb->disk_key, "disk", hex, err, errlen) : 0;
 }
 
+bool sbx_dkey_opens(struct sbx_mgr *m, const char *wrapped)
+{
+	uint8_t key[KEYSTORE_KEY_LEN];
+	char err[300];
+	int rc = keystore_unwrap(m->cfg.keys, wrapped, key, err, sizeof(err));
+
+	OPENSSL_cleanse(key, sizeof(key));
+	return rc == 0;
+}
+
 bool sbx_dkey_wanted(const struct sandbox *sb)
 {
 	return sb->m->cfg.keys && sb->m->cfg.seal && !sb->hidden;

@@ -58,6 +58,8 @@ int sbx_dkey_unwrap(struct sandbox *sb, const char *wrapped, const char *what,
 int sbx_dkey_own(struct sandbox *sb, char hex[SBX_DKEY_HEX], char *err, size_t errlen);
 /* Whether a new file of its own gets a key (huskd keeps keys and seals; not a template's). */
 bool sbx_dkey_wanted(const struct sandbox *sb);
+/* Whether a wrapped key still opens (its org's key may have been shredded since). */
+bool sbx_dkey_opens(struct sbx_mgr *m, const char *wrapped);
 /* A layer at path over backing (size 0: the backing's), under pass ("" or NULL: clear);
  * encrypted, its master key into mk if not NULL. Off the loop too. */
 int sbx_dkey_make(const char *path, const char *backing, uint64_t size, const char *pass,

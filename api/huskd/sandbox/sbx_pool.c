@@ -23,9 +23,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <openssl/crypto.h>
-
-#include "keystore.h"
 #include "sbx_pool.h"
 #include "sbx_tmpl.h"
 
@@ -71,20 +68,6 @@ static bool outdated(const struct sandbox *sb, const struct sbx_tmpl *t)
 	       !strcmp(o->runtime, t->runtime);
 }
 
-/* Its disk's key still opens: its org's key may have been shredded since it was made. */
-static bool key_opens(struct sandbox *sb)
-{
-	uint8_t key[KEYSTORE_KEY_LEN];
-	char err[300];
-	int rc;
-
-	if (!sb->disk_key)
-		return true;
-	rc = keystore_unwrap(sb->m->cfg.keys, sb->disk_key, key, err, sizeof(err));
-	OPENSSL_cleanse(key, sizeof(key));
-	return rc == 0;
-}
-
 struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org,
                               int64_t disk)
 {
@@ -106,7 +89,8 @@ struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const
 			sbx_end(sb, "failed", "a warm VMM lost its agent's connection", NULL);
 			continue;
 		}
-		if (!key_opens(sb)) {
+		/* Its org's key shredded since it was made: its disk is unreadable from now on. */
+		if (sb->disk_key && !sbx_dkey_opens(m, sb->disk_key)) {
 			sbx_end(sb, "terminated", "a warm VMM whose disk key no longer opens",
 			        NULL);
 			continue;

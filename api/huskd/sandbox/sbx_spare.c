@@ -91,18 +91,11 @@ static bool matches(const struct sbx_spare *s, const struct sandbox *sb, const c
 /* Still usable: its base unchanged, its key still opens. */
 static bool usable(struct sbx_spare *s)
 {
-	uint8_t key[KEYSTORE_KEY_LEN];
-	char err[300];
 	struct stat st;
-	int rc;
 
 	if (stat(s->base, &st) < 0 || !same_file(&st, &s->base_st))
 		return false;
-	if (!s->key)
-		return true;
-	rc = keystore_unwrap(s->m->cfg.keys, s->key, key, err, sizeof(err));
-	OPENSSL_cleanse(key, sizeof(key));
-	return rc == 0;
+	return !s->key || sbx_dkey_opens(s->m, s->key);
 }
 
 struct sbx_spare *sbx_spare_take(struct sandbox *sb, const char *base, int64_t disk)
