@@ -360,8 +360,10 @@ static void create(struct sbx_mgr *m, json_t *body, enum create_kind kind, sbx_d
 	}
 	if (kind != CREATE_MAKER)
 		use_template(m, sb, c);
-	if (kind == CREATE_POOLED && (!c->tmpl || sbx_has_nic(sb))) {
-		sbx_fail(&err, SBX_UNAVAILABLE, -ENOENT, "its template is not ready");
+	/* A warm VMM is of a template (taken: the one just found) and has no NIC. */
+	if ((kind == CREATE_POOLED || c->warm_vmm) && (!c->tmpl || sbx_has_nic(sb))) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOENT,
+		         "its runtime's template went away during the create; try again");
 		goto fail;
 	}
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
