@@ -92,12 +92,18 @@ void guest_mem_mark(const struct guest_mem *mem, uint64_t gpa, uint64_t len);
 /* ORs a KVM dirty log of region i (a bit per page of it) into the record. */
 void guest_mem_mark_region(const struct guest_mem *mem, int i, const uint64_t *bits);
 
+/* Whether the record says which pages were written (kept, and KVM's log all read into it). */
+static inline bool guest_mem_tracked(const struct guest_mem *mem)
+{
+	return mem->dirty && !mem->dirty_lost;
+}
+
 /* Whether the page at RAM offset off may differ from the file (true when untracked). */
 static inline bool guest_mem_page_dirty(const struct guest_mem *mem, uint64_t off)
 {
 	uint64_t pg = off / 4096;
 
-	if (!mem->dirty || mem->dirty_lost)
+	if (!guest_mem_tracked(mem))
 		return true;
 	return __atomic_load_n(&mem->dirty[pg / 64], __ATOMIC_RELAXED) >> (pg % 64) & 1;
 }

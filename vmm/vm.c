@@ -184,7 +184,7 @@ int vm_dirty_track(struct vm *vm)
 
 int vm_dirty_collect(struct vm *vm)
 {
-	if (!vm->mem.dirty || vm->mem.dirty_lost)
+	if (!guest_mem_tracked(&vm->mem))
 		return 0;
 	for (int i = 0; i < vm->mem.nr_regions; i++) {
 		uint64_t *bits = calloc(vm->mem.regions[i].size / 4096 / 64 + 1, sizeof(*bits));

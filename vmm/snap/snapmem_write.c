@@ -172,7 +172,7 @@ static int ram_section_put(struct snap_writer *w, const struct snap_ram *ram)
 /* Whether a diff reads only the pages recorded as written (no need to map them all first). */
 static bool snap_tracked(const struct guest_mem *mem, const struct snap_base_view *base)
 {
-	return base && mem->dirty && !mem->dirty_lost && !mem->dirty_verify;
+	return base && guest_mem_tracked(mem) && !mem->dirty_verify;
 }
 
 static uint64_t dirty_pages(const struct guest_mem *mem)
@@ -215,7 +215,7 @@ static int add_memory(struct snap_writer *w, const struct guest_mem *mem,
 	ret = ram_section_put(w, &mw.ram);
 	if (ret)
 		return ret;
-	if (base && mem->dirty && !mem->dirty_lost)
+	if (base && guest_mem_tracked(mem))
 		log_info("snapshot: a diff over %llu MiB of guest memory, %llu MiB of it recorded "
 		         "as written",
 		         (unsigned long long)(mem->ram_size >> 20),
@@ -260,7 +260,7 @@ int snap_writer_add_memory_diff(struct snap_writer *w, const struct guest_mem *m
 	if (w->err)
 		return w->err;
 	ret = snap_base_view_open(&base, base_fd, mem->ram_size,
-	                          !mem->dirty || mem->dirty_lost || mem->dirty_verify);
+	                          !guest_mem_tracked(mem) || mem->dirty_verify);
 	if (ret)
 		return ret;
 	ret = add_memory(w, mem, &base, threads);
