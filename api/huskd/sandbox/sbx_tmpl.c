@@ -196,12 +196,14 @@ void sbx_tmpl_prune(struct sbx_mgr *m)
 		}
 		log_info(NULL, "template %s (runtime %s) is out of date: removed", t->key,
 		         t->runtime);
-		/* Warm VMMs of it are recorded nowhere: they end with it. */
-		for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next)
+		/* Warm VMMs of it are recorded nowhere: they end with it (one may be freed). */
+		for (struct sandbox *sb = m->sandboxes, *next; sb; sb = next) {
+			next = sb->next;
 			if (sb->pool.tmpl == t) {
 				sb->pool.tmpl = NULL;
 				sbx_end(sb, "terminated", "its template is out of date", NULL);
 			}
+		}
 		sbx_remove_dir(t->dir);
 		*pp = t->next;
 		free(t);
