@@ -15,7 +15,8 @@
 # not in its layer as it is, and after the shred a snapshot whose disk was sealed cannot
 # start. Warm VMMs (the second run): one is made after a create from the template, unseen
 # by requests; the next create takes it (its id, a guest of its own, the create's env);
-# a stopping huskd kills the next one and removes its folder.
+# a snapshot's child leaves one of the snapshot, its next child takes it; a stopping
+# huskd kills the next one and removes its folder.
 # Prints PASS/FAIL templates/NAME lines.
 set -u
 port=8796
@@ -220,12 +221,28 @@ live "$w2pid" && w2live=yes || w2live=no
 h snapshot create "$d" --name tdclear >/dev/null
 h snapshot create "$a" --name tclear >/dev/null
 c3=$(new --snapshot tclear)
-if [ -n "$c3" ] && wait_log "snapshot .* has a memory file" && c4=$(new --snapshot tclear) &&
+# c3 leaves a warm VMM of tclear; a create with another disk size (0 is "the base's") takes none.
+h get "$c3" --json
+d3=$(grep -o '"disk": *"[0-9]*Mi"' "$T/o" | grep -o '[0-9]*Mi')
+wsnap="a warm VMM of snapshot .* (256 MiB, 1 vCPUs) is ready"
+if [ -n "$c3" ] && wait_log "snapshot .* has a memory file" && wait_log "$wsnap" &&
+	c4=$(new --snapshot tclear --disk "$d3") &&
 	grep -q "\[$c4\] created: .*resumed from its memory file" "$T/huskd.log" &&
 	h exec "$c4" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then
 	pass snapshot_memory_file
 else
-	fail snapshot_memory_file "exit $cli_s: $(cat "$T/e") $(grep -i "memory file" "$T/huskd.log" | tail -n 2) $(grep "\[$c4\]" "$T/huskd.log" | tail -n 4)"
+	fail snapshot_memory_file "exit $cli_s (disk '$d3'): $(cat "$T/e") $(grep -i "memory file" "$T/huskd.log" | tail -n 2) $(grep "\[$c4\]" "$T/huskd.log" | tail -n 4)"
+fi
+# The next child of tclear takes the warm VMM: its id, the snapshot's disk, a guest of its own.
+ws=$(sed -n "s/.*\[\(sbx_[a-z0-9]*\)\] $wsnap.*/\1/p" "$T/huskd.log" | head -n 1)
+c6=$(new --snapshot tclear --env FOO=snap)
+if [ -n "$ws" ] && [ "$c6" = "$ws" ] &&
+	grep -q "\[$c6\] created: .*a warm VMM of its snapshot" "$T/huskd.log" &&
+	h exec "$c6" -- sh -c 'cat /home/agentuity/f; echo "$FOO"; hostname' &&
+	[ "$(tr '\n' ' ' <"$T/o")" = "mine snap $(echo "$c6" | tr _ -) " ]; then
+	pass warm_vmm_of_a_snapshot_taken
+else
+	fail warm_vmm_of_a_snapshot_taken "created '$c6', warm '$ws': exit $cli_s: $(cat "$T/e" "$T/o") $(grep "\[$c6\]" "$T/huskd.log" | tail -n 4)"
 fi
 # Crypto-shredding: the org's key deleted, its sealed memory cannot be restored (cold paused
 # sealed in the first run; tchild's memory is sealed), nor can a disk sealed in the first

@@ -8,9 +8,11 @@
  * next is made. Another org's create does not take it. A stopping huskd
  * kills it and removes its folder; one a huskd killed outright left running
  * is killed, and its folder removed, at the next start. One whose disk key
- * no longer opens (its org's key shredded) is ended, not taken.
+ * no longer opens (its org's key shredded) is ended, not taken. A snapshot
+ * with memory gets its own the same way; deleting the snapshot ends them.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -110,6 +112,70 @@ static void taken(char c[STORE_ID_LEN])
 	        "none after %s", w);
 }
 
+/* A warm VMM of snapshot sid ready (POOLED), other than not_this: its id into warm. */
+static bool snap_pooled(void *arg)
+{
+	const char *sid = arg;
+
+	for (struct sandbox *sb = T.m->sandboxes; sb; sb = sb->next)
+		if (sb->state == SBX_POOLED && sb->pool.on && sb->pool.snap &&
+		    !strcmp(sb->base_snap, sid) && strcmp(sb->id, not_this)) {
+			snprintf(warm, sizeof(warm), "%s", sb->id);
+			return true;
+		}
+	return false;
+}
+
+/* A snapshot's children: the second create takes the warm VMM the first left. */
+static void pool_snapshots(void)
+{
+	char p[STORE_ID_LEN], a[STORE_ID_LEN], b[STORE_ID_LEN] = "", sid[STORE_ID_LEN],
+					       w[STORE_ID_LEN], body[256], err[512] = "";
+	json_t *out = NULL, *rec = NULL;
+	struct sbx_err e;
+	char *users;
+	bool listed;
+
+	not_this[0] = warm[0] = '\0';
+	up("{}", p, err, sizeof(err));
+	t_snapshot(p, "{\"name\":\"warm-snap\"}", sid);
+	snprintf(body, sizeof(body), "{\"snapshot\":\"%s\"}", sid);
+	up(body, a, err, sizeof(err));
+	t_check("warm_vmm_of_a_snapshot_made",
+	        sid[0] && a[0] && t_wait(snap_pooled, sid, T_WAIT_MS) &&
+	                !strcmp(vmm_status(warm), "paused"),
+	        "snapshot '%s', child '%s': %s", sid, a, err);
+	snprintf(w, sizeof(w), "%s", warm);
+	snprintf(body, sizeof(body), "{\"snapshot\":\"%s\",\"env\":{\"FOO\":\"bar\"}}", sid);
+	if (w[0])
+		up(body, b, err, sizeof(err));
+	rec = b[0] ? t_exec(b, "[\"printenv\",\"FOO\"]") : NULL;
+	t_check("warm_vmm_of_a_snapshot_taken",
+	        w[0] && !strcmp(b, w) && !strcmp(vmm_status(b), "running") && rec &&
+	                !strcmp(json_string_value(json_object_get(rec, "status")), "completed"),
+	        "created '%s', warm '%s': %s", b, w, err);
+	json_decref(rec);
+	/* The next is made; deleting the snapshot ends it (nothing could take it). */
+	snprintf(not_this, sizeof(not_this), "%s", w);
+	warm[0] = '\0';
+	if (t_wait(snap_pooled, sid, T_WAIT_MS) &&
+	    sbx_snap_delete(T.m, STORE_DEFAULT_ORG, sid, &out, &e) == 0) {
+		users = json_dumps(json_object_get(out, "usedBy"), 0);
+		listed = !users || strstr(users, warm);
+		free(users);
+		t_check("warm_vmm_of_a_deleted_snapshot_ends",
+		        !listed && (t_state(warm) == SBX_STOPPING || t_state(warm) == SBX_GONE),
+		        "%s: %s, listed as a user %d", warm, sbx_state_name(t_state(warm)), listed);
+	} else {
+		t_check("warm_vmm_of_a_deleted_snapshot_ends", false, "no second warm VMM, or: %s",
+		        warm[0] ? e.msg : "none");
+	}
+	json_decref(out);
+	for (char *const *id = (char *const[]){p, a, b, NULL}; *id; id++)
+		if ((*id)[0] && t_sb(*id))
+			t_destroy(*id);
+}
+
 void t_pool(void)
 {
 	char a[STORE_ID_LEN], b[STORE_ID_LEN], o[STORE_ID_LEN], c[STORE_ID_LEN], x[STORE_ID_LEN],
@@ -179,6 +245,9 @@ void t_pool(void)
 			t_destroy(*id);
 	t_close();
 	T.cfg.templates = false;
+	t_open();
+	pool_snapshots();
+	t_close();
 	T.cfg.warm_pool = 0;
 	t_open();
 }

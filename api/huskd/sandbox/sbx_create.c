@@ -31,6 +31,7 @@ struct create {
 	void *ctx;
 	bool warm_vmm; /* sb is a warm VMM taken from the pool: made, restored, parked */
 	json_t *like;  /* a create like this one, to make a warm VMM for the next (or NULL) */
+	struct sbx_pool_key key; /* what a warm VMM for a create like this one is made for */
 	struct sbx_base base;
 	json_t *pub, *priv;
 	int64_t disk;         /* resources.disk, 0: the base's size */
@@ -156,8 +157,8 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	if (!c->base.snap)
 		sbx_spare_want(sb, c->base.path, c->disk);
 	/* And its warm VMM, made after this one's VMM started. */
-	if (c->like && c->tmpl && !sbx_has_nic(sb) &&
-	    sbx_pool_wanted(sb->m, c->tmpl, sb->org, c->disk))
+	c->key.org = sb->org; /* the request's body may be gone by now */
+	if (c->like && c->warm && !sbx_has_nic(sb) && sbx_pool_wanted(sb->m, &c->key))
 		sbx_create_pooled(sb->m, c->like);
 	/* Where a create's time goes before its VMM runs (ms). */
 	log_debug(sb->id,
@@ -177,11 +178,12 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 		                 ? json_string_value(json_object_get(c->base.snap, "snapshotId"))
 		                 : "",
 		         (unsigned long long)sb->mem_mib, (long long)sb->cpu_millis,
-		         c->warm_vmm   ? ", a warm VMM of its runtime's template"
-		         : c->tmpl     ? ", restored from its runtime's template"
-		         : c->mem_file ? ", resumed from its memory file"
-		         : c->warm     ? ", resumed from its memory"
-		                       : "");
+		         c->warm_vmm && c->base.snap ? ", a warm VMM of its snapshot"
+		         : c->warm_vmm               ? ", a warm VMM of its runtime's template"
+		         : c->tmpl                   ? ", restored from its runtime's template"
+		         : c->mem_file               ? ", resumed from its memory file"
+		         : c->warm                   ? ", resumed from its memory"
+		                                     : "");
 	reply.data = info;
 	c->done(c->ctx, NULL, &reply);
 	json_decref(info);
@@ -238,26 +240,55 @@ static bool wants_nic(json_t *body)
 }
 
 /*
+ * A snapshot's keys still open (its org's key not shredded since): else its
+ * create goes the usual way, which says so, not to a warm VMM made before.
+ */
+static bool snap_keys_open(struct sbx_mgr *m, json_t *snap_priv)
+{
+	const char *mem = json_string_value(json_object_get(snap_priv, "memKey")), *k;
+	json_t *v;
+
+	if (mem && !sbx_dkey_opens(m, mem))
+		return false;
+	json_object_foreach(json_object_get(snap_priv, "diskKeys"), k, v)
+	{
+		if (json_is_string(v) && !sbx_dkey_opens(m, json_string_value(v)))
+			return false;
+	}
+	return true;
+}
+
+/*
  * A warm VMM for this create (then sb is its sandbox, its id this one's), or
- * NULL; c->like set for the next create's when pooling is on.
+ * NULL; c->like and c->key set for the next create's when pooling is on: a
+ * create of a template, or of a snapshot's memory, without a network.
  */
 static struct sandbox *take_warm(struct sbx_mgr *m, json_t *body, struct create *c, int64_t mem,
                                  int64_t millis)
 {
-	const struct sbx_tmpl *t;
+	uint64_t mib = (uint64_t)mem >> 20;
+	unsigned vcpus = (unsigned)((millis + 999) / 1000);
 	struct sandbox *sb;
 
-	if (!m->cfg.warm_pool || c->kind != CREATE_USER || c->base.snap || wants_nic(body))
+	if (!m->cfg.warm_pool || c->kind != CREATE_USER || wants_nic(body))
 		return NULL;
+	c->key = (struct sbx_pool_key){
+		.org = sbx_info_org(body), .disk = c->disk, .mem_mib = mib, .vcpus = vcpus};
+	if (c->base.snap) {
+		if (!sbx_base_memory(&c->base, mib, vcpus, false) ||
+		    !snap_keys_open(m, c->base.snap_priv))
+			return NULL;
+		c->key.snap = json_string_value(json_object_get(c->base.snap, "snapshotId"));
+	} else {
+		c->key.tmpl = sbx_tmpl_get(m, c->base.rt, c->base.rt_priv, mib, vcpus, false);
+	}
 	c->like = json_object();
-	for (const char *const *k =
-	             (const char *const[]){"runtime", "runtimeId", "resources", "org", NULL};
+	for (const char *const *k = (const char *const[]){"runtime", "runtimeId", "snapshot",
+	                                                  "resources", "org", NULL};
 	     c->like && *k; k++)
 		if (json_object_get(body, *k))
 			json_object_set(c->like, *k, json_object_get(body, *k));
-	t = sbx_tmpl_get(m, c->base.rt, c->base.rt_priv, (uint64_t)mem >> 20,
-	                 (unsigned)((millis + 999) / 1000), false);
-	sb = t ? sbx_pool_take(m, t, sbx_info_org(body), c->disk) : NULL;
+	sb = sbx_pool_take(m, &c->key);
 	if (sb) {
 		c->warm_vmm = true;
 		log_debug(sb->id, "a create takes this warm VMM");
@@ -360,12 +391,6 @@ static void create(struct sbx_mgr *m, json_t *body, enum create_kind kind, sbx_d
 	}
 	if (kind != CREATE_MAKER)
 		use_template(m, sb, c);
-	/* A warm VMM is of a template (taken: the one just found) and has no NIC. */
-	if ((kind == CREATE_POOLED || c->warm_vmm) && (!c->tmpl || sbx_has_nic(sb))) {
-		sbx_fail(&err, SBX_UNAVAILABLE, -ENOENT,
-		         "its runtime's template went away during the create; try again");
-		goto fail;
-	}
 	sbx_base_apply(sb, &c->base, c->pub, c->priv);
 	if (kind != CREATE_MAKER && !c->base.snap && !c->warm_vmm)
 		c->spare = sbx_spare_take(sb, c->base.path, c->disk);
@@ -385,8 +410,24 @@ static void create(struct sbx_mgr *m, json_t *body, enum create_kind kind, sbx_d
 			c->mem_file =
 				sbx_base_memfile(m, &c->base, c->snap_mem, sizeof(c->snap_mem));
 	}
-	if (kind == CREATE_POOLED)
-		sbx_pool_begin(sb, c->tmpl, c->disk, body);
+	/* A warm VMM restores (a template, or the one just found) and has no NIC. */
+	if ((kind == CREATE_POOLED || c->warm_vmm) && (!c->warm || sbx_has_nic(sb))) {
+		sbx_fail(&err, SBX_UNAVAILABLE, -ENOENT,
+		         "what it restores (its runtime's template, its snapshot's memory) went "
+		         "away during the create; try again");
+		goto fail;
+	}
+	if (kind == CREATE_POOLED) {
+		c->key = (struct sbx_pool_key){
+			.tmpl = c->tmpl,
+			.snap = c->tmpl ? NULL : sb->base_snap,
+			.org = sb->org,
+			.disk = c->disk,
+			.mem_mib = sb->mem_mib,
+			.vcpus = sb->vcpus,
+		};
+		sbx_pool_begin(sb, &c->key, body);
+	}
 	/* A warm VMM's layer is there: the create goes on at once. */
 	if (c->warm_vmm) {
 		c->vsize = sb->pool.vsize;

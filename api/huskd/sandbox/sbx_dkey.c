@@ -33,6 +33,7 @@ int sbx_dkey_plan(struct sandbox *sb, json_t *snap_priv, json_t *priv, char *err
 	int rc;
 
 	if (json_object_size(below)) {
+		json_decref(sb->disk_keys); /* a warm VMM's, taken by a create: the same keys */
 		sb->disk_keys = json_deep_copy(below);
 		if (!sb->disk_keys || json_object_set(priv, "diskKeys", sb->disk_keys))
 			return -ENOMEM;

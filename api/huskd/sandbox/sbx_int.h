@@ -199,6 +199,7 @@ struct sandbox {
 		json_t *body;   /* a create like the one it is for: the next is made with it */
 		int64_t disk;   /* resources.disk it was made for, 0: the base's size */
 		uint64_t vsize; /* its layer's size */
+		bool snap;      /* of its base snapshot (base_snap), not of a template */
 		bool on;
 	} pool;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */

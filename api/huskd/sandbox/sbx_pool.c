@@ -13,8 +13,10 @@
  * sandbox's), is recorded, its vCPUs run again and the setup every template
  * child gets (`resumed`: clock, RNG, identity; then env and files) goes
  * over the connection already open. huskd --warm-pool N keeps up to N per
- * template and org, made one at a time. A sandbox with a network never
- * takes one: its slot and NIC come with its VMM's start.
+ * template and org, made one at a time. A snapshot with memory gets its own
+ * the same way, per shape, org and disk (its child's setup: SETUP_RESTORED).
+ * A sandbox with a network never takes one: its slot and NIC come with its
+ * VMM's start.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -31,25 +33,30 @@
 
 static bool pooled(const struct sandbox *sb)
 {
-	return sb->pool.on && sb->pool.tmpl && sb->state != SBX_STOPPING && sb->state != SBX_GONE;
+	return sb->pool.on && (sb->pool.tmpl || sb->pool.snap) && sb->state != SBX_STOPPING &&
+	       sb->state != SBX_GONE;
 }
 
-static bool same(const struct sandbox *sb, const struct sbx_tmpl *t, const char *org, int64_t disk)
+static bool same(const struct sandbox *sb, const struct sbx_pool_key *k)
 {
-	return sb->pool.tmpl == t && sb->pool.disk == disk && !strcmp(sb->org, org);
+	if (k->tmpl ? sb->pool.tmpl != k->tmpl
+	            : !sb->pool.snap || !k->snap || strcmp(sb->base_snap, k->snap))
+		return false;
+	return sb->pool.disk == k->disk && sb->mem_mib == k->mem_mib && sb->vcpus == k->vcpus &&
+	       !strcmp(sb->org, k->org);
 }
 
-bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org, int64_t disk)
+bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_pool_key *k)
 {
 	unsigned ready = 0, all = 0;
 
-	if (!m->cfg.warm_pool || !t || m->closing)
+	if (!m->cfg.warm_pool || !(k->tmpl || k->snap) || m->closing)
 		return false;
 	for (struct sandbox *sb = m->sandboxes; sb; sb = sb->next) {
 		if (!pooled(sb))
 			continue;
 		all++;
-		if (!same(sb, t, org, disk))
+		if (!same(sb, k))
 			continue;
 		/* One at a time: each restore competes with the sandboxes running for the CPU. */
 		if (sb->state != SBX_POOLED)
@@ -64,26 +71,25 @@ static bool outdated(const struct sandbox *sb, const struct sbx_tmpl *t)
 {
 	const struct sbx_tmpl *o = sb->pool.tmpl;
 
-	return o != t && o->mem_mib == t->mem_mib && o->vcpus == t->vcpus && o->nic == t->nic &&
-	       !strcmp(o->runtime, t->runtime);
+	return t && o && o != t && o->mem_mib == t->mem_mib && o->vcpus == t->vcpus &&
+	       o->nic == t->nic && !strcmp(o->runtime, t->runtime);
 }
 
-struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org,
-                              int64_t disk)
+struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_pool_key *k)
 {
 	struct sandbox *sb, *next;
 
-	if (!t)
+	if (!k->tmpl && !k->snap)
 		return NULL;
 	for (sb = m->sandboxes; sb; sb = next) {
 		next = sb->next;
 		if (!pooled(sb))
 			continue;
-		if (outdated(sb, t)) {
+		if (outdated(sb, k->tmpl)) {
 			sbx_end(sb, "terminated", "a warm VMM of an older template", NULL);
 			continue;
 		}
-		if (sb->state != SBX_POOLED || !same(sb, t, org, disk))
+		if (sb->state != SBX_POOLED || !same(sb, k))
 			continue;
 		if (!sb->session) {
 			sbx_end(sb, "failed", "a warm VMM lost its agent's connection", NULL);
@@ -101,10 +107,20 @@ struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const
 	return NULL;
 }
 
-void sbx_pool_begin(struct sandbox *sb, const struct sbx_tmpl *t, int64_t disk, json_t *body)
+void sbx_pool_forget_snap(struct sbx_mgr *m, const char *id)
 {
-	sb->pool.tmpl = t;
-	sb->pool.disk = disk;
+	for (struct sandbox *sb = m->sandboxes, *next; sb; sb = next) {
+		next = sb->next; /* ending one may free it */
+		if (pooled(sb) && sb->pool.snap && !strcmp(sb->base_snap, id))
+			sbx_end(sb, "terminated", "a warm VMM of a deleted snapshot", NULL);
+	}
+}
+
+void sbx_pool_begin(struct sandbox *sb, const struct sbx_pool_key *k, json_t *body)
+{
+	sb->pool.tmpl = k->tmpl;
+	sb->pool.snap = !k->tmpl;
+	sb->pool.disk = k->disk;
 	json_decref(sb->pool.body);
 	sb->pool.body = json_incref(body);
 	sb->pool.on = true;
@@ -168,6 +184,9 @@ static const char *ctl_why(int rc, const char *reply)
 
 static void parked(struct sandbox *sb, int rc, const char *reply)
 {
+	struct sbx_pool_key k = {sb->pool.tmpl, sb->pool.snap ? sb->base_snap : NULL,
+	                         sb->org,       sb->pool.disk,
+	                         sb->mem_mib,   sb->vcpus};
 	char why[400];
 
 	/* Ended meanwhile (its VMM died, huskd's stop): nothing to do. */
@@ -180,9 +199,11 @@ static void parked(struct sandbox *sb, int rc, const char *reply)
 		return;
 	}
 	sbx_to(sb, SBX_POOLED, NULL, NULL);
-	log_info(sb->id, "a warm VMM of %s (%llu MiB, %u vCPUs) is ready", sb->pool.tmpl->rt_name,
+	log_info(sb->id, "a warm VMM of %s%s (%llu MiB, %u vCPUs) is ready",
+	         sb->pool.tmpl ? "" : "snapshot ",
+	         sb->pool.tmpl ? sb->pool.tmpl->rt_name : sb->base_snap,
 	         (unsigned long long)sb->mem_mib, sb->vcpus);
-	if (sbx_pool_wanted(sb->m, sb->pool.tmpl, sb->org, sb->pool.disk))
+	if (sbx_pool_wanted(sb->m, &k))
 		sb->m->hooks->pool_wanted(sb->m, sb->pool.body);
 }
 

@@ -10,21 +10,32 @@
 
 struct sbx_tmpl;
 
+/* What a warm VMM is made for: one of a template, or of a snapshot with memory. */
+struct sbx_pool_key {
+	const struct sbx_tmpl *tmpl; /* the template it restores, or NULL */
+	const char *snap;            /* else the snapshot whose memory it resumes */
+	const char *org;
+	int64_t disk; /* resources.disk, 0: the base's size */
+	uint64_t mem_mib;
+	unsigned vcpus;
+};
+
 /*
- * Whether one more warm VMM of t for org, over a layer of disk (0: the
- * base's size), is worth making: pooling is on, none of them is being made,
- * fewer than huskd --warm-pool are ready, and the host's bound is not met.
+ * Whether one more warm VMM for k is worth making: pooling is on, none of
+ * them is being made, fewer than huskd --warm-pool are ready, and the host's
+ * bound is not met.
  */
-bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org, int64_t disk);
+bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_pool_key *k);
 /*
- * A pooled sandbox of t for org and disk, out of the pool (still POOLED, its
- * agent connected), or NULL. Those of an older template of t's runtime and
- * shape end here: no create takes them any more.
+ * A pooled sandbox for k, out of the pool (still POOLED, its agent
+ * connected), or NULL. Those of an older template of k's runtime and shape
+ * end here: no create takes them any more.
  */
-struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_tmpl *t, const char *org,
-                              int64_t disk);
-/* sb, being created, is a warm VMM of t; body (a reference taken) makes the next one. */
-void sbx_pool_begin(struct sandbox *sb, const struct sbx_tmpl *t, int64_t disk, json_t *body);
+struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_pool_key *k);
+/* sb, being created, is a warm VMM for k; body (a reference taken) makes the next one. */
+void sbx_pool_begin(struct sandbox *sb, const struct sbx_pool_key *k, json_t *body);
+/* Snapshot id was deleted: its warm VMMs end (nothing would take them). */
+void sbx_pool_forget_snap(struct sbx_mgr *m, const char *id);
 /* Its VMM started: its pid kept in its folder, for sbx_pool_sweep. */
 void sbx_pool_vmm_started(struct sandbox *sb);
 /* At start: warm VMMs a huskd killed outright left running are killed, their folders removed. */

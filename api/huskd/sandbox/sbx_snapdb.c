@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "sbx_int.h"
+#include "sbx_pool.h"
 
 int sbx_snap_list(struct sbx_mgr *m, const struct sbx_snap_query *q, json_t **out,
                   struct sbx_err *err)
@@ -175,12 +176,14 @@ int sbx_snap_delete(struct sbx_mgr *m, const char *org, const char *ref, json_t 
 	if (!rc)
 		rc = store_snapshot_delete(m->store, id);
 	if (!rc)
+		sbx_pool_forget_snap(m, id);
+	if (!rc)
 		snap_gc(m);
 	from = json_string_value(json_object_get(info, "sandboxId"));
 	kept = !rc && dir && access(dir, F_OK) == 0;
 	users = json_array();
 	for (struct sandbox *sb = m->sandboxes; kept && sb; sb = sb->next)
-		if (sb->state != SBX_STOPPING && sb->state != SBX_GONE &&
+		if (sb->state != SBX_STOPPING && sb->state != SBX_GONE && !sb->pool.on &&
 		    (!strcmp(sb->base_snap, id) || (from && !strcmp(sb->id, from))))
 			json_array_append_new(users, json_string(sb->id));
 	if (!rc)
