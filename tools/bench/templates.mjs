@@ -12,7 +12,8 @@
 // as many bytes into huskd's state folder (HUSK_STATE), fsynced.
 // MODE=warm (huskd --warm-pool 1, the template made by the run before): the
 // first create makes a warm VMM; each of the N creates waits until one is
-// ready (the huskd log says so), takes it, and is timed to its first exec.
+// ready (the huskd log says so), takes it, and is timed to its first exec; then
+// the same for a snapshot's children (the first child leaves a warm VMM of it).
 // Prints key=value lines for tools/bench/templates.sh.
 import { createRequire } from 'node:module';
 import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
@@ -88,6 +89,29 @@ if (mode === 'warm') {
 	out('warm_first_exec_max_ms', Math.max(...t));
 	out('warm_taken', taken);
 	out('warm_runs', runs);
+	// A snapshot's children the same way: its first child leaves a warm VMM of the snapshot.
+	const { sb: src } = await once();
+	const snap = await client.createSnapshot(src.id, { name: 'bench-warm-snap' });
+	await src.destroy();
+	const child = { snapshot: snap.snapshotId, resources: { memory: '256Mi' } };
+	await (await client.create(child)).destroy();
+	const ready = new RegExp(`a warm VMM of snapshot ${snap.snapshotId} \\(256 MiB, 1 vCPUs\\) is ready`, 'g');
+	const ts = [];
+	let staken = 0;
+	for (let i = 0; i < runs; i++) {
+		await logLines(ready, i + 1);
+		const t0 = now();
+		const c = await client.create(child);
+		const ex = await c.execute({ command: ['true'] });
+		if (ex.exitCode !== 0) throw new Error(`true: exit ${ex.exitCode}`);
+		ts.push(now() - t0);
+		if (new RegExp(`\\[${c.id}\\] created: .*a warm VMM of its snapshot`).test(readFileSync(process.env.HUSKD_LOG, 'utf8'))) staken++;
+		console.error(`templates bench: warm snapshot child -> first exec ${ts[i].toFixed(0)} ms`);
+		await c.destroy();
+	}
+	out('warm_snapchild_first_exec_p50_ms', pct(ts, 50));
+	out('warm_snap_taken', staken);
+	await client.deleteSnapshot(snap.snapshotId);
 	process.exit(0);
 }
 

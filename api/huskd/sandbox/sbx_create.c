@@ -153,6 +153,8 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	if (c->kind == CREATE_POOLED)
 		sbx_pool_vmm_started(sb);
 	sbx_to(sb, c->warm ? SBX_RESTORING : SBX_BOOTING, NULL, NULL);
+	if (c->warm_vmm)
+		sbx_pool_claimed(sb);
 	/* The next create like this one finds its layer made. */
 	if (!c->base.snap)
 		sbx_spare_want(sb, c->base.path, c->disk);

@@ -200,6 +200,7 @@ struct sandbox {
 		int64_t disk;   /* resources.disk it was made for, 0: the base's size */
 		uint64_t vsize; /* its layer's size */
 		bool snap;      /* of its base snapshot (base_snap), not of a template */
+		bool primed;    /* its guest got "resumed" (SETUP_WARM) before it was parked */
 		bool on;
 	} pool;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */
@@ -555,17 +556,6 @@ void sbx_up(struct sandbox *sb, const char *reason);
 void sbx_exec_abort(struct sandbox *sb, const char *why, bool failed);
 /* The agent dialled in again: a command its old connection took down is recorded as lost. */
 void sbx_exec_lost(struct sandbox *sb);
-
-/* ---- sbx_setup.c: a guest that just dialled in ---- */
-enum sbx_setup_kind {
-	SETUP_BOOTED,   /* after a boot: workspace, env, the create request's files */
-	SETUP_RESTORED, /* a warm create: the clock, then as after a boot */
-	SETUP_TEMPLATE, /* from a template: as warm, its maker made the workspace */
-	SETUP_RESUMED,  /* after a resume: the clock and the random generator only */
-};
-/* done: err NULL once set up (the sandbox is not moved: done decides). */
-void sbx_setup_start(struct sandbox *sb, enum sbx_setup_kind kind,
-                     void (*done)(struct sandbox *sb, const struct sbx_err *err));
 
 /* ---- sbx_pause.c: pause, freeze, resume ---- */
 /* Pauses an idle sandbox to disk for plan; -EBUSY and friends with err when it cannot. */

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sbx_int.h"
+#include "sbx_setup.h"
 
 /* Writing a snapshot takes about a second per GiB of touched memory on real KVM. */
 #define SNAPSHOT_TIMEOUT_MS 600000

@@ -7,16 +7,18 @@
  * ~1550 ms). A warm VMM is a sandbox made as a create of that template and
  * org would make it - its id, folder, layer, disk key, cgroup and jail uid -
  * but recorded nowhere and found by no request. Once its agent has dialled
- * in, its vCPUs are parked (the control socket's pause: nothing is
- * written) and it waits, POOLED. A create of the same template, org and
- * disk size takes it: the sandbox becomes the create's (its id is the new
- * sandbox's), is recorded, its vCPUs run again and the setup every template
- * child gets (`resumed`: clock, RNG, identity; then env and files) goes
- * over the connection already open. huskd --warm-pool N keeps up to N per
- * template and org, made one at a time. A snapshot with memory gets its own
- * the same way, per shape, org and disk (its child's setup: SETUP_RESTORED).
- * A sandbox with a network never takes one: its slot and NIC come with its
- * VMM's start.
+ * in, its guest gets `resumed` (clock, RNG seed, and the identity of the
+ * sandbox it becomes: its id is already that sandbox's), its vCPUs are
+ * parked (the control socket's pause: nothing is written) and it waits,
+ * POOLED. A create of the same template, org and disk size takes it: the
+ * sandbox becomes the create's, is recorded, its vCPUs run again and the
+ * rest of a template child's setup (env and files; no `resumed`: the clock
+ * ran on in kvmclock) goes over the connection already open, sent as the
+ * vCPUs are asked to run. huskd --warm-pool N keeps up to N per template and
+ * org, made one at a time. A snapshot with memory gets its own the same way,
+ * per shape, org and disk (its child's setup: SETUP_RESTORED). A sandbox
+ * with a network never takes one: its slot and NIC come with its VMM's
+ * start.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -26,6 +28,7 @@
 #include <unistd.h>
 
 #include "sbx_pool.h"
+#include "sbx_setup.h"
 #include "sbx_tmpl.h"
 
 /* Warm VMMs in all, every template and org: each holds a VMM and a few MiB of its own. */
@@ -207,10 +210,26 @@ static void parked(struct sandbox *sb, int rc, const char *reply)
 		sb->m->hooks->pool_wanted(sb->m, sb->pool.body);
 }
 
-void sbx_pool_hello(struct sandbox *sb)
+/* Its guest has its clock, seed and identity (the id is the sandbox's it becomes): parked. */
+static void primed(struct sandbox *sb, const struct sbx_err *err)
 {
+	char why[400];
+
+	if (sb->state != SBX_RESTORING || !sb->pool.on)
+		return;
+	if (err) {
+		snprintf(why, sizeof(why), "a warm VMM's guest was not set up: %.360s", err->msg);
+		sbx_end(sb, "failed", why, NULL);
+		return;
+	}
+	sb->pool.primed = true;
 	if (sbx_ctl(sb, "pause", SBX_CTL_TIMEOUT_MS, parked))
 		sbx_end(sb, "failed", "cannot reach a warm VMM's control socket", NULL);
+}
+
+void sbx_pool_hello(struct sandbox *sb)
+{
+	sbx_setup_start(sb, SETUP_WARM, primed);
 }
 
 static void unparked(struct sandbox *sb, int rc, const char *reply)
@@ -223,9 +242,16 @@ static void unparked(struct sandbox *sb, int rc, const char *reply)
 		snprintf(why, sizeof(why), "cannot run its warm VMM's vCPUs again: %s",
 		         ctl_why(rc, reply));
 		sbx_end(sb, "failed", why, NULL);
-		return;
 	}
-	/* Its agent said hello when the VMM was made: the setup a template's child gets follows. */
+}
+
+void sbx_pool_claimed(struct sandbox *sb)
+{
+	/*
+	 * Its agent said hello when the VMM was made: the create's setup goes
+	 * now, not after the VMM's answer to `resume` - it waits on the open
+	 * connection until the vCPUs run, and a failed resume ends it.
+	 */
 	sb->m->hooks->agent_hello(sb);
 }
 

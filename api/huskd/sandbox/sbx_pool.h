@@ -43,11 +43,12 @@ void sbx_pool_sweep(struct sbx_mgr *m);
 /* Its agent dialled in: its vCPUs are parked, then it is POOLED (or it fails). */
 void sbx_pool_hello(struct sandbox *sb);
 /*
- * A taken sandbox, recorded and RESTORING: its VMM recorded, its vCPUs run
- * again, then the agent_hello hook (its agent is connected already). 0 or
- * -errno with err.
+ * A taken sandbox, recorded: its VMM recorded, its vCPUs asked to run again
+ * (a failure ends it). 0 or -errno with err.
  */
 int sbx_pool_resume(struct sandbox *sb, char *err, size_t errlen);
+/* A taken sandbox is RESTORING: its create's setup starts (agent_hello). */
+void sbx_pool_claimed(struct sandbox *sb);
 /* huskd stops: warm VMMs are killed and their folders removed (nothing records them). */
 void sbx_pool_close(struct sbx_mgr *m);
 

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "sbx_int.h"
+#include "sbx_setup.h"
 
 enum { STEP_RESUMED, STEP_MKDIR, STEP_ENV, STEP_FILES, STEP_INSTALL, STEP_DONE };
 static const char *const step_names[] = {"resumed", "workspace", "env", "files", "install"};
@@ -26,6 +27,7 @@ struct setup {
 	struct sandbox *sb;
 	int step;
 	bool resumed; /* send "resumed" first */
+	bool child;   /* with it, an identity of its own (a new sandbox from a snapshot) */
 	bool prepare; /* the workspace, the env and the files */
 	bool mkdir;   /* the workspace: not for a template's child (its maker made it) */
 	void (*done)(struct sandbox *sb, const struct sbx_err *err);
@@ -188,7 +190,7 @@ static void setup_step(struct setup *s)
 		s->step++;
 	switch (s->step) {
 	case STEP_RESUMED:
-		req = resumed_req(sb, s->prepare);
+		req = resumed_req(sb, s->child);
 		break;
 	case STEP_MKDIR:
 		req = json_pack("{sssssb}", "op", "file.mkdir", "path", sbx_workspace(sb),
@@ -231,9 +233,15 @@ void sbx_setup_start(struct sandbox *sb, enum sbx_setup_kind kind,
 	*s = (struct setup){.sb = sb,
 	                    .step = STEP_RESUMED,
 	                    .resumed = kind != SETUP_BOOTED,
-	                    .prepare = kind != SETUP_RESUMED,
-	                    .mkdir = kind != SETUP_RESUMED && kind != SETUP_TEMPLATE,
+	                    .child = kind != SETUP_RESUMED,
+	                    .prepare = kind != SETUP_RESUMED && kind != SETUP_WARM,
+	                    .mkdir = kind == SETUP_BOOTED || kind == SETUP_RESTORED,
 	                    .done = done};
+	/* A warm VMM's guest got it before it was parked: once, for the create that took it. */
+	if ((kind == SETUP_RESTORED || kind == SETUP_TEMPLATE) && sb->pool.primed) {
+		s->resumed = false;
+		sb->pool.primed = false;
+	}
 	sbx_hold(sb);
 	sb->setup = s;
 	setup_step(s);
