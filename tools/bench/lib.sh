@@ -2,7 +2,8 @@
 key=husk-bench-key
 T=$(mktemp -d)
 pid=""
-trap 'kill $pid 2>/dev/null; wait $pid 2>/dev/null; rm -rf "$T"' EXIT
+# (errexit holds in the trap too: a huskd already stopped must not fail the bench)
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$T"' EXIT
 
 # bench_huskd [ARG...]: huskd (release build, with ARGs) on $port with state in
 # $T/state, up once it says it listens (its log: $T/huskd.log).

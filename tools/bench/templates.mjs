@@ -195,8 +195,10 @@ if (mode === 'template') {
 	const { sb: src } = await once();
 	const snap = await client.createSnapshot(src.id, { name: 'bench-memfile' });
 	await src.destroy();
+	console.error(`templates bench: snapshot ${snap.snapshotId} taken`);
 	const first = await client.create({ snapshot: snap.snapshotId, resources: { memory: '256Mi' } });
 	await first.destroy();
+	console.error('templates bench: its first child made; waiting for its memory file');
 	for (let i = 0; ; i++) {
 		if (readFileSync(process.env.HUSKD_LOG, 'utf8').includes(`snapshot ${snap.snapshotId} has a memory file`)) break;
 		if (i > 3000) throw new Error('the snapshot got no memory file; see the huskd log');
