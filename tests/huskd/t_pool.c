@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * Warm VMMs (api/huskd/sandbox/sbx_pool.c) with the fake VMM: after a create
- * from a template, a sandbox like it is made ahead - recorded nowhere,
+ * Warm VMMs (api/huskd/sandbox/sbx_pool.c) with the fake VMM: once a
+ * template is ready (for the create that found it being made) and after a
+ * create from a template, a sandbox like it is made ahead - recorded nowhere,
  * found by no request, its guest paused once its agent dialled in. The next
  * create of that template and org takes it: its id becomes the sandbox's,
  * it is recorded, its guest runs again and gets the create's env; then the
@@ -193,7 +194,16 @@ void t_pool(void)
 	not_this[0] = '\0';
 	up("{}", a, err, sizeof(err));
 	t_wait(tmpl_ready, NULL, T_WAIT_MS);
+	/* The first create found the template being made: its warm VMM comes once it is ready. */
+	t_check("warm_vmm_made_once_its_template_is_ready",
+	        a[0] && t_wait(pooled, NULL, T_WAIT_MS) && !strcmp(vmm_status(warm), "paused"),
+	        "%s", a[0] ? reply : err);
+	snprintf(w, sizeof(w), "%s", warm);
 	up("{}", b, err, sizeof(err));
+	t_check("second_create_takes_it", w[0] && !strcmp(b, w), "created '%s', warm '%s': %s", b,
+	        w, err);
+	snprintf(not_this, sizeof(not_this), "%s", w);
+	w[0] = '\0';
 	t_check("warm_vmm_made_after_a_template_create",
 	        b[0] && t_wait(pooled, NULL, T_WAIT_MS) && !strcmp(vmm_status(warm), "paused"),
 	        "%s", b[0] ? reply : err);

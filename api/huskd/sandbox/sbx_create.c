@@ -290,6 +290,9 @@ static struct sandbox *take_warm(struct sbx_mgr *m, json_t *body, struct create 
 	     c->like && *k; k++)
 		if (json_object_get(body, *k))
 			json_object_set(c->like, *k, json_object_get(body, *k));
+	/* Being made (or just asked for): its first warm VMM comes once it is ready. */
+	if (!c->base.snap && !c->key.tmpl)
+		sbx_tmpl_wish(m, c->base.rt, c->base.rt_priv, mib, vcpus, c->like);
 	sb = sbx_pool_take(m, &c->key);
 	if (sb) {
 		c->warm_vmm = true;
@@ -428,6 +431,12 @@ static void create(struct sbx_mgr *m, json_t *body, enum create_kind kind, sbx_d
 			.mem_mib = sb->mem_mib,
 			.vcpus = sb->vcpus,
 		};
+		/* Asked for twice meanwhile, or the bound met: one is enough. */
+		if (!sbx_pool_wanted(m, &c->key)) {
+			sbx_fail(&err, SBX_UNAVAILABLE, -EAGAIN,
+			         "as many warm VMMs of it as huskd --warm-pool asks are made");
+			goto fail;
+		}
 		sbx_pool_begin(sb, &c->key, body);
 	}
 	/* A warm VMM's layer is there: the create goes on at once. */

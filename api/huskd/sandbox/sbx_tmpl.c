@@ -122,6 +122,21 @@ const struct sbx_tmpl *sbx_tmpl_get(struct sbx_mgr *m, json_t *rt, json_t *rt_pr
 	return NULL;
 }
 
+void sbx_tmpl_wish(struct sbx_mgr *m, json_t *rt, json_t *rt_priv, uint64_t mem_mib, unsigned vcpus,
+                   json_t *like)
+{
+	char id[2048], key[17];
+	struct sbx_tmpl *t;
+
+	if (!m->cfg.templates || !like || !json_string_value(json_object_get(rt, "id")))
+		return;
+	identity(m, rt, rt_priv, mem_mib, vcpus, false, id, sizeof(id), key);
+	for (t = m->tmpls; t && strcmp(t->key, key); t = t->next)
+		;
+	if (t && t->state == TMPL_MAKING && !t->like && !strcmp(t->identity, id))
+		t->like = json_incref(like);
+}
+
 /* A template's folder from a huskd before: ready if whole, else removed. */
 static void load_one(struct sbx_mgr *m, const char *name)
 {
@@ -206,6 +221,7 @@ void sbx_tmpl_prune(struct sbx_mgr *m)
 		}
 		sbx_remove_dir(t->dir);
 		*pp = t->next;
+		json_decref(t->like);
 		free(t);
 	}
 }
@@ -220,6 +236,7 @@ void sbx_tmpl_free(struct sbx_mgr *m)
 
 	while ((t = m->tmpls)) {
 		m->tmpls = t->next;
+		json_decref(t->like);
 		free(t);
 	}
 }

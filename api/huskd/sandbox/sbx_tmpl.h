@@ -22,6 +22,8 @@ struct sbx_tmpl {
 	enum sbx_tmpl_state state;
 	uint64_t failed_ms; /* when it last failed (uv_now) */
 	char dir[4200], disk[4300], snap[4300], mem[4300];
+	/* A create that found it being made (sbx_tmpl_wish): its first warm VMM's, once ready. */
+	json_t *like;
 	struct sbx_tmpl *next;
 };
 /*
@@ -31,6 +33,13 @@ struct sbx_tmpl {
  */
 const struct sbx_tmpl *sbx_tmpl_get(struct sbx_mgr *m, json_t *rt, json_t *rt_priv,
                                     uint64_t mem_mib, unsigned vcpus, bool nic);
+/*
+ * A create of this runtime and shape found its template being made: like (a
+ * reference taken), a create like it, makes the template's first warm VMM
+ * as soon as it is ready, so the next create need not restore it itself.
+ */
+void sbx_tmpl_wish(struct sbx_mgr *m, json_t *rt, json_t *rt_priv, uint64_t mem_mib, unsigned vcpus,
+                   json_t *like);
 /* At start: the templates an earlier huskd made; unfinished ones removed. */
 void sbx_tmpl_load(struct sbx_mgr *m);
 /* Removes out-of-date templates nothing sits on any more. */

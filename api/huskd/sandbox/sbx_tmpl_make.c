@@ -58,6 +58,8 @@ static void make_end(struct sbx_tmpl_make *mk, const char *why)
 		         t->nic ? ", NIC" : "", why);
 		t->state = TMPL_FAILED;
 		t->failed_ms = uv_now(mk->m->loop);
+		json_decref(t->like);
+		t->like = NULL;
 		sbx_remove_dir(mk->tmp);
 	}
 	if (sb && sb->state != SBX_STOPPING && sb->state != SBX_GONE)
@@ -100,9 +102,9 @@ static int finish(struct sbx_tmpl_make *mk)
 static void extracted(struct sbx_mgr *m, int rc, const char *why, void *arg)
 {
 	struct sbx_tmpl_make *mk = arg;
+	json_t *like;
 	char e[160];
 
-	(void)m;
 	if (mk->closed) {
 		make_free(mk);
 		return;
@@ -121,7 +123,13 @@ static void extracted(struct sbx_mgr *m, int rc, const char *why, void *arg)
 	log_info(NULL, "template of %s (%llu MiB, %u vCPUs%s) ready in %llu ms: %s", mk->t->rt_name,
 	         (unsigned long long)mk->t->mem_mib, mk->t->vcpus, mk->t->nic ? ", NIC" : "",
 	         (unsigned long long)(uv_now(mk->m->loop) - mk->t0), mk->t->dir);
+	like = mk->t->like;
+	mk->t->like = NULL;
 	make_end(mk, NULL);
+	/* The create that found it being made wants a warm VMM of it (the pool decides). */
+	if (like)
+		m->hooks->pool_wanted(m, like);
+	json_decref(like);
 }
 
 /* Off the loop, the guest paused to disk: its layer and memory become the template's. */
