@@ -130,8 +130,9 @@ static bool snap_pooled(void *arg)
 /* A snapshot's children: the second create takes the warm VMM the first left. */
 static void pool_snapshots(void)
 {
-	char p[STORE_ID_LEN], a[STORE_ID_LEN], b[STORE_ID_LEN] = "", sid[STORE_ID_LEN],
-					       w[STORE_ID_LEN], body[256], err[512] = "";
+	char p[STORE_ID_LEN], a[STORE_ID_LEN],
+		b[STORE_ID_LEN] = "", c[STORE_ID_LEN] = "", d[STORE_ID_LEN] = "", sid[STORE_ID_LEN],
+		sid2[STORE_ID_LEN], w[STORE_ID_LEN], body[256], err[512] = "";
 	json_t *out = NULL, *rec = NULL;
 	struct sbx_err e;
 	char *users;
@@ -172,7 +173,20 @@ static void pool_snapshots(void)
 		        warm[0] ? e.msg : "none");
 	}
 	json_decref(out);
-	for (char *const *id = (char *const[]){p, a, b, NULL}; *id; id++)
+	/* One of a name:tag whose tag moved to a newer snapshot is ended by the next create. */
+	not_this[0] = warm[0] = '\0';
+	t_snapshot(p, "{\"name\":\"moved\",\"tag\":\"v1\"}", sid);
+	up("{\"snapshot\":\"moved:v1\"}", c, err, sizeof(err));
+	w[0] = '\0';
+	if (sid[0] && c[0] && t_wait(snap_pooled, sid, T_WAIT_MS))
+		snprintf(w, sizeof(w), "%s", warm);
+	t_snapshot(p, "{\"name\":\"moved\",\"tag\":\"v1\"}", sid2);
+	up("{\"snapshot\":\"moved:v1\"}", d, err, sizeof(err));
+	t_check("warm_vmm_of_a_moved_tag_ends",
+	        w[0] && sid2[0] && d[0] && strcmp(d, w) &&
+	                (t_state(w) == SBX_STOPPING || t_state(w) == SBX_GONE),
+	        "warm '%s', created '%s', snapshots %s and %s: %s", w, d, sid, sid2, err);
+	for (char *const *id = (char *const[]){p, a, b, c, d, NULL}; *id; id++)
 		if ((*id)[0] && t_sb(*id))
 			t_destroy(*id);
 }

@@ -281,6 +281,7 @@ static struct sandbox *take_warm(struct sbx_mgr *m, json_t *body, struct create 
 		    !snap_keys_open(m, c->base.snap_priv))
 			return NULL;
 		c->key.snap = json_string_value(json_object_get(c->base.snap, "snapshotId"));
+		c->key.snap_ref = json_string_value(json_object_get(body, "snapshot"));
 	} else {
 		c->key.tmpl = sbx_tmpl_get(m, c->base.rt, c->base.rt_priv, mib, vcpus, false);
 	}

@@ -78,6 +78,15 @@ static bool outdated(const struct sandbox *sb, const struct sbx_tmpl *t)
 	       o->nic == t->nic && !strcmp(o->runtime, t->runtime);
 }
 
+/* Made for a create that named its snapshot as k does, which now names another one. */
+static bool renamed(const struct sandbox *sb, const struct sbx_pool_key *k)
+{
+	const char *ref = json_string_value(json_object_get(sb->pool.body, "snapshot"));
+
+	return sb->pool.snap && k->snap && k->snap_ref && ref && !strcmp(ref, k->snap_ref) &&
+	       strcmp(sb->base_snap, k->snap) && !strcmp(sb->org, k->org);
+}
+
 struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_pool_key *k)
 {
 	struct sandbox *sb, *next;
@@ -90,6 +99,11 @@ struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_pool_key *k)
 			continue;
 		if (outdated(sb, k->tmpl)) {
 			sbx_end(sb, "terminated", "a warm VMM of an older template", NULL);
+			continue;
+		}
+		if (renamed(sb, k)) {
+			sbx_end(sb, "terminated",
+			        "a warm VMM of a snapshot its name no longer names", NULL);
 			continue;
 		}
 		if (sb->state != SBX_POOLED || !same(sb, k))
@@ -187,9 +201,12 @@ static const char *ctl_why(int rc, const char *reply)
 
 static void parked(struct sandbox *sb, int rc, const char *reply)
 {
-	struct sbx_pool_key k = {sb->pool.tmpl, sb->pool.snap ? sb->base_snap : NULL,
-	                         sb->org,       sb->pool.disk,
-	                         sb->mem_mib,   sb->vcpus};
+	struct sbx_pool_key k = {.tmpl = sb->pool.tmpl,
+	                         .snap = sb->pool.snap ? sb->base_snap : NULL,
+	                         .org = sb->org,
+	                         .disk = sb->pool.disk,
+	                         .mem_mib = sb->mem_mib,
+	                         .vcpus = sb->vcpus};
 	char why[400];
 
 	/* Ended meanwhile (its VMM died, huskd's stop): nothing to do. */

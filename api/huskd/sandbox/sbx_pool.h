@@ -14,6 +14,7 @@ struct sbx_tmpl;
 struct sbx_pool_key {
 	const struct sbx_tmpl *tmpl; /* the template it restores, or NULL */
 	const char *snap;            /* else the snapshot whose memory it resumes */
+	const char *snap_ref;        /* and how the create named it (an id, name or name:tag) */
 	const char *org;
 	int64_t disk; /* resources.disk, 0: the base's size */
 	uint64_t mem_mib;
@@ -28,8 +29,9 @@ struct sbx_pool_key {
 bool sbx_pool_wanted(struct sbx_mgr *m, const struct sbx_pool_key *k);
 /*
  * A pooled sandbox for k, out of the pool (still POOLED, its agent
- * connected), or NULL. Those of an older template of k's runtime and shape
- * end here: no create takes them any more.
+ * connected), or NULL. Those of an older template of k's runtime and shape,
+ * and those of a snapshot k's name no longer names (its tag moved), end
+ * here: no create takes them any more.
  */
 struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_pool_key *k);
 /* sb, being created, is a warm VMM for k; body (a reference taken) makes the next one. */
