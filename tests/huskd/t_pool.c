@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "keystore.h"
@@ -136,7 +137,7 @@ static void pool_snapshots(void)
 	json_t *out = NULL, *rec = NULL;
 	struct sbx_err e;
 	char *users;
-	bool listed;
+	bool listed, kept;
 
 	not_this[0] = warm[0] = '\0';
 	up("{}", p, err, sizeof(err));
@@ -186,6 +187,19 @@ static void pool_snapshots(void)
 	        w[0] && sid2[0] && d[0] && strcmp(d, w) &&
 	                (t_state(w) == SBX_STOPPING || t_state(w) == SBX_GONE),
 	        "warm '%s', created '%s', snapshots %s and %s: %s", w, d, sid, sid2, err);
+	/* The one made after d waits; an hour on, the reaper's tick ends it. */
+	w[0] = '\0';
+	if (t_wait(snap_pooled, sid2, T_WAIT_MS)) {
+		snprintf(w, sizeof(w), "%s", warm);
+		sbx_reap(T.m, time(NULL) + 600);
+	}
+	kept = w[0] && t_state(w) == SBX_POOLED;
+	if (w[0])
+		sbx_reap(T.m, time(NULL) + 3700);
+	t_check("warm_vmm_of_a_snapshot_expires",
+	        kept && (t_state(w) == SBX_STOPPING || t_state(w) == SBX_GONE),
+	        "warm '%s': kept after 10 minutes %d, then %s", w, kept,
+	        w[0] ? sbx_state_name(t_state(w)) : "none");
 	for (char *const *id = (char *const[]){p, a, b, c, d, NULL}; *id; id++)
 		if ((*id)[0] && t_sb(*id))
 			t_destroy(*id);

@@ -196,11 +196,12 @@ struct sandbox {
 	/* A warm VMM (sbx_pool.c), on while pooled: unrecorded, found by no request. */
 	struct {
 		const struct sbx_tmpl *tmpl;
-		json_t *body;   /* a create like the one it is for: the next is made with it */
-		int64_t disk;   /* resources.disk it was made for, 0: the base's size */
-		uint64_t vsize; /* its layer's size */
-		bool snap;      /* of its base snapshot (base_snap), not of a template */
-		bool primed;    /* its guest got "resumed" (SETUP_WARM) before it was parked */
+		json_t *body;    /* a create like the one it is for: the next is made with it */
+		int64_t disk;    /* resources.disk it was made for, 0: the base's size */
+		uint64_t vsize;  /* its layer's size */
+		bool snap;       /* of its base snapshot (base_snap), not of a template */
+		bool primed;     /* its guest got "resumed" (SETUP_WARM) before it was parked */
+		int64_t ready_s; /* when it was parked (wall clock, s) */
 		bool on;
 	} pool;
 	bool net;     /* it has a network (network.enabled): a NIC, and a jail with a veth slot */

@@ -33,6 +33,8 @@
 
 /* Warm VMMs in all, every template and org: each holds a VMM and a few MiB of its own. */
 #define POOL_MAX 16
+/* A snapshot's warm VMM no create took this long ends (sbx_pool_expire). */
+#define POOL_SNAP_IDLE_S 3600
 
 static bool pooled(const struct sandbox *sb)
 {
@@ -133,6 +135,17 @@ void sbx_pool_forget_snap(struct sbx_mgr *m, const char *id)
 	}
 }
 
+void sbx_pool_expire(struct sbx_mgr *m, time_t now)
+{
+	for (struct sandbox *sb = m->sandboxes, *next; sb; sb = next) {
+		next = sb->next; /* ending one may free it */
+		if (pooled(sb) && sb->pool.snap && sb->state == SBX_POOLED &&
+		    now - sb->pool.ready_s >= POOL_SNAP_IDLE_S)
+			sbx_end(sb, "terminated",
+			        "a warm VMM of a snapshot no create took for an hour", NULL);
+	}
+}
+
 void sbx_pool_begin(struct sandbox *sb, const struct sbx_pool_key *k, json_t *body)
 {
 	sb->pool.tmpl = k->tmpl;
@@ -219,6 +232,7 @@ static void parked(struct sandbox *sb, int rc, const char *reply)
 		return;
 	}
 	sbx_to(sb, SBX_POOLED, NULL, NULL);
+	sb->pool.ready_s = time(NULL);
 	log_info(sb->id, "a warm VMM of %s%s (%llu MiB, %u vCPUs) is ready",
 	         sb->pool.tmpl ? "" : "snapshot ",
 	         sb->pool.tmpl ? sb->pool.tmpl->rt_name : sb->base_snap,

@@ -5,6 +5,7 @@
 /* Inside the manager: warm VMMs, a template's guest restored ahead of its create (sbx_pool.c). */
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "sbx_int.h"
 
@@ -38,6 +39,11 @@ struct sandbox *sbx_pool_take(struct sbx_mgr *m, const struct sbx_pool_key *k);
 void sbx_pool_begin(struct sandbox *sb, const struct sbx_pool_key *k, json_t *body);
 /* Snapshot id was deleted: its warm VMMs end (nothing would take them). */
 void sbx_pool_forget_snap(struct sbx_mgr *m, const char *id);
+/*
+ * Warm VMMs of a snapshot that no create took for an hour end (the reaper's
+ * tick): snapshots are many, and most are not started from again and again.
+ */
+void sbx_pool_expire(struct sbx_mgr *m, time_t now);
 /* Its VMM started: its pid kept in its folder, for sbx_pool_sweep. */
 void sbx_pool_vmm_started(struct sandbox *sb);
 /* At start: warm VMMs a huskd killed outright left running are killed, their folders removed. */

@@ -4,7 +4,8 @@
  * without end: the output streams of a deleted sandbox once an hour has
  * passed (a client may still be reading its last command), any stream past
  * its age (cfg.stream_max_age), and snapshot builds that were begun and
- * never finalized. At start and then every quarter of an hour.
+ * never finalized; and warm VMMs of a snapshot no create took for an hour.
+ * At start and then every quarter of an hour.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "sbx_int.h"
+#include "sbx_pool.h"
 
 #define REAP_EVERY_MS (900 * 1000)
 #define STREAM_MAX_AGE_S (7 * 24 * 3600)
@@ -106,6 +108,7 @@ void sbx_reap(struct sbx_mgr *m, time_t now)
 
 	snprintf(builds, sizeof(builds), "%s/builds", m->cfg.state);
 	sbx_import_reap(m);
+	sbx_pool_expire(m, now);
 	d = sweep_deleted(m, now);
 	s = sweep(m->streams, now - (time_t)age, rm_file);
 	b = sweep(builds, now - BUILD_MAX_AGE_S, rm_build);
