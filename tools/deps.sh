@@ -7,7 +7,7 @@ packages="
 build-essential pkg-config clang clang-format libclang-rt-14-dev
 linux-source-6.1 bc bison flex libelf-dev libssl-dev xz-utils lz4 cpio gzip
 busybox-static qemu-system-x86 qemu-utils
-libjansson-dev libuv1-dev libhttp-parser-dev libsqlite3-dev libyaml-dev liblz4-dev libslirp-dev
+libjansson-dev libuv1-dev libhttp-parser-dev libsqlite3-dev libyaml-dev liblz4-dev libxxhash-dev libslirp-dev
 libnl-route-3-dev libnftables-dev libcap-ng-dev libseccomp-dev acpica-tools
 mmdebstrap debian-archive-keyring e2fsprogs jq iproute2 dnsmasq-base
 libarchive-dev skopeo umoci openssl

@@ -232,6 +232,12 @@ if (mode === 'template') {
 	if ((mode === 'template') !== /a diff over its memory file/.test(m[0])) throw new Error(`unexpected: ${m[0]}`);
 	out(`${mode}_pause_ms`, Number(m[1]));
 	out(`${mode}_pause_bytes`, statSync(`${process.env.HUSK_STATE}/sandboxes/${sb.id}/memory.snap`).size);
+	// And back: resume -> first exec, the dirtied pages read back from the pause's file.
+	const t0 = now();
+	await client.resume(sb.id);
+	const rx = await sb.execute({ command: ['true'] });
+	if (rx.exitCode !== 0) throw new Error(`true after resume: exit ${rx.exitCode}`);
+	out(`${mode}_resume_first_exec_ms`, now() - t0);
 	await sb.destroy();
 }
 if (mode === 'template') {
