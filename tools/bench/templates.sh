@@ -6,7 +6,8 @@
 # VMMs' PSS against 20 copies (20 times the RSS of one VMM of a booted
 # sandbox, which holds its guest's memory as its own); and a pause after the
 # guest dirtied 64 MiB, a diff over the template's memory against a booted
-# sandbox's full snapshot, each against a raw write of those bytes. Run through
+# sandbox's full snapshot, each against a raw write of those bytes, then resumed
+# to its first exec. Run through
 # tools/husk-kvm-run (make bench does). Also a snapshot's child mapping the
 # snapshot's memory file, create -> first exec; 100 creates from the template, 8
 # at a time, each to its first exec and destroyed: creates per second, p50, p99.

@@ -95,23 +95,19 @@ size_t snap_frame_limit(size_t len)
 /*
  * Ends a frame made without a content checksum with one, as liblz4 would
  * have (the same bytes; liblz4's own takes twice as long as xxHash's XXH32
- * natively, ten times under emulation):
- * FLG's content-checksum bit set, the descriptor's check byte (the second
- * byte of XXH32 of FLG through the content size) redone, XXH32 of the
- * content after the end mark (LZ4 Frame Format, "Frame Descriptor").
+ * natively, ten times under emulation): FLG's content-checksum bit set, the
+ * header's check byte (the second byte of XXH32 of the descriptor between
+ * the magic and that byte) redone, XXH32 of the content after the end mark
+ * (LZ4 Frame Format, "Frame Descriptor"). hdr: the header's length, as
+ * LZ4F_compressBegin() returned it.
  */
-static int frame_add_csum(uint8_t *dst, size_t at, size_t cap, const void *src, size_t len,
-                          size_t *stored, uint32_t *csum)
+static int frame_add_csum(uint8_t *dst, size_t hdr, size_t at, size_t cap, const void *src,
+                          size_t len, size_t *stored, uint32_t *csum)
 {
-	size_t desc;
-
-	if (at < 7 || cap - at < 4)
+	if (hdr < LZ4F_HEADER_SIZE_MIN || hdr > at || cap - at < 4)
 		return -EIO;
 	dst[4] |= 0x04;
-	desc = 2 + (dst[4] & 0x08 ? 8 : 0) + (dst[4] & 0x01 ? 4 : 0);
-	if (at < 4 + desc + 1)
-		return -EIO;
-	dst[4 + desc] = (uint8_t)(XXH32(dst + 4, desc, 0) >> 8);
+	dst[hdr - 1] = (uint8_t)(XXH32(dst + 4, hdr - 5, 0) >> 8);
 	*csum = XXH32(len ? src : dst, len, 0);
 	snap_put32(dst + at, *csum);
 	*stored = at + 4;
@@ -123,7 +119,7 @@ int snap_frame_compress(LZ4F_cctx *cctx, void *dst, size_t cap, const void *src,
 {
 	LZ4F_preferences_t prefs = snap_prefs;
 	LZ4F_cctx *own = NULL;
-	size_t n, at;
+	size_t n, at, hdr;
 	int ret = -EIO;
 
 	if (!cctx) {
@@ -136,7 +132,7 @@ int snap_frame_compress(LZ4F_cctx *cctx, void *dst, size_t cap, const void *src,
 	n = LZ4F_compressBegin(cctx, dst, cap, &prefs);
 	if (LZ4F_isError(n))
 		goto out;
-	at = n;
+	at = hdr = n;
 	if (len) {
 		n = LZ4F_compressUpdate(cctx, (uint8_t *)dst + at, cap - at, src, len, NULL);
 		if (LZ4F_isError(n))
@@ -147,7 +143,7 @@ int snap_frame_compress(LZ4F_cctx *cctx, void *dst, size_t cap, const void *src,
 	if (LZ4F_isError(n))
 		goto out;
 	at += n;
-	ret = frame_add_csum(dst, at, cap, src, len, stored, csum);
+	ret = frame_add_csum(dst, hdr, at, cap, src, len, stored, csum);
 out:
 	LZ4F_freeCompressionContext(own);
 	return ret;
