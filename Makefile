@@ -317,7 +317,7 @@ test: deps
 
 bench: deps
 	@$(SUBMAKE) all $(BENCH_CPIO) client
-	tools/husk-kvm-run --timeout 5400 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh && tools/bench/memfile.sh && tools/bench/templates.sh && tools/bench/runtimes.sh'
+	tools/husk-kvm-run --timeout 5400 --idle 300 --mem 6144 --bring "$$(command -v qemu-system-x86_64)" --bring /usr/share/qemu --bring /usr/share/seabios --bring "$$(command -v node)" --bring /usr/sbin/ip -- sh -c 'tools/bench/boot.sh && tools/bench/agent.sh && tools/bench/disk.sh && tools/bench/net.sh && tools/bench/api.sh && tools/bench/snapshot.sh && tools/bench/memfile.sh && tools/bench/templates.sh && tools/bench/runtimes.sh'
 # Only the network benchmark (guest TCP through husk-vmm's stack against QEMU's -netdev user).
 bench-net: deps
 	@$(SUBMAKE) all $(BENCH_CPIO)

@@ -21,6 +21,12 @@ up() {
 }
 rc=0
 
+# The clients' errors hide huskd's reasons (any 409 reads "busy"): show them.
+show_errors() {
+	echo "--- huskd's errors ($1)"
+	grep -E ' (error|warn) ' "$T/huskd.log" | tail -n 30
+}
+
 # The published client's checks, each a section of its own (HUSK_CHECK_SECTIONS:
 # e2e_lib.mjs announces them and applies HUSK_SKIP and HUSK_ONLY).
 case " ${HUSK_ONLY:-t_client_} " in
@@ -30,8 +36,7 @@ case " ${HUSK_ONLY:-t_client_} " in
 	HUSK_CHECK_SECTIONS=1 client run_snap.mjs || rc=1
 	;;
 esac
-# The client's errors hide huskd's reasons (any 409 reads "busy"): show them.
-[ $rc = 0 ] || { echo "--- huskd's errors"; grep -E ' (error|warn) ' "$T/huskd.log" | tail -n 30; }
+[ $rc = 0 ] || show_errors client
 
 if section restart; then
 	up
@@ -62,7 +67,7 @@ fi
 # E2B's API (API.md §11) with the unmodified e2b SDK, on a real guest.
 if section e2b; then
 	up
-	E2B_REAL=1 client e2b.mjs || rc=1
+	E2B_REAL=1 client e2b.mjs || { rc=1; show_errors e2b; }
 fi
 [ -z "$pid" ] || stop_huskd api/huskd_clean_exit || rc=1
 
