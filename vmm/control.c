@@ -156,8 +156,15 @@ static void run_command(struct client *cl, const char *cmd)
 	} else if (strncmp(cmd, "key ", 4) == 0) {
 		/* The snapshots this VM writes from now on are sealed with it. */
 		ret = snap_key_parse(cmd + 4, strlen(cmd + 4), &c->vm->key);
+		if (!ret && snap_seal_init())
+			ret = -ENOTSUP;
 		c->vm->has_key = ret == 0;
 		if (ret)
+			OPENSSL_cleanse(&c->vm->key, sizeof(c->vm->key));
+		if (ret == -ENOTSUP)
+			reply(cl, "ERR %s\n",
+			      "this host's OpenSSL has no AES-256-GCM: cannot seal");
+		else if (ret)
 			reply(cl, "ERR %s\n", "key takes 64 hex digits (or none)");
 		else
 			reply(cl, "OK %s\n", "snapshots are sealed");

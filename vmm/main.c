@@ -438,8 +438,15 @@ int main(int argc, char **argv)
 		return VM_EXIT_OK;
 	}
 	status = VM_EXIT_USAGE;
-	/* Before any thread confines itself: OpenSSL reads files on first use. */
-	if (snap_seal_init())
+	/*
+	 * Before any thread confines itself or opens a disk. The cipher is
+	 * fetched now only for a VMM given keys; one handed a key later over the
+	 * control socket fetches it then.
+	 */
+	if (snap_seal_noconfig())
+		log_warn(
+			"OpenSSL cannot start: sealed snapshots and encrypted disks will not open");
+	else if (o.key_fd >= 0 && snap_seal_init())
 		log_warn("OpenSSL has no AES-256-GCM: sealed snapshots cannot be read or written");
 	if (o.key_fd >= 0 && (ret = keyring_read_fd(o.key_fd, &keys, kerr, sizeof(kerr)))) {
 		log_err("--key-fd %d: %s", o.key_fd, ret == -EINVAL ? kerr : strerror(-ret));

@@ -96,6 +96,50 @@ t_snapshot_bad_files() {
 	fi
 }
 
+# A key handed over the control socket to a VMM started without one (so its
+# OpenSSL cipher is set up then, in a thread already confined): the snapshot
+# is sealed (header flags bit 1, FORMAT.md), does not open without the key,
+# and with it in --key-fd the guest counts on.
+t_snapshot_sealed_late_key() {
+	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/snap"
+	key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+	snap_boot_counting "$T/ctl" "$T/a.con"
+	why=""
+	r=$(ctl "key 12") && why="a short key was taken: $r"
+	[ -n "$why" ] || [ "$(ctl "key $key")" = "snapshots are sealed" ] || why="the key was refused"
+	[ -n "$why" ] || snap_pause_save "$T/a.con" "$T/snap"
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	last=$(snap_ticks "$T/a.con" | tail -n 1)
+	flags=$(od -An -tu4 -j16 -N4 "$T/snap" 2>/dev/null | tr -d ' ')
+	[ -n "$why" ] || [ "$flags" = 2 ] || why="header flags $flags, want 2 (sealed)"
+	if [ -z "$why" ]; then
+		timeout -s KILL 120 "$VMM" --restore "$T/snap" --mem 256M --vcpus 2 \
+			--console "$T/c.con" 2>"$T/stderr.b"
+		status=$?
+		[ "$status" = 2 ] && grep -q "is sealed" "$T/stderr.b" ||
+			why="without its key: exit $status, $(head -c 200 "$T/stderr.b")"
+	fi
+	if [ -z "$why" ]; then
+		echo "$key" >"$T/keys"
+		timeout -s KILL 300 "$VMM" --restore "$T/snap" --mem 256M --vcpus 2 \
+			--console "$T/b.con" --key-fd 3 3<"$T/keys" 2>"$T/stderr.b"
+		status=$?
+		first=$(snap_ticks "$T/b.con" | head -n 1)
+		if [ "$status" != 0 ]; then
+			why="the restored VMM exited with $status: $(tail -n 3 "$T/stderr.b")"
+		elif ! snap_ticks "$T/b.con" | grep -qx 59 || [ -z "$first" ] || [ "$first" -le "$last" ]; then
+			why="the restored guest started at tick '$first' (saved at $last) or did not count to the end"
+		fi
+	fi
+	cat "$T/stderr.b" >>"$T/stderr" 2>/dev/null
+	if [ -n "$why" ]; then
+		fail snapshot_sealed_late_key "$why"
+	else
+		pass snapshot_sealed_late_key "(saved at tick $last, went on from $first)"
+	fi
+}
+
 agentctl() {
 	timeout 120 "$top/build/bin/husk-agentctl" --vsock "$T/vsock" "$@"
 }

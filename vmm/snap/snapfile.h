@@ -46,8 +46,13 @@ struct snap_key {
 };
 
 /*
- * Readies the cipher; call before the process confines itself (OpenSSL
- * reads files on first use). Later calls do nothing. 0 or -ENOTSUP.
+ * OpenSSL set up without the host's config file; call before the process
+ * confines itself and before anything else uses OpenSSL. 0 or -ENOTSUP.
+ */
+int snap_seal_noconfig(void) __attribute__((warn_unused_result));
+/*
+ * Readies the cipher (after snap_seal_noconfig, confined or not). Later
+ * calls do nothing. 0 or -ENOTSUP.
  */
 int snap_seal_init(void) __attribute__((warn_unused_result));
 /* A key from 64 hex digits (a line end may follow): 0 or -EINVAL. */
