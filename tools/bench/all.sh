@@ -37,7 +37,7 @@ done
 echo
 echo "== goals (each part's own lines above say what was compared)"
 for part in $parts; do
-	grep -E '(met|NOT met)$' "$out/$part" | sed "s/^ */$part: /"
+	grep -E 'goal.*(met|NOT met)$' "$out/$part" | sed "s/^ */$part: /"
 done
 if [ -n "$failed" ]; then
 	echo "bench: failed:$failed (see their output above)"

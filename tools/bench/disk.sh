@@ -73,6 +73,7 @@ median() {
 # table A B TITLE_A TITLE_B: medians of A against B, and each ratio against its goal (0.80).
 table() {
 	printf "\n%-22s %12s %12s %8s\n" "" "$3" "$4" "ratio"
+	: >"$T/ratios"
 	for k in seq_write_mbs seq_read_mbs rand_write_iops rand_read_iops; do
 		q=$(median "$T/$1" $k)
 		r=$(median "$T/$2" $k)
@@ -83,7 +84,9 @@ table() {
 		rand_read_iops) label="4K random read IOPS" ;;
 		esac
 		awk -v l="$label" -v q="$q" -v r="$r" 'BEGIN { printf "%-22s %12.1f %12.1f %8.2f %s\n", l, q, r, q / r, (q / r >= 0.8 ? "met" : "NOT met") }'
+		awk -v q="$q" -v r="$r" 'BEGIN { print q / r }' >>"$T/ratios"
 	done
+	sort -n "$T/ratios" | awk -v a="$3" -v b="$4" 'NR == 1 { printf "goal: %s >= 0.80 of %s in every row (lowest %.2f): %s\n", a, b, $1, ($1 >= 0.8 ? "met" : "NOT met") }'
 }
 table qcow2 raw "ours (qcow2)" raw
 echo "(medians; ratio: ours / raw, goal >= 0.80; a new layer allocates as the sequential write fills it)"
