@@ -11,7 +11,7 @@ SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 
 VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c vmm/snap/*.c))
 # Snapshots (vmm/snap/) compress with liblz4's frame API, check with xxHash, seal with libcrypto.
-VMM_LIBS := -lpthread -llz4 -lxxhash -lslirp -lseccomp -lcrypto
+VMM_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
 VMM_MAIN_SRCS := $(filter-out vmm/evloop.c,$(VMM_SRCS))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_MAIN_SRCS))
 AGENT_SRCS := $(filter-out guest-agent/proto.c,$(sort $(wildcard guest-agent/*.c)))
@@ -388,14 +388,14 @@ $(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lxxhash -lpthread -lseccomp -lc
 $(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c api/agent/agent_call.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
 $(BUILD)/fuzz/fuzz_net: tests/fuzz/fuzz_net.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
-$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lslirp -lseccomp -lcrypto
+$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
 # The whole VMM but main, as the device tests link it; clang also names a GNU extension gcc takes.
 $(BUILD)/fuzz/fuzz_net: FUZZ_EXTRA := -Itests/unit -Wno-gnu-variable-sized-type-not-at-end
 # The guest-facing devices, driven as a guest does; their state restored from corrupted snapshots.
 FUZZ_DEV_SRCS := tests/fuzz/fuzz_dev.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
 $(BUILD)/fuzz/fuzz_devices: tests/fuzz/fuzz_devices.c $(FUZZ_DEV_SRCS)
 $(BUILD)/fuzz/fuzz_devstate: tests/fuzz/fuzz_devstate.c $(FUZZ_DEV_SRCS)
-$(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lslirp -lseccomp -lcrypto
+$(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
 $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_EXTRA := -Itests/unit -Itests/fuzz -Wno-gnu-variable-sized-type-not-at-end
 $(BUILD)/fuzz/fuzz_dns: tests/fuzz/fuzz_dns.c api/huskd/net/dns_msg.c
 $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv

@@ -237,7 +237,7 @@ static void ns_timers_run(struct netstack *ns)
 		for (struct ns_timer *t = ns->timers; t; t = t->next) {
 			if (t->expire_ms >= 0 && t->expire_ms <= now) {
 				t->expire_ms = -1;
-				slirp_handle_timer(ns->slirp, t->id, t->cb_opaque);
+				ns_lib.handle_timer(ns->slirp, t->id, t->cb_opaque);
 				fired = true;
 				break;
 			}
@@ -292,7 +292,7 @@ static void ns_tx_drain(struct netstack *ns)
 			atomic_fetch_add(&ns->tx_bytes, (uint64_t)len - 14);
 		if (ns->rate)
 			ns->tokens -= len;
-		slirp_input(ns->slirp, ns->txbuf, (int)len);
+		ns_lib.input(ns->slirp, ns->txbuf, (int)len);
 	}
 	netstack_kick(ns); /* more may be waiting: the next turn takes it */
 }
@@ -317,14 +317,14 @@ static void *ns_thread(void *arg)
 		ns->fds[2] = (struct pollfd){.fd = virtio_net_notify_fd(ns->dev, true),
 		                             .events = POLLIN};
 		ns->nfds = NS_FIXED_FDS;
-		slirp_pollfds_fill(ns->slirp, &timeout, ns_add_poll, ns);
+		ns_lib.pollfds_fill(ns->slirp, &timeout, ns_add_poll, ns);
 		timeout = ns_tx_wait(ns, ns_timers_wait(ns, timeout));
 		ret = poll(ns->fds, ns->nfds, (int)timeout);
 		if (ret < 0 && errno != EINTR) {
 			log_err("net: poll: %s", strerror(errno));
 			break;
 		}
-		slirp_pollfds_poll(ns->slirp, ret < 0, ns_get_revents, ns);
+		ns_lib.pollfds_poll(ns->slirp, ret < 0, ns_get_revents, ns);
 		if (ret > 0 &&
 		    ((ns->fds[0].revents | ns->fds[1].revents | ns->fds[2].revents) & POLLIN)) {
 			uint64_t n;
@@ -362,6 +362,14 @@ struct netstack *netstack_create(const struct net_spec *spec)
 		.disable_host_loopback = true,
 	};
 
+	char err[240];
+	int ret = netstack_lib_load(err, sizeof(err));
+
+	if (ret) {
+		log_err("net: %s", err);
+		free(ns);
+		return NULL;
+	}
 	if (!ns)
 		return NULL;
 	/* A tenth of a second of sending, and never less than two frames. */
@@ -393,7 +401,7 @@ struct netstack *netstack_create(const struct net_spec *spec)
 		free(ns);
 		return NULL;
 	}
-	ns->slirp = slirp_new(&cfg, &ns_callbacks, ns);
+	ns->slirp = ns_lib.new(&cfg, &ns_callbacks, ns);
 	if (!ns->slirp) {
 		log_err("net: libslirp refused its configuration (MTU %u)", spec->mtu);
 		close(ns->kick_fd);
@@ -429,7 +437,7 @@ void netstack_destroy(struct netstack *ns)
 		netstack_kick(ns);
 		pthread_join(ns->thread, NULL);
 	}
-	slirp_cleanup(ns->slirp);
+	ns_lib.cleanup(ns->slirp);
 	while (ns->pend_count)
 		ns_pending_drop_front(ns);
 	while (ns->timers)

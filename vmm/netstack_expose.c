@@ -24,8 +24,8 @@ static int ns_expose_now(struct netstack *ns, unsigned port, const char *path)
 	strcpy(host.sun_path, path);
 	guest.sin_addr.s_addr = htonl(0x0a000200u | ns->guest_host);
 	errno = 0;
-	if (slirp_add_hostxfwd(ns->slirp, (struct sockaddr *)&host, sizeof(host),
-	                       (struct sockaddr *)&guest, sizeof(guest), 0) < 0)
+	if (ns_lib.add_hostxfwd(ns->slirp, (struct sockaddr *)&host, sizeof(host),
+	                        (struct sockaddr *)&guest, sizeof(guest), 0) < 0)
 		return errno ? -errno : -EADDRINUSE;
 	pthread_mutex_lock(&ns->lock);
 	ns->exposed[ns->nr_exposed++] = (uint16_t)port;

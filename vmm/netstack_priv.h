@@ -71,6 +71,20 @@ struct netstack {
 	uint8_t txbuf[NET_FRAME_MAX];
 };
 
+/* The libslirp calls the stack makes, from the library loaded at its first use (netstack_lib.c). */
+struct netstack_lib {
+	__typeof__(slirp_new) *new;
+	__typeof__(slirp_cleanup) *cleanup;
+	__typeof__(slirp_input) *input;
+	__typeof__(slirp_pollfds_fill) *pollfds_fill;
+	__typeof__(slirp_pollfds_poll) *pollfds_poll;
+	__typeof__(slirp_handle_timer) *handle_timer;
+	__typeof__(slirp_add_hostxfwd) *add_hostxfwd;
+};
+extern struct netstack_lib ns_lib;
+/* Loads libslirp once, before the VMM confines itself: 0, or -errno with err. */
+int netstack_lib_load(char *err, size_t errlen) __attribute__((warn_unused_result));
+
 /* On the network thread, woken: adds a port the control socket asked for. */
 void ns_expose_serve(struct netstack *ns);
 void netstack_kick(void *ctx);
