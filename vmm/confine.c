@@ -212,8 +212,8 @@ static const unsigned long main_ioctls[] = {
 	KVM_GET_DIRTY_LOG,
 	/* The exit counts at debug level; a disk's size. */
 	KVM_CHECK_EXTENSION, KVM_GET_STATS_FD, BLKGETSIZE64,
-	/* A lazily restored VM ending. */
-	UFFDIO_UNREGISTER, UFFDIO_WAKE, 0};
+	/* A lazily restored VM ending; a diff's pause filling what is not in yet. */
+	UFFDIO_UNREGISTER, UFFDIO_WAKE, UFFDIO_COPY, UFFDIO_ZEROPAGE, 0};
 /* KVM_IRQ_LINE: the network device interrupts the guest from its own thread. */
 static const unsigned long net_ioctls[] = {FIONREAD, KVM_IRQ_LINE, 0};
 static const unsigned long lazy_ioctls[] = {UFFDIO_COPY, UFFDIO_ZEROPAGE, UFFDIO_WAKE,

@@ -39,13 +39,7 @@ static int region_map(struct guest_region *r, uint64_t gpa, uint64_t size)
 
 #define PAGE_4K 4096ULL
 
-/*
- * Maps [off, off + len) of fd over host, data only: a hole of the file (a
- * page of zeros) keeps the anonymous mapping under it, so a guest that
- * reads or writes it never adds a page to the file (on tmpfs a fault on a
- * hole would) and the memory a pause reads there is the zero page.
- */
-static int map_data(uint8_t *host, uint64_t len, int fd, uint64_t off)
+int guest_mem_map_range(uint8_t *host, uint64_t len, int fd, uint64_t off)
 {
 	uint64_t pos = 0, end;
 	off_t data, hole;
@@ -85,7 +79,7 @@ int guest_mem_map_file(struct guest_mem *mem, int fd)
 	for (int i = 0; i < mem->nr_regions; i++) {
 		struct guest_region *r = &mem->regions[i];
 
-		ret = map_data(r->host, r->size, fd, off);
+		ret = guest_mem_map_range(r->host, r->size, fd, off);
 		if (ret)
 			return ret;
 		madvise(r->host, r->size, MADV_DONTDUMP);

@@ -53,6 +53,16 @@ int guest_mem_init(struct guest_mem *mem, uint64_t ram_size) __attribute__((warn
 int guest_mem_map_file(struct guest_mem *mem, int fd) __attribute__((warn_unused_result));
 
 /*
+ * Maps [off, off + len) of fd over host, data only: a hole of the file (a
+ * page of zeros) keeps the anonymous mapping under it, so a guest that
+ * reads or writes it never adds a page to the file (on tmpfs a fault on a
+ * hole would) and the memory a pause reads there is the zero page. 0 or
+ * -errno.
+ */
+int guest_mem_map_range(uint8_t *host, uint64_t len, int fd, uint64_t off)
+	__attribute__((warn_unused_result));
+
+/*
  * A guest_mem over ram_size bytes at base (a file mapping, say), laid out as
  * guest_mem_init() lays out guest RAM; not to be freed. 0 or -EINVAL.
  */

@@ -10,6 +10,13 @@
  * does not wait at all. Only the handler thread unregisters, and only once
  * it leaves: then every fault still waiting (after a failure or a stop)
  * resolves to a zero page, so that nothing hangs while the VM stops.
+ *
+ * A diff over a memory file (base_fd) holds only the pages that differ
+ * from the file's. Its chunks are made anonymous and registered; filling
+ * one places the diff's pages and maps the file back over the others, so
+ * they stay one copy in the page cache, and the diff's pages are marked as
+ * written (the next pause's diff must hold them). A pause waits for the
+ * last chunk (lazy_mem_wait): a chunk not yet in has pages nobody marked.
  */
 #include "lazy_mem.h"
 
@@ -22,11 +29,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "confine.h"
+#include "lazy_diff.h"
 #include "log.h"
 #include "uffd.h"
 #include "vm.h"
@@ -42,6 +51,7 @@ enum { CHUNK_ZERO, CHUNK_TODO, CHUNK_BUSY, CHUNK_DONE };
 struct range {
 	uint8_t *start;
 	size_t len;
+	uint32_t first; /* its first chunk */
 };
 
 struct lazy_mem {
@@ -49,6 +59,7 @@ struct lazy_mem {
 	struct snap_reader *r;
 	int uffd;
 	int wake_fd; /* eventfd: the handler looks at todo, stop and failed again */
+	int base_fd; /* a diff's memory file, or -1 */
 	uint32_t chunk_size;
 	uint32_t nr_chunks;
 	uint32_t nr_stored;     /* chunks registered */
@@ -62,10 +73,18 @@ struct lazy_mem {
 	pthread_t handler, filler;
 	int handler_started, filler_started;
 	struct timespec t0;
-	pthread_mutex_t lock; /* for the two fields below */
+	pthread_mutex_t lock; /* for the two fields below, and with ended */
 	unsigned running;     /* threads that have not finished */
 	int reader_released;
+	pthread_cond_t ended; /* todo reached 0, or the load failed or stopped */
 };
+
+static void broadcast_end(struct lazy_mem *l)
+{
+	pthread_mutex_lock(&l->lock);
+	pthread_cond_broadcast(&l->ended);
+	pthread_mutex_unlock(&l->lock);
+}
 
 static void wake_handler(struct lazy_mem *l)
 {
@@ -81,6 +100,7 @@ static void lazy_fail(struct lazy_mem *l, const char *msg)
 	if (!atomic_exchange(&l->failed, 1))
 		vm_stop(l->vm, VM_EXIT_ERROR, "lazy restore of guest memory failed: %s", msg);
 	wake_handler(l);
+	broadcast_end(l);
 }
 
 /* The host address of chunk index (chunks count through the regions in order). */
@@ -118,7 +138,10 @@ static int chunk_of(const struct lazy_mem *l, uint64_t addr, uint32_t *index)
 	return -ERANGE;
 }
 
-/* Reads chunk idx and places it: runs of stored pages copied, runs of the others zero. */
+/*
+ * Reads chunk idx and places it: runs of stored pages copied, runs of the
+ * others zero (or, for a diff, the memory file's).
+ */
 static int chunk_fill(struct lazy_mem *l, uint32_t idx, struct snap_chunk_reader *cr)
 {
 	const struct guest_mem *mem = &l->vm->mem;
@@ -138,17 +161,26 @@ static int chunk_fill(struct lazy_mem *l, uint32_t idx, struct snap_chunk_reader
 	src = c.pages;
 	for (uint32_t pg = 0, end; !ret && pg < nr; pg = end) {
 		int stored = c.bitmap[pg / 8] >> (pg % 8) & 1;
+		size_t at = (size_t)pg * PAGE, len;
 
 		for (end = pg + 1; end < nr && (c.bitmap[end / 8] >> (end % 8) & 1) == stored;)
 			end++;
-		ret = uffd_place(l->uffd, host + (size_t)pg * PAGE, stored ? src : NULL,
-		                 (size_t)(end - pg) * PAGE);
+		len = (size_t)(end - pg) * PAGE;
+		if (stored && l->base_fd >= 0)
+			guest_mem_mark(mem, c.gpa + at, len);
+		if (!stored && l->base_fd >= 0)
+			ret = lazy_diff_place(l->uffd, l->base_fd, host + at, len,
+			                      (uint64_t)idx * l->chunk_size + at);
+		else
+			ret = uffd_place(l->uffd, host + at, stored ? src : NULL, len);
 		if (stored)
-			src += (size_t)(end - pg) * PAGE;
+			src += len;
 		if (ret)
 			snprintf(err, sizeof(err), "cannot place chunk %u: %s", idx,
 			         strerror(-ret));
 	}
+	if (!ret && l->base_fd >= 0)
+		lazy_diff_unregister(l->uffd, host, c.bitmap, nr);
 	/*
 	 * Being destroyed, the handler unregisters guest RAM while the filler
 	 * may still place a chunk: that placement fails, and is no failure.
@@ -170,8 +202,10 @@ static int chunk_claim(struct lazy_mem *l, uint32_t idx)
 static void chunk_done(struct lazy_mem *l, uint32_t idx)
 {
 	atomic_store(&l->state[idx], CHUNK_DONE);
-	if (atomic_fetch_sub(&l->todo, 1) == 1)
+	if (atomic_fetch_sub(&l->todo, 1) == 1) {
 		wake_handler(l);
+		broadcast_end(l);
+	}
 }
 
 /* A thread's end: the last one out closes a released reader. */
@@ -225,7 +259,13 @@ static void handle_fault(struct lazy_mem *l, const struct uffd_msg *m, struct sn
 
 static void unregister_all(struct lazy_mem *l)
 {
-	for (unsigned i = 0; i < l->nr_ranges; i++)
+	/* A diff's chunks in are unregistered already; one half placed is left to close(). */
+	for (uint32_t i = 0; l->base_fd >= 0 && i < l->nr_chunks; i++)
+		if (atomic_load(&l->state[i]) == CHUNK_TODO &&
+		    uffd_unregister(l->uffd, chunk_host(&l->vm->mem, l->chunk_size, i),
+		                    l->chunk_size))
+			log_warn("lazy restore: UFFDIO_UNREGISTER: %s", strerror(errno));
+	for (unsigned i = 0; l->base_fd < 0 && i < l->nr_ranges; i++)
 		if (uffd_unregister(l->uffd, l->ranges[i].start, l->ranges[i].len))
 			log_warn("lazy restore: UFFDIO_UNREGISTER: %s", strerror(errno));
 	l->nr_ranges = 0;
@@ -286,6 +326,20 @@ static void *handler_thread(void *arg)
 	return NULL;
 }
 
+/* Fills, in guest order, each chunk no other thread has taken. */
+static void fill_rest(struct lazy_mem *l, struct snap_chunk_reader *cr)
+{
+	for (uint32_t i = 0; cr && i < l->nr_chunks; i++) {
+		if (atomic_load(&l->stop) || atomic_load(&l->failed))
+			break;
+		if (!chunk_claim(l, i))
+			continue;
+		if (chunk_fill(l, i, cr))
+			break;
+		chunk_done(l, i);
+	}
+}
+
 /* Fills every chunk nobody has touched yet, in guest order. */
 static void *filler_thread(void *arg)
 {
@@ -304,15 +358,7 @@ static void *filler_thread(void *arg)
 		lazy_fail(l, "cannot load the seccomp filter");
 		return NULL;
 	}
-	for (uint32_t i = 0; cr && i < l->nr_chunks; i++) {
-		if (atomic_load(&l->stop) || atomic_load(&l->failed))
-			break;
-		if (!chunk_claim(l, i))
-			continue;
-		if (chunk_fill(l, i, cr))
-			break;
-		chunk_done(l, i);
-	}
+	fill_rest(l, cr);
 	snap_chunk_reader_free(cr);
 	thread_exit(l);
 	return NULL;
@@ -338,22 +384,35 @@ static int register_chunks(struct lazy_mem *l, char *err, size_t errlen)
 		if (last && last->start + last->len == host)
 			last->len += l->chunk_size;
 		else
-			l->ranges[l->nr_ranges++] = (struct range){host, l->chunk_size};
+			l->ranges[l->nr_ranges++] = (struct range){host, l->chunk_size, i};
 	}
 	for (unsigned i = 0; i < l->nr_ranges; i++) {
-		int ret = uffd_register(l->uffd, l->ranges[i].start, l->ranges[i].len);
+		struct range *g = &l->ranges[i];
+		int ret = 0;
 
+		/* A diff's chunks from the memory file: anonymous, so that a fault there is ours.
+		 */
+		if (l->base_fd >= 0 && mmap(g->start, g->len, PROT_READ | PROT_WRITE,
+		                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+		                            -1, 0) == MAP_FAILED)
+			ret = -errno;
+		if (!ret)
+			ret = uffd_register(l->uffd, g->start, g->len);
 		if (ret) {
 			snprintf(err, errlen, "cannot register guest RAM with userfaultfd: %s",
 			         strerror(-ret));
+			for (unsigned k = 0; l->base_fd >= 0 && k <= i; k++)
+				lazy_diff_unmap(l->vm, l->ranges[k].start, l->ranges[k].len,
+				                l->base_fd,
+				                (uint64_t)l->ranges[k].first * l->chunk_size);
 			return ret; /* closing the fd unregisters the others */
 		}
 	}
 	return 0;
 }
 
-int lazy_mem_start(struct vm *vm, struct snap_reader *r, struct lazy_mem **out, char *err,
-                   size_t errlen)
+int lazy_mem_start(struct vm *vm, struct snap_reader *r, int base_fd, bool background,
+                   struct lazy_mem **out, char *err, size_t errlen)
 {
 	struct snap_mem_info mi;
 	struct lazy_mem *l;
@@ -372,7 +431,9 @@ int lazy_mem_start(struct vm *vm, struct snap_reader *r, struct lazy_mem **out, 
 	l->vm = vm;
 	l->r = r;
 	l->uffd = -1;
+	l->base_fd = base_fd;
 	pthread_mutex_init(&l->lock, NULL);
+	pthread_cond_init(&l->ended, NULL);
 	l->chunk_size = mi.chunk_size;
 	l->nr_chunks = mi.nr_chunks;
 	l->state = calloc(mi.nr_chunks, sizeof(*l->state));
@@ -389,12 +450,13 @@ int lazy_mem_start(struct vm *vm, struct snap_reader *r, struct lazy_mem **out, 
 	ret = register_chunks(l, err, errlen);
 	if (ret)
 		goto fail;
-	l->running = 2;
+	l->running = background ? 2 : 1;
 	if (!(l->handler_started = !pthread_create(&l->handler, NULL, handler_thread, l)))
 		l->running--;
-	if (!(l->filler_started = !pthread_create(&l->filler, NULL, filler_thread, l)))
+	if (background &&
+	    !(l->filler_started = !pthread_create(&l->filler, NULL, filler_thread, l)))
 		l->running--;
-	if (!l->handler_started || !l->filler_started) {
+	if (!l->handler_started || (background && !l->filler_started)) {
 		snprintf(err, errlen, "cannot start its threads");
 		ret = -EAGAIN;
 		goto fail;
@@ -417,11 +479,38 @@ void lazy_mem_release_reader(struct lazy_mem *l)
 	pthread_mutex_unlock(&l->lock);
 }
 
+int lazy_mem_wait(struct lazy_mem *l)
+{
+	struct snap_chunk_reader *cr = NULL;
+	bool fill;
+
+	/* The chunks nobody has taken yet are filled here, at this thread's priority. */
+	pthread_mutex_lock(&l->lock);
+	fill = atomic_load(&l->todo) && l->running && l->r;
+	if (fill)
+		l->running++;
+	pthread_mutex_unlock(&l->lock);
+	if (fill)
+		cr = thread_reader(l);
+	fill_rest(l, cr);
+	if (fill) {
+		snap_chunk_reader_free(cr);
+		thread_exit(l);
+	}
+	/* The rest: chunks another thread is placing. */
+	pthread_mutex_lock(&l->lock);
+	while (atomic_load(&l->todo) && !atomic_load(&l->stop) && !atomic_load(&l->failed))
+		pthread_cond_wait(&l->ended, &l->lock);
+	pthread_mutex_unlock(&l->lock);
+	return atomic_load(&l->todo) ? -EIO : 0;
+}
+
 void lazy_mem_destroy(struct lazy_mem *l)
 {
 	if (!l)
 		return;
 	atomic_store(&l->stop, 1);
+	broadcast_end(l);
 	if (l->wake_fd >= 0)
 		wake_handler(l);
 	if (l->handler_started)
@@ -435,6 +524,7 @@ void lazy_mem_destroy(struct lazy_mem *l)
 		snap_reader_close(l->r);
 	if (l->wake_fd >= 0)
 		close(l->wake_fd);
+	pthread_cond_destroy(&l->ended);
 	pthread_mutex_destroy(&l->lock);
 	free(l->state);
 	free(l->ranges);

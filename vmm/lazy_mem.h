@@ -2,6 +2,8 @@
 #ifndef HUSK_LAZY_MEM_H
 #define HUSK_LAZY_MEM_H
 
+#include <stdbool.h>
+
 #include "snap/snapfile.h"
 
 struct vm;
@@ -20,12 +22,25 @@ struct lazy_mem;
  *
  * Starts it for vm, whose guest RAM must be untouched and laid out as the
  * snapshot's (snap_reader_memory_fits()). r stays the caller's until
- * lazy_mem_release_reader(). Returns 0 and *out, or -errno with a sentence
- * in err when it cannot (no userfaultfd here, not allowed, out of memory);
- * guest RAM is then as it was and can be loaded eagerly instead.
+ * lazy_mem_release_reader(). With base_fd >= 0, r is a diff and guest RAM
+ * that descriptor's memory file, mapped (memfile_map()): the diff's pages
+ * go over it, and are marked as written. Without background, chunks come
+ * only as they are touched (and in lazy_mem_wait()). Returns 0 and *out,
+ * or -errno with a sentence in err when it cannot (no userfaultfd here,
+ * not allowed, out of memory); guest RAM is then as it was and can be
+ * loaded eagerly instead.
  */
-int lazy_mem_start(struct vm *vm, struct snap_reader *r, struct lazy_mem **out, char *err,
-                   size_t errlen) __attribute__((warn_unused_result));
+int lazy_mem_start(struct vm *vm, struct snap_reader *r, int base_fd, bool background,
+                   struct lazy_mem **out, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
+/*
+ * Until every chunk is in, filling those nobody has taken on this thread:
+ * a diff's next pause must see every page its restore placed. Guest RAM
+ * stays registered with the userfaultfd until then, so the caller may not
+ * be a thread that handles faults. 0, or -EIO if the load failed or stopped.
+ */
+int lazy_mem_wait(struct lazy_mem *l) __attribute__((warn_unused_result));
 
 /*
  * The caller is done with the reader given to lazy_mem_start(): it is

@@ -60,6 +60,7 @@ struct options {
 	const char *restore;
 	bool lazy;            /* guest RAM of a --restore filled on demand */
 	bool verify_dirty;    /* diff pauses also compare every page (tests) */
+	bool lazy_on_demand;  /* a lazy restore fills nothing in the background (tests) */
 	const char *mem_file; /* guest RAM of a --restore mapped from this memory file */
 	const char *extract;  /* only write the --restore snapshot's RAM to this file */
 	uint64_t cid;
@@ -129,6 +130,8 @@ static void usage(FILE *f)
 	        "                     guest runs (default: %s)\n"
 	        "  --verify-dirty     with --mem-file: a diff pause also compares every page and\n"
 	        "                     fails on one that changed unrecorded (for tests)\n"
+	        "  --lazy-on-demand   with --lazy: nothing fills guest memory in the background\n"
+	        "                     (for tests: a pause before the load ends)\n"
 	        "  --key-fd N         read keys from descriptor N to its end, one a line: 64\n"
 	        "                     hex digits open a sealed --restore and seal the snapshots\n"
 	        "                     this VM writes (the control socket's key changes it);\n"
@@ -217,6 +220,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"extract-memory", required_argument, NULL, 'Z'},
 		{"eager", no_argument, NULL, 'E'},
 		{"verify-dirty", no_argument, NULL, 'V'},
+		{"lazy-on-demand", no_argument, NULL, 'O'},
 		{"seccomp", required_argument, NULL, 'S'},
 		{"key-fd", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -320,6 +324,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 			break;
 		case 'V':
 			o->verify_dirty = true;
+			break;
+		case 'O':
+			o->lazy = o->lazy_on_demand = true;
 			break;
 		case 'K':
 			n = strtol(optarg, &end, 10);
@@ -533,6 +540,7 @@ int main(int argc, char **argv)
 
 		vm.mem_file = o.mem_file;
 		vm.mem.dirty_verify = o.verify_dirty;
+		vm.lazy_on_demand = o.lazy_on_demand;
 		if (vm_snapshot_restore(&vm, o.restore, 2, o.lazy, err, sizeof(err))) {
 			log_err("cannot restore %s: %s", o.restore, err);
 			status = VM_EXIT_USAGE;

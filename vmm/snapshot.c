@@ -109,6 +109,11 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
 			log_err("snapshot: device %s: %s", d->name, strerror(-ret));
 	}
 	log_debug("snapshot: VM, vCPU and device states written");
+	/* A lazily restored diff's pages are marked as they come: all of them, first. */
+	if (!ret && diff && vm->lazy && lazy_mem_wait(vm->lazy)) {
+		snap_writer_abort(w);
+		return fail(err, errlen, -EIO, "the restore's guest memory never all came in");
+	}
 	/* Failing, it leaves the record marked lost, and every page is compared. */
 	if (!ret && diff)
 		vm_dirty_collect(vm);
@@ -216,6 +221,7 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 	uint64_t base_len;
 	uint32_t base_sum;
 	char why[320];
+	bool load;
 	int ret;
 
 	ret = snap_reader_open_key(path, vm->has_key ? &vm->key : NULL, &r, err, errlen);
@@ -236,10 +242,14 @@ int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy,
 		if (!ret && vm_dirty_track(vm))
 			log_warn("restore: no dirty-page tracking: a pause compares all guest "
 			         "memory");
-	} else if (!ret && lazy && lazy_mem_start(vm, r, &vm->lazy, why, sizeof(why)))
-		log_warn("lazy restore is not possible (%s): loading all guest memory first", why);
+	}
 	/* Over a memory file only a diff has pages to load: a full snapshot's are the file's. */
-	if (!ret && !vm->lazy && (!vm->mem_file || snap_reader_base(r, &base_len, &base_sum) == 0))
+	load = !vm->mem_file || snap_reader_base(r, &base_len, &base_sum) == 0;
+	if (!ret && load && lazy &&
+	    lazy_mem_start(vm, r, vm->mem_file ? vm->mem_base.fd : -1, !vm->lazy_on_demand,
+	                   &vm->lazy, why, sizeof(why)))
+		log_warn("lazy restore is not possible (%s): loading all guest memory first", why);
+	if (!ret && load && !vm->lazy)
 		ret = snap_reader_load_memory(r, &vm->mem, threads, err, errlen);
 	log_debug("restore: guest memory %s", vm->lazy ? "registered for a lazy load" : "loaded");
 	/* Devices last: their queues point into guest memory (faulted in if lazy). */

@@ -79,6 +79,7 @@ struct vm {
 	struct vm_dump_dev dump_devs[VM_MAX_SNAP_DEVS];
 	unsigned nr_dump_devs;
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
+	bool lazy_on_demand;   /* ... only as it is touched: nothing fills it in the background */
 	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
 	struct memfile_base mem_base; /* that file, once mapped: pauses write diffs over it */
 	/* Sealed snapshots (--key-fd, the control socket's key): opens a restore, seals a save. */
@@ -174,7 +175,8 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
  * threads threads before this returns, or, with lazy, filled on demand and
  * in the background while the VM runs (lazy_mem.h; eagerly after one
  * warning where userfaultfd cannot be used); with vm->mem_file set, mapped
- * from that memory file instead. 0 or -errno with err.
+ * from that memory file instead, a diff's own pages over it (lazily too).
+ * 0 or -errno with err.
  */
 int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy, char *err,
                         size_t errlen) __attribute__((warn_unused_result));

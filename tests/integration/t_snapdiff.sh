@@ -42,8 +42,9 @@ sd_restore() {
 	sd_up || why="the guest restored from $1 did not answer"
 }
 SD_SUM='md5sum /dev/shm/d* | md5sum | cut -c1-32'
-
-t_snapshot_diff_chain() {
+# sd_base N MIB: a booted guest fills /dev/shm/d0.. with N files of MIB MiB of random
+# bytes (their sum in $T/sd.out), is saved whole as base.snap, and base.mem made of it.
+sd_base() {
 	rm -f "$T"/*.snap "$T/base.mem" "$T/stderr"
 	why=""
 	timeout -s KILL 900 "$VMM" -v --kernel "$KERNEL" --initrd "$INITRD" --mem 256M --vcpus 2 \
@@ -51,12 +52,16 @@ t_snapshot_diff_chain() {
 		2>>"$T/stderr" &
 	pid=$!
 	sd_up || why="the guest's agent never answered"
-	[ -n "$why" ] || sd_exec "mount -o remount,size=150M /dev/shm && for i in 0 1 2 3; do dd if=/dev/urandom of=/dev/shm/d\$i bs=1048576 count=20 iflag=fullblock 2>/dev/null || exit 1; done; $SD_SUM" ||
+	[ -n "$why" ] || sd_exec "mount -o remount,size=150M /dev/shm && for i in \$(seq 0 $(($1 - 1))); do dd if=/dev/urandom of=/dev/shm/d\$i bs=1048576 count=$2 iflag=fullblock 2>/dev/null || exit 1; done; $SD_SUM" ||
 		why="the guest did not fill its memory"
-	sum0=$(cat "$T/sd.out")
 	[ -n "$why" ] || sd_save base snapshot
 	[ -n "$why" ] || "$VMM" --restore "$T/base.snap" --extract-memory "$T/base.mem" 2>>"$T/stderr" ||
 		why="--extract-memory failed"
+}
+
+t_snapshot_diff_chain() {
+	sd_base 4 20
+	sum0=$(cat "$T/sd.out")
 	# Over the file: 20 MiB rewritten, 20 MiB deleted, then a diff.
 	# This VMM's diff also compares every page and fails on one that changed unrecorded.
 	[ -n "$why" ] || sd_restore base --verify-dirty
@@ -113,6 +118,42 @@ t_snapshot_diff_chain() {
 		pass snapshot_diff_refused_alone
 	else
 		fail snapshot_diff_refused_alone "alone: exit $s1 ($(tail -n 1 "$T/stderr.a")); extract: exit $s2 ($(tail -n 1 "$T/stderr.x"))"
+	fi
+	rm -f "$T"/*.snap "$T/base.mem"
+}
+
+# A diff restored lazily and paused before its pages are all in: the pause
+# places the rest itself, and every page the restore placed is in the new
+# diff (--lazy-on-demand: nothing fills memory in the background, so the
+# pause comes first every time; the pause reads only the pages marked as
+# written, so one placed but not marked, or never placed, is left out).
+# Restored again, the guest has the data it had.
+t_snapshot_diff_pause_before_lazy_load_ends() {
+	sd_base 2 16
+	[ -n "$why" ] || sd_restore base
+	[ -n "$why" ] || sd_exec "dd if=/dev/urandom of=/dev/shm/d1 bs=1048576 count=16 iflag=fullblock conv=notrunc 2>/dev/null && $SD_SUM" ||
+		why="the guest did not change its memory"
+	sum1=$(cat "$T/sd.out")
+	[ -n "$why" ] || sd_save diff1 snapshot-diff
+	: >"$T/stderr"
+	[ -n "$why" ] || sd_restore diff1 --lazy-on-demand
+	[ -n "$why" ] || sd_save diff2 snapshot-diff
+	cp "$T/stderr" "$T/stderr.lazy"
+	[ -n "$why" ] || sd_restore diff2
+	[ -n "$why" ] || { sd_exec "$SD_SUM" && [ "$(cat "$T/sd.out")" = "$sum1" ]; } ||
+		why="${why:-restored from the diff paused early, the data changed: $sum1 at the save, $(cat "$T/sd.out") after}"
+	[ -n "$why" ] || sd_exec "poweroff -f"
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+	d2=$(stat -c %s "$T/diff2.snap" 2>/dev/null || echo 0)
+	# The rewritten 16 MiB is random: a diff that lost the placed pages would be far smaller.
+	[ -n "$why" ] || [ "$d2" -ge $((16 * 1048576)) ] || why="the second diff holds $d2 bytes"
+	[ -n "$why" ] || grep -q "lazy restore: all guest memory in after" "$T/stderr.lazy" ||
+		why="the diff was not restored lazily: $(grep -i "lazy\|restore" "$T/stderr.lazy" | tail -n 2)"
+	if [ -n "$why" ]; then
+		fail snapshot_diff_pause_before_lazy_load_ends "$why"
+	else
+		pass snapshot_diff_pause_before_lazy_load_ends "(second diff $((d2 / 1048576)) MiB, sum $sum1)"
 	fi
 	rm -f "$T"/*.snap "$T/base.mem"
 }

@@ -71,7 +71,7 @@ static int start(struct vm *vm, const char *path, struct snap_reader **r, struct
 
 	if (snap_reader_open(path, r, err, sizeof(err)))
 		return -1;
-	ret = lazy_mem_start(vm, *r, l, err, sizeof(err));
+	ret = lazy_mem_start(vm, *r, -1, true, l, err, sizeof(err));
 	if (ret == -EPERM || ret == -ENOSYS) {
 		printf("note: %s; lazy restore not tested\n", err);
 		snap_reader_close(*r);
@@ -80,30 +80,9 @@ static int start(struct vm *vm, const char *path, struct snap_reader **r, struct
 	return ret ? -1 : 0;
 }
 
-struct toucher {
-	const struct guest_mem *saved, *mem;
-	uint64_t seed;
-	int bad;
-};
-
-/* Reads pages at random, as vCPUs would while the filler runs. */
-static void *touch_pages(void *arg)
-{
-	struct toucher *t = arg;
-	uint64_t x = t->seed;
-
-	for (int i = 0; i < 200; i++) {
-		uint64_t gpa = tsnap_xs(&x) % (RAM / PAGE) * PAGE;
-
-		if (memcmp(gpa_ptr(t->mem, gpa, PAGE), gpa_ptr(t->saved, gpa, PAGE), PAGE))
-			t->bad++;
-	}
-	return NULL;
-}
-
 UNIT_TEST(lazy_mem_round_trip)
 {
-	struct toucher t[3];
+	struct tsnap_toucher t[3];
 	pthread_t tid[3];
 	struct guest_mem saved;
 	struct snap_reader *r;
@@ -117,8 +96,9 @@ UNIT_TEST(lazy_mem_round_trip)
 	CHECK(ret >= 0);
 	if (ret == 0) {
 		for (int i = 0; i < 3; i++) {
-			t[i] = (struct toucher){.saved = &saved, .mem = &vm.mem, .seed = 77 + i};
-			CHECK(pthread_create(&tid[i], NULL, touch_pages, &t[i]) == 0);
+			t[i] = (struct tsnap_toucher){
+				.want = &saved, .mem = &vm.mem, .seed = 77 + i, .rounds = 200};
+			CHECK(pthread_create(&tid[i], NULL, tsnap_touch_pages, &t[i]) == 0);
 		}
 		lazy_mem_release_reader(l);
 		for (int i = 0; i < 3; i++) {

@@ -39,6 +39,23 @@ int tsnap_spit(const char *path, const void *buf, size_t len);
 /* A snapshot with a few blobs and, when mem is given, its RAM; 0 or -errno. */
 int tsnap_write(const char *path, const struct guest_mem *mem, int threads);
 
+/* A diff snapshot of g over the memory file b (a blob and g's pages that differ). 0 or -errno. */
+struct memfile_base;
+int tsnap_write_diff(const char *path, const struct guest_mem *g, const struct memfile_base *b);
+
+/*
+ * A thread's work (pthread_create): reads rounds pages of mem at random,
+ * as vCPUs would during a lazy restore, counting in bad those that differ
+ * from want's.
+ */
+struct tsnap_toucher {
+	const struct guest_mem *want, *mem;
+	uint64_t seed;
+	int rounds;
+	int bad;
+};
+void *tsnap_touch_pages(void *arg);
+
 /*
  * Opens path (with key, which may be NULL) and reads every section and, when
  * into is given, all RAM into it: 0 only when all of it succeeds.

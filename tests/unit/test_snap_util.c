@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "memfile.h"
 #include "snap/snapfile.h"
 #include "test_snap.h"
 
@@ -152,6 +153,37 @@ int tsnap_write(const char *path, const struct guest_mem *mem, int threads)
 	    (mem && snap_writer_add_memory(w, mem, threads)))
 		ret = -EIO;
 	return ret ? (snap_writer_abort(w), ret) : snap_writer_commit(w);
+}
+
+int tsnap_write_diff(const char *path, const struct guest_mem *g, const struct memfile_base *b)
+{
+	struct snap_writer *w;
+	int ret = snap_writer_open(path, &w);
+
+	if (ret)
+		return ret;
+	if (snap_writer_set_base(w, b->snap_len, b->snap_sum) ||
+	    snap_writer_add(w, SNAP_VM, 0, NULL, "vm state", 8) ||
+	    snap_writer_add_memory_diff(w, g, b->fd, 2))
+		ret = -EIO;
+	return ret ? (snap_writer_abort(w), ret) : snap_writer_commit(w);
+}
+
+void *tsnap_touch_pages(void *arg)
+{
+	struct tsnap_toucher *t = arg;
+	uint64_t x = t->seed, pages = t->mem->ram_size / PAGE;
+
+	for (int i = 0; i < t->rounds; i++) {
+		uint64_t off = tsnap_xs(&x) % pages * PAGE, gpa = off;
+
+		/* RAM offsets to addresses: past the first region, the second's. */
+		if (t->mem->nr_regions > 1 && off >= t->mem->regions[0].size)
+			gpa = t->mem->regions[1].gpa + off - t->mem->regions[0].size;
+		if (memcmp(gpa_ptr(t->mem, gpa, PAGE), gpa_ptr(t->want, gpa, PAGE), PAGE))
+			t->bad++;
+	}
+	return NULL;
 }
 
 int tsnap_read_all(const char *path, const struct snap_key *key, const struct guest_mem *into,

@@ -56,20 +56,6 @@ static int restore(const char *snap, const char *mem, struct guest_mem *g, struc
 	return restore_tracked(snap, mem, g, b, false, err, errlen);
 }
 
-static int write_diff(const char *path, const struct guest_mem *g, const struct memfile_base *b)
-{
-	struct snap_writer *w;
-	int ret = snap_writer_open(path, &w);
-
-	if (ret)
-		return ret;
-	if (snap_writer_set_base(w, b->snap_len, b->snap_sum) ||
-	    snap_writer_add(w, SNAP_VM, 0, NULL, "vm state", 8) ||
-	    snap_writer_add_memory_diff(w, g, b->fd, 2))
-		ret = -EIO;
-	return ret ? (snap_writer_abort(w), ret) : snap_writer_commit(w);
-}
-
 static uint64_t stored_pages(const char *path)
 {
 	struct snap_section_info si;
@@ -135,7 +121,7 @@ UNIT_TEST(snapdiff_round_trip_and_depth_one)
 	memset(gpa_ptr(&c, 5 * MiB, PAGE), 0, PAGE);
 	memset(gpa_ptr(&c, 20 * MiB, PAGE), 0x5a, PAGE);
 	memcpy(gpa_ptr(&c, 9 * MiB, PAGE), gpa_ptr(&m, 9 * MiB, PAGE), PAGE);
-	CHECK(write_diff(tsnap_path("d1.snap"), &c, &b) == 0);
+	CHECK(tsnap_write_diff(tsnap_path("d1.snap"), &c, &b) == 0);
 	/* Only the pages that differ: those six, the rewritten one not among them. */
 	CHECK(pages_differing(&m, &c) == 6);
 	CHECK(stored_pages(tsnap_path("d1.snap")) == 6);
@@ -154,7 +140,7 @@ UNIT_TEST(snapdiff_round_trip_and_depth_one)
 	/* Its own pause is again a diff over the same file, holding the old changes and the new. */
 	CHECK(b2.snap_len == len && b2.snap_sum == sum);
 	tsnap_fill_random(gpa_ptr(&g, 30 * MiB, PAGE), PAGE, 13);
-	CHECK(write_diff(tsnap_path("d2.snap"), &g, &b2) == 0);
+	CHECK(tsnap_write_diff(tsnap_path("d2.snap"), &g, &b2) == 0);
 	CHECK(restore(tsnap_path("d2.snap"), tsnap_path("d.mem"), &g2, &b3, err, sizeof(err)) == 0);
 	CHECK(tsnap_mem_equal(&g, &g2));
 	CHECK(!tsnap_mem_equal(&c, &g2));
@@ -175,7 +161,7 @@ UNIT_TEST(snapdiff_refusals)
 	base_make(&m);
 	CHECK(restore(tsnap_path("d.snap"), tsnap_path("d.mem"), &c, &b, err, sizeof(err)) == 0);
 	tsnap_fill_random(gpa_ptr(&c, 2 * MiB, PAGE), PAGE, 21);
-	CHECK(write_diff(tsnap_path("dr.snap"), &c, &b) == 0);
+	CHECK(tsnap_write_diff(tsnap_path("dr.snap"), &c, &b) == 0);
 
 	/* Over another snapshot's memory file. */
 	CHECK(guest_mem_init(&o, SIZE) == 0);
@@ -243,7 +229,7 @@ UNIT_TEST(snapdiff_base_holes_untouched)
 	CHECK(memfile_map(&c, r, mem, &b, err, sizeof(err)) == 0);
 	snap_reader_close(r);
 	memset(gpa_ptr(&c, 3 * MiB, PAGE), 7, PAGE);
-	CHECK(write_diff(dpath, &c, &b) == 0);
+	CHECK(tsnap_write_diff(dpath, &c, &b) == 0);
 	CHECK(stat(mem, &after) == 0);
 	CHECK(after.st_blocks == before.st_blocks);
 	CHECK(stored_pages(dpath) == 1);
@@ -277,9 +263,9 @@ UNIT_TEST(snapdiff_tracked_reads_recorded_pages)
 	/* Unrecorded: a verifying diff is refused, a trusting one leaves it out. */
 	memset(gpa_ptr(&c, 11 * MiB, PAGE), 0x33, PAGE);
 	c.dirty_verify = true;
-	CHECK(write_diff(tsnap_path("dt0.snap"), &c, &b) == -EIO);
+	CHECK(tsnap_write_diff(tsnap_path("dt0.snap"), &c, &b) == -EIO);
 	c.dirty_verify = false;
-	CHECK(write_diff(tsnap_path("dt1.snap"), &c, &b) == 0);
+	CHECK(tsnap_write_diff(tsnap_path("dt1.snap"), &c, &b) == 0);
 	CHECK(stored_pages(tsnap_path("dt1.snap")) == 2);
 	memcpy(gpa_ptr(&c, 11 * MiB, PAGE), gpa_ptr(&m, 11 * MiB, PAGE), PAGE);
 	CHECK(restore_tracked(tsnap_path("dt1.snap"), tsnap_path("d.mem"), &g, &b2, true, err,
@@ -290,7 +276,7 @@ UNIT_TEST(snapdiff_tracked_reads_recorded_pages)
 	tsnap_fill_random(page, PAGE, 32);
 	CHECK(guest_mem_write(&g, 30 * MiB, page, PAGE) == 0);
 	g.dirty_verify = true;
-	CHECK(write_diff(tsnap_path("dt2.snap"), &g, &b2) == 0);
+	CHECK(tsnap_write_diff(tsnap_path("dt2.snap"), &g, &b2) == 0);
 	CHECK(stored_pages(tsnap_path("dt2.snap")) == 3);
 	CHECK(restore(tsnap_path("dt2.snap"), tsnap_path("d.mem"), &g2, &b3, err, sizeof(err)) ==
 	      0);
