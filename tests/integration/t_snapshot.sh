@@ -96,10 +96,11 @@ t_snapshot_bad_files() {
 	fi
 }
 
-# A key handed over the control socket to a VMM started without one (so its
-# OpenSSL cipher is set up then, in a thread already confined): the snapshot
-# is sealed (header flags bit 1, FORMAT.md), does not open without the key,
-# and with it in --key-fd the guest counts on.
+# A key handed over the control socket to a VMM started without one (its
+# OpenSSL cipher is set up then, after the VMM confined itself; which thread
+# does it this test cannot tell): the snapshot is sealed (header flags bit 1,
+# FORMAT.md), does not open without the key, and with it in --key-fd the
+# guest counts on.
 t_snapshot_sealed_late_key() {
 	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/snap"
 	key=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
