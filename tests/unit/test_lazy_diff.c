@@ -2,8 +2,9 @@
 /*
  * Lazy restore of a diff over a memory file (vmm/lazy_mem.c, lazy_diff.c)
  * without KVM: the test's threads take the faults a vCPU would. Every byte
- * comes back as the diff's guest had it, whoever touches it first; the
- * pages of a chunk the diff does not hold are the memory file's mapping
+ * comes back as the diff's guest had it, whoever touches it first; sparse
+ * chunks are in before anything runs, over the file's mapping; the pages
+ * of a dense chunk the diff does not hold are the memory file's mapping
  * again once the chunk is in (shared, not copied); every page the diff
  * placed is marked as written, so the next diff, which reads only marked
  * pages, holds them; and a pause (lazy_mem_wait) with nothing filling in
@@ -25,6 +26,8 @@
 #include "vm.h"
 
 #define RAM (34 * MiB)
+/* Two pages of the base in a chunk the diff otherwise rewrites. */
+#define KEPT (24 * MiB + 100 * PAGE)
 
 /* The base guest, its full snapshot and memory file ("ld.mem", holes where it is zero). */
 static void base_make(struct guest_mem *m)
@@ -34,15 +37,18 @@ static void base_make(struct guest_mem *m)
 	CHECK(guest_mem_init(m, RAM) == 0);
 	tsnap_fill_mem(m, FILL_MIXED, 5);
 	memset(gpa_ptr(m, 0, 2 * MiB), 0, 2 * MiB); /* a chunk of holes */
+	tsnap_fill_random(gpa_ptr(m, KEPT, 2 * PAGE), 2 * PAGE, 36);
 	CHECK(tsnap_write(tsnap_path("ld.snap"), m, 2) == 0);
 	CHECK(memfile_extract(tsnap_path("ld.snap"), tsnap_path("ld.mem"), 2, err, sizeof(err)) ==
 	      0);
 }
 
 /*
- * The changed guest: a copy of the base with runs of pages rewritten, one
- * chunk whole, one page in a chunk of holes, a data page zeroed. Page
- * 8 MiB + 4 KiB stays the base's between two changed pages.
+ * The changed guest: a copy of the base with runs of pages rewritten (a
+ * sparse chunk: page 8 MiB + 4 KiB stays the base's between two changed
+ * pages), one chunk whole, one but for two pages (KEPT: dense, with two of
+ * the file's pages to map back), one page in a chunk of holes, a data page
+ * zeroed.
  */
 static void changed_make(const struct guest_mem *m, struct guest_mem *c)
 {
@@ -51,6 +57,9 @@ static void changed_make(const struct guest_mem *m, struct guest_mem *c)
 	tsnap_fill_random(gpa_ptr(c, 8 * MiB, PAGE), PAGE, 31);
 	tsnap_fill_random(gpa_ptr(c, 8 * MiB + 2 * PAGE, 5 * PAGE), 5 * PAGE, 32);
 	tsnap_fill_random(gpa_ptr(c, 12 * MiB, 2 * MiB), 2 * MiB, 33);
+	tsnap_fill_random(gpa_ptr(c, 24 * MiB, KEPT - 24 * MiB), KEPT - 24 * MiB, 37);
+	tsnap_fill_random(gpa_ptr(c, KEPT + 2 * PAGE, 26 * MiB - KEPT - 2 * PAGE),
+	                  26 * MiB - KEPT - 2 * PAGE, 38);
 	tsnap_fill_random(gpa_ptr(c, 1 * MiB, PAGE), PAGE, 34);
 	memset(gpa_ptr(c, 20 * MiB + 7 * PAGE, PAGE), 0, PAGE);
 	tsnap_fill_random(gpa_ptr(c, RAM - PAGE, PAGE), PAGE, 35);
@@ -166,9 +175,8 @@ UNIT_TEST(lazy_diff_round_trip)
 	ret = lazy_start(&vm, true, &r, &l);
 	CHECK(ret >= 0);
 	if (ret == 0) {
-		/* The page between two changed ones: the file's mapping, until its chunk comes in.
-		 */
-		CHECK(!mapped_from(gpa_ptr(&vm.mem, 8 * MiB + PAGE, PAGE), "/ld.mem"));
+		/* A sparse chunk is in before anything runs, over the file's mapping. */
+		CHECK(mapped_from(gpa_ptr(&vm.mem, 8 * MiB + PAGE, PAGE), "/ld.mem"));
 		for (int i = 0; i < 3; i++) {
 			t[i] = (struct tsnap_toucher){
 				.want = &c, .mem = &vm.mem, .seed = 91 + i, .rounds = 300};
@@ -180,6 +188,7 @@ UNIT_TEST(lazy_diff_round_trip)
 		}
 		CHECK(tsnap_mem_equal(&c, &vm.mem));
 		CHECK(mapped_from(gpa_ptr(&vm.mem, 8 * MiB + PAGE, PAGE), "/ld.mem"));
+		CHECK(mapped_from(gpa_ptr(&vm.mem, KEPT, PAGE), "/ld.mem"));
 		CHECK(mapped_from(gpa_ptr(&vm.mem, 20 * MiB, PAGE), "/ld.mem"));
 		CHECK(all_marked(&vm.mem, &m));
 		CHECK(!atomic_load(&vm.stopping));
@@ -213,6 +222,7 @@ UNIT_TEST(lazy_diff_wait_fills_what_nobody_touched)
 	CHECK(ret >= 0);
 	if (ret == 0) {
 		/* Nothing touched, nothing in the background: the wait places every chunk. */
+		CHECK(!mapped_from(gpa_ptr(&vm.mem, KEPT, PAGE), "/ld.mem"));
 		CHECK(lazy_mem_wait(l) == 0);
 		CHECK(all_marked(&vm.mem, &m));
 		CHECK(tsnap_mem_equal(&c, &vm.mem));

@@ -216,6 +216,9 @@ int snap_reader_memory_fits(const struct snap_reader *r, const struct guest_mem 
 int snap_reader_memory_stored(const struct snap_reader *r, uint32_t index)
 	__attribute__((warn_unused_result));
 
+/* How many pages chunk index holds, as its section's size says: 0 for one not stored. */
+uint32_t snap_reader_memory_pages(const struct snap_reader *r, uint32_t index);
+
 /*
  * Loads guest RAM into mem, which guest_mem_init() made with the snapshot's
  * size (else -EINVAL); pages the snapshot left out as zero are not touched.

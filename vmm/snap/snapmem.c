@@ -350,6 +350,16 @@ int snap_reader_memory_stored(const struct snap_reader *r, uint32_t index)
 	return chunk_find(r, index) < r->nr_mem;
 }
 
+uint32_t snap_reader_memory_pages(const struct snap_reader *r, uint32_t index)
+{
+	uint32_t k = r->has_ram && index < r->ram.nr_chunks ? chunk_find(r, index) : r->nr_mem;
+	uint64_t raw = k < r->nr_mem ? r->ents[r->mem_secs[k]].raw : 0;
+	size_t bm = snap_bitmap_bytes(r->ram.chunk_size);
+
+	/* The reader checks at the chunk's read that the bitmap agrees. */
+	return raw > bm ? (uint32_t)((raw - bm) / SNAP_PAGE) : 0;
+}
+
 int snap_reader_memory_chunk(struct snap_reader *r, uint32_t index, void *buf, size_t len,
                              uint64_t *gpa, unsigned *present, char *err, size_t errlen)
 {
