@@ -11,47 +11,10 @@
 
 #include "guest_mem.h"
 #include "log.h"
-#include "snap/snapfile.h"
 #include "uffd.h"
 #include "vm.h"
 
 #define PAGE 4096UL
-
-int lazy_diff_load_sparse(const struct guest_mem *mem, struct snap_reader *r, char *err,
-                          size_t errlen)
-{
-	struct snap_chunk_reader *cr = NULL;
-	struct snap_mem_info mi;
-	struct snap_chunk c;
-	uint32_t nr;
-	int ret = snap_reader_memory_info(r, &mi) ? -EINVAL : snap_chunk_reader_new(r, &cr);
-
-	nr = ret ? 0 : mi.chunk_size / PAGE;
-	for (uint32_t i = 0; !ret && i < mi.nr_chunks; i++) {
-		uint32_t n = snap_reader_memory_pages(r, i);
-		const uint8_t *src;
-		uint8_t *host;
-
-		if (!n || n >= LAZY_DIFF_DENSE(nr))
-			continue;
-		ret = snap_chunk_read(cr, i, &c, err, errlen);
-		host = ret ? NULL : gpa_ptr(mem, c.gpa, mi.chunk_size);
-		if (!ret && !host)
-			ret = -EFAULT;
-		src = ret ? NULL : c.pages;
-		for (uint32_t pg = 0; !ret && pg < nr; pg++) {
-			if (!(c.bitmap[pg / 8] >> (pg % 8) & 1))
-				continue;
-			guest_mem_mark(mem, c.gpa + (uint64_t)pg * PAGE, PAGE);
-			memcpy(host + (size_t)pg * PAGE, src, PAGE);
-			src += PAGE;
-		}
-	}
-	snap_chunk_reader_free(cr);
-	if (ret && !err[0])
-		snprintf(err, errlen, "cannot load the diff's pages: %s", strerror(-ret));
-	return ret;
-}
 
 /* The file's bytes copied in. */
 static int diff_copy(int uffd, int base_fd, uint8_t *host, size_t len, uint64_t off)

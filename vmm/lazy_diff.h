@@ -5,30 +5,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
-struct guest_mem;
-struct snap_reader;
 struct vm;
 
-/* A diff's chunk with fewer pages than this is not lazy: see lazy_diff_load_sparse(). */
+/*
+ * A diff's chunk with fewer pages than this (of chunk_pages) is not lazy:
+ * its pages are written over the memory file's mapping before the guest
+ * runs, as an eager restore would (snap_reader_load_memory_below()). These
+ * are the kernel's scattered writes, what a resumed guest touches first;
+ * mapping the file back around their few pages while the guest runs costs
+ * more than writing them (nested: 20-50 ms a chunk against 1-10).
+ */
 #define LAZY_DIFF_DENSE(chunk_pages) ((chunk_pages) / 4 * 3)
-
-/*
- * Writes the pages of a diff's sparse chunks (stored, fewer than
- * LAZY_DIFF_DENSE pages) into guest memory mem, mapped from the memory file,
- * and marks them as written, before the guest runs, as an eager restore
- * would. These are the kernel's scattered writes, what a resumed guest
- * touches first; mapping the file back around their few pages while the
- * guest runs costs more than writing them (nested: 20-50 ms a chunk
- * against 1-10). 0 or -errno with err.
- */
-int lazy_diff_load_sparse(const struct guest_mem *mem, struct snap_reader *r, char *err,
-                          size_t errlen) __attribute__((warn_unused_result));
-
-/*
- * A lazy restore of a diff over a memory file (lazy_mem.h): the diff's
- * chunks are anonymous memory registered with the userfaultfd until they
- * are filled. These place what the diff does not hold, and undo the rest.
- */
 
 /*
  * Places [off, off + len) of the memory file base_fd at host, in a chunk

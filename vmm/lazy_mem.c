@@ -455,7 +455,10 @@ int lazy_mem_start(struct vm *vm, struct snap_reader *r, int base_fd, bool backg
 	if (ret < 0)
 		goto fail;
 	err[0] = 0;
-	ret = base_fd >= 0 ? lazy_diff_load_sparse(&vm->mem, r, err, errlen) : 0;
+	ret = base_fd >= 0 ? snap_reader_load_memory_below(r, &vm->mem, 2,
+	                                                   LAZY_DIFF_DENSE(mi.chunk_size / PAGE),
+	                                                   err, errlen)
+	                   : 0;
 	if (!ret)
 		ret = register_chunks(l, err, errlen);
 	if (ret)

@@ -229,6 +229,11 @@ uint32_t snap_reader_memory_pages(const struct snap_reader *r, uint32_t index);
 int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, int threads,
                             char *err, size_t errlen) __attribute__((warn_unused_result));
 
+/* The same for the chunks that hold fewer than below pages only. */
+int snap_reader_load_memory_below(struct snap_reader *r, const struct guest_mem *mem, int threads,
+                                  uint32_t below, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
+
 /*
  * The building block of a lazy restore: chunk `index` (< nr_chunks),
  * verified and decompressed into buf (len == chunk_size), zero pages as

@@ -207,6 +207,7 @@ static int chunk_read(struct snap_reader *r, uint32_t k, LZ4F_dctx *dctx, void *
 struct mem_reader {
 	struct snap_reader *r;
 	const struct guest_mem *mem;
+	uint32_t below; /* only chunks of fewer pages than this */
 	atomic_uint next;
 	atomic_int err;
 	pthread_mutex_t lock; /* for msg */
@@ -262,6 +263,10 @@ static void *mem_read_worker(void *arg)
 
 		if (k >= r->nr_mem)
 			break;
+		if ((r->ents[r->mem_secs[k]].raw - snap_bitmap_bytes(r->ram.chunk_size)) /
+		            SNAP_PAGE >=
+		    mr->below)
+			continue;
 		ret = chunk_read(r, k, dctx, src, content, &present, msg, sizeof(msg));
 		if (!ret &&
 		    chunk_scatter(mr->mem, snap_chunk_gpa(&r->ram, r->ents[r->mem_secs[k]].id),
@@ -312,8 +317,15 @@ int snap_reader_memory_fits(const struct snap_reader *r, const struct guest_mem 
 int snap_reader_load_memory(struct snap_reader *r, const struct guest_mem *mem, int threads,
                             char *err, size_t errlen)
 {
+	return snap_reader_load_memory_below(r, mem, threads, UINT32_MAX, err, errlen);
+}
+
+int snap_reader_load_memory_below(struct snap_reader *r, const struct guest_mem *mem, int threads,
+                                  uint32_t below, char *err, size_t errlen)
+{
 	struct mem_reader mr = {.r = r,
 	                        .mem = mem,
+	                        .below = below,
 	                        .lock = PTHREAD_MUTEX_INITIALIZER,
 	                        .msg = err,
 	                        .msglen = errlen};
