@@ -42,6 +42,12 @@ sd_restore() {
 	sd_up || why="the guest restored from $1 did not answer"
 }
 SD_SUM='md5sum /dev/shm/d* | md5sum | cut -c1-32'
+# sd_end: the guest powered off (unless a check failed), its VMM gone either way.
+sd_end() {
+	[ -n "$why" ] || sd_exec "poweroff -f"
+	kill -9 $pid 2>/dev/null
+	wait $pid 2>/dev/null
+}
 # sd_base N MIB: a booted guest fills /dev/shm/d0.. with N files of MIB MiB of random
 # bytes (their sum in $T/sd.out), is saved whole as base.snap, and base.mem made of it.
 sd_base() {
@@ -86,9 +92,7 @@ t_snapshot_diff_chain() {
 	[ -n "$why" ] || sd_restore diff2
 	[ -n "$why" ] || { sd_exec "$SD_SUM" && [ "$(cat "$T/sd.out")" = "$sum2" ]; } ||
 		why="${why:-restored from the second diff, the data changed: $sum2 at the save, $(cat "$T/sd.out") after}"
-	[ -n "$why" ] || sd_exec "poweroff -f"
-	kill -9 $pid 2>/dev/null
-	wait $pid 2>/dev/null
+	sd_end
 	tr -d '\r' <"$T/sd.con" >"$T/console" 2>/dev/null
 	b=$(stat -c %s "$T/base.snap" 2>/dev/null || echo 0)
 	d1=$(stat -c %s "$T/diff1.snap" 2>/dev/null || echo 0)
@@ -142,9 +146,7 @@ t_snapshot_diff_pause_before_lazy_load_ends() {
 	[ -n "$why" ] || sd_restore diff2
 	[ -n "$why" ] || { sd_exec "$SD_SUM" && [ "$(cat "$T/sd.out")" = "$sum1" ]; } ||
 		why="${why:-restored from the diff paused early, the data changed: $sum1 at the save, $(cat "$T/sd.out") after}"
-	[ -n "$why" ] || sd_exec "poweroff -f"
-	kill -9 $pid 2>/dev/null
-	wait $pid 2>/dev/null
+	sd_end
 	d2=$(stat -c %s "$T/diff2.snap" 2>/dev/null || echo 0)
 	# The rewritten 16 MiB is random: a diff that lost the placed pages would be far smaller.
 	[ -n "$why" ] || [ "$d2" -ge $((16 * 1048576)) ] || why="the second diff holds $d2 bytes"

@@ -180,6 +180,13 @@ int snap_reader_memory_info(const struct snap_reader *r, struct snap_mem_info *i
 	return 0;
 }
 
+/* The pages chunk section k of mem_secs holds, as its size says (checked at open: at least one). */
+static uint32_t sec_pages(const struct snap_reader *r, uint32_t k)
+{
+	return (uint32_t)((r->ents[r->mem_secs[k]].raw - snap_bitmap_bytes(r->ram.chunk_size)) /
+	                  SNAP_PAGE);
+}
+
 /* Reads and verifies chunk section k of mem_secs into content; 0, -EIO, -ENOMEM. */
 static int chunk_read(struct snap_reader *r, uint32_t k, LZ4F_dctx *dctx, void *src,
                       uint8_t *content, unsigned *present, char *err, size_t errlen)
@@ -263,9 +270,7 @@ static void *mem_read_worker(void *arg)
 
 		if (k >= r->nr_mem)
 			break;
-		if ((r->ents[r->mem_secs[k]].raw - snap_bitmap_bytes(r->ram.chunk_size)) /
-		            SNAP_PAGE >=
-		    mr->below)
+		if (sec_pages(r, k) >= mr->below)
 			continue;
 		ret = chunk_read(r, k, dctx, src, content, &present, msg, sizeof(msg));
 		if (!ret &&
@@ -365,11 +370,9 @@ int snap_reader_memory_stored(const struct snap_reader *r, uint32_t index)
 uint32_t snap_reader_memory_pages(const struct snap_reader *r, uint32_t index)
 {
 	uint32_t k = r->has_ram && index < r->ram.nr_chunks ? chunk_find(r, index) : r->nr_mem;
-	uint64_t raw = k < r->nr_mem ? r->ents[r->mem_secs[k]].raw : 0;
-	size_t bm = snap_bitmap_bytes(r->ram.chunk_size);
 
 	/* The reader checks at the chunk's read that the bitmap agrees. */
-	return raw > bm ? (uint32_t)((raw - bm) / SNAP_PAGE) : 0;
+	return k < r->nr_mem ? sec_pages(r, k) : 0;
 }
 
 int snap_reader_memory_chunk(struct snap_reader *r, uint32_t index, void *buf, size_t len,
