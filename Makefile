@@ -12,6 +12,9 @@ SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c vmm/snap/*.c))
 # Snapshots (vmm/snap/) compress with liblz4's frame API, check with xxHash, seal with libcrypto.
 VMM_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
+# The release VMM links those libraries' archives in (libc stays shared: libslirp is dlopened).
+# Every sandbox start execs it: nested, four fewer shared objects to map and bind save ~10 ms.
+VMM_REL_LIBS := -Wl,-Bstatic -llz4 -lxxhash -lseccomp -lcrypto -Wl,-Bdynamic -lpthread -ldl
 VMM_MAIN_SRCS := $(filter-out vmm/evloop.c,$(VMM_SRCS))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_MAIN_SRCS))
 AGENT_SRCS := $(filter-out guest-agent/proto.c,$(sort $(wildcard guest-agent/*.c)))
@@ -173,7 +176,7 @@ endef
 HARDEN := $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now
 
 $(VMM): $(call obj,rel,$(VMM_MAIN_SRCS)) $(call lib,evloop,rel) $(call lib,img,rel)
-	$(call link,$(HARDEN),$(VMM_LIBS))
+	$(call link,$(HARDEN),$(VMM_REL_LIBS))
 
 $(VMM_SAN): $(call obj,san,$(VMM_MAIN_SRCS)) $(call lib,evloop,san) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),$(VMM_LIBS))
@@ -204,8 +207,12 @@ $(SESSION_TEST): $(call obj,san,tests/agent/session_test.c tests/agent/session_f
 $(DIALHOST): $(call obj,san,tests/agent/dialhost.c) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
+# Static: it is exec'd before every VMM, and nested, a static exec saves ~25 ms of mapping
+# and binding shared objects. --no-warnings: libnl's address helpers, never called here,
+# name NSS functions, which a static glibc warns of.
+JAIL_LDFLAGS := $(REL_CFLAGS) -static-pie -Wl,-z,relro,-z,now,--no-warnings
 $(JAIL): $(call obj,rel,$(JAIL_SRCS))
-	$(call link,$(HARDEN),-lnl-route-3 -lnl-3 -lcap-ng)
+	$(call link,$(JAIL_LDFLAGS),-lnl-route-3 -lnl-3 -lcap-ng -lpthread)
 $(call obj,rel,$(JAIL_SRCS)): CFLAGS_EXTRA := $(NL_CFLAGS)
 
 $(AGENTCTL): $(call obj,rel,api/agentctl/husk-agentctl.c) $(call lib,agent,rel) $(call lib,vmmctl,rel) $(call lib,proto,rel)

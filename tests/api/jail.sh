@@ -17,7 +17,8 @@ created() { sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1; }
 # (a resolver for networked sandboxes; a documentation address: nothing is asked here)
 # (disk limits: the state folder is on tmpfs here, so huskd says it cannot apply them)
 # The nested host's disk is its memory: huskd's reserve stays small here.
-HUSKD_ARGS="--dns-upstream 203.0.113.53 --disk-rate 50Mi --min-free-disk 64Mi"
+# (debug: the VMM start's line says how each VMM joined its cgroup)
+HUSKD_ARGS="--dns-upstream 203.0.113.53 --disk-rate 50Mi --min-free-disk 64Mi --log-level debug"
 if ! start_huskd 1; then
 	echo "FAIL jail/huskd_start: huskd did not start; its log:"
 	tail -n 20 "$T/huskd.log"
@@ -84,6 +85,13 @@ if [ -n "$max" ] && [ "$max" != max ] && [ "$max" -ge $((256 << 20)) ] && [ "$ma
 	pass cgroup_holds_memory
 else
 	fail cgroup_holds_memory "$cg: memory.max '$max', current '$cur', pids.max '$(cat "$cg/pids.max" 2>&1)'"
+fi
+# It started there (clone3's CLONE_INTO_CGROUP), not moved in after: the kernel here has it,
+# and a move waits on the cgroup lock on every start.
+if grep -q "\[$a\] VMM start took .*(cloned into its cgroup)" "$T/huskd.log"; then
+	pass vmm_cloned_into_cgroup
+else
+	fail vmm_cloned_into_cgroup "huskd's line: $(grep "\[$a\] VMM start took" "$T/huskd.log")"
 fi
 echo "  (measured) a's VMM: memory.current $((cur >> 20)) MiB of memory.max $((max >> 20)) MiB"
 

@@ -336,11 +336,13 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 		                       sb->mem_file ? json_string(sb->mem_file) : json_null()));
 	sbx_meter_vmm_started(sb);
 	log_debug(sb->id,
-	          "VMM start took %.1f ms: keys %.1f, network %.1f, jail %.1f, spawn %.1f, "
+	          "VMM start took %.1f ms: keys %.1f, network %.1f, jail %.1f, spawn %.1f%s, "
 	          "record %.1f",
 	          (double)(uv_hrtime() - t[0]) / 1e6, (double)(t[1] - t[0]) / 1e6,
 	          (double)(t[2] - t[1]) / 1e6, (double)(t[3] - t[2]) / 1e6,
-	          (double)(t[4] - t[3]) / 1e6, (double)(uv_hrtime() - t[4]) / 1e6);
+	          (double)(t[4] - t[3]) / 1e6,
+	          vmm_proc_cloned_in_cgroup(sb->vmm) ? " (cloned into its cgroup)" : "",
+	          (double)(uv_hrtime() - t[4]) / 1e6);
 	return 0;
 }
 

@@ -83,6 +83,8 @@ int vmm_proc_adopt(uv_loop_t *loop, pid_t pid, uint64_t starttime, vmm_exit_fn o
 pid_t vmm_proc_pid(const struct vmm_proc *p);
 /* The kernel's start time of the process (clock ticks since boot), for adoption later. */
 uint64_t vmm_proc_starttime(const struct vmm_proc *p);
+/* It started in its cgroup (clone3), not moved there after: for the start's debug line. */
+bool vmm_proc_cloned_in_cgroup(const struct vmm_proc *p);
 
 /* Sends sig to the VMM (its whole session: the VMM has no helpers of its own today). */
 int vmm_proc_kill(struct vmm_proc *p, int sig);
