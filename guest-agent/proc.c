@@ -84,19 +84,18 @@ void proc_free_env(char **env)
 	free(env);
 }
 
-/* In the child, before exec: reports errno through err_fd and exits. */
-static void child_fail(int err_fd, int e) __attribute__((noreturn));
-static void child_fail(int err_fd, int e)
-{
-	if (write(err_fd, &e, sizeof(e)) < 0)
-		_exit(127);
-	_exit(127);
-}
-
+/*
+ * The child after vfork(): it shares the agent's memory until exec, so it
+ * writes nothing but its own stack and *err (why it could not run), and
+ * leaves by exec or _exit. vfork, not fork: no copy of the agent's page
+ * tables and no copy-on-write faults after it, which nested guests pay
+ * dearly for on every exec.
+ */
 static void child_setup(const struct spawn_opts *o, int in, int out, int err, const char *pts,
-                        int err_fd)
+                        volatile int *why) __attribute__((noreturn, noinline));
+static void child_setup(const struct spawn_opts *o, int in, int out, int err, const char *pts,
+                        volatile int *why)
 {
-	extern char **environ;
 	sigset_t none;
 
 	sigemptyset(&none);
@@ -107,21 +106,33 @@ static void child_setup(const struct spawn_opts *o, int in, int out, int err, co
 		int t = open(pts, O_RDWR);
 
 		if (t < 0)
-			child_fail(err_fd, errno);
+			goto fail;
 		ioctl(t, TIOCSCTTY, 0);
 		in = out = err = t;
 	}
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
-		child_fail(err_fd, errno);
+		goto fail;
 	/* Groups first: once the uid is not root, nothing else may change. */
 	if (o->as.set && (setgroups((size_t)o->as.ngroups, o->as.groups) < 0 ||
 	                  setgid(o->as.gid) < 0 || setuid(o->as.uid) < 0))
-		child_fail(err_fd, errno);
+		goto fail;
 	if (o->cwd && chdir(o->cwd) < 0)
-		child_fail(err_fd, errno);
-	environ = (char **)o->envp;
-	execvp(o->argv[0], o->argv);
-	child_fail(err_fd, errno);
+		goto fail;
+	execvpe(o->argv[0], o->argv, (char **)o->envp);
+fail:
+	*why = errno ? errno : ENOEXEC;
+	_exit(127);
+}
+
+/* Its own frame, so that no variable of the caller lives across vfork(). */
+static pid_t __attribute__((noinline)) spawn_child(const struct spawn_opts *o, int in, int out,
+                                                   int err, const char *pts, volatile int *why)
+{
+	pid_t pid = vfork();
+
+	if (pid == 0)
+		child_setup(o, in, out, err, pts, why);
+	return pid;
 }
 
 static int pipe_nb(int p[2])
@@ -136,19 +147,17 @@ static void set_nonblock(int fd)
 
 int proc_spawn(struct agent *a, const struct spawn_opts *o, struct child **out)
 {
-	int in[2] = {-1, -1}, op[2] = {-1, -1}, ep[2] = {-1, -1}, errp[2] = {-1, -1};
-	int master = -1, ret, e = 0;
+	int in[2] = {-1, -1}, op[2] = {-1, -1}, ep[2] = {-1, -1};
+	int master = -1, ret;
+	volatile int why = 0;
 	char pts[64] = "";
 	struct child *ch;
 	pid_t pid;
-	ssize_t n;
 
 	ch = calloc(1, sizeof(*ch));
 	if (!ch)
 		return -ENOMEM;
 	ch->out_fd = ch->err_fd = ch->in_fd = -1;
-	if ((ret = pipe_nb(errp)))
-		goto fail;
 	if (o->pty) {
 		struct winsize ws = {.ws_row = o->rows ? o->rows : 24,
 		                     .ws_col = o->cols ? o->cols : 80};
@@ -174,35 +183,22 @@ int proc_spawn(struct agent *a, const struct spawn_opts *o, struct child **out)
 			}
 		}
 	}
-	pid = fork();
+	pid = spawn_child(o, in[0], op[1], ep[1], o->pty ? pts : NULL, &why);
 	if (pid < 0) {
 		ret = -errno;
 		goto fail;
 	}
-	if (pid == 0) {
-		close(errp[0]);
-		child_setup(o, in[0], op[1], ep[1], o->pty ? pts : NULL, errp[1]);
+	if (why) {
+		/* It never ran: reap it here and report why. */
+		waitpid(pid, NULL, 0);
+		ret = -why;
+		goto fail;
 	}
-	close(errp[1]);
-	errp[1] = -1;
-	/* exec succeeded when the close-on-exec pipe closes without a word. */
-	do
-		n = read(errp[0], &e, sizeof(e));
-	while (n < 0 && errno == EINTR);
-	close(errp[0]);
-	errp[0] = -1;
 	ch->a = a;
 	ch->pid = pid;
 	ch->started_ms = now_ms();
 	ch->next = a->children;
 	a->children = ch;
-	if (n == sizeof(e)) {
-		/* It never ran: reap it here and report why. */
-		waitpid(pid, NULL, 0);
-		a->children = ch->next;
-		ret = -e;
-		goto fail;
-	}
 	if (o->pty) {
 		ch->pty = true;
 		ch->out_fd = master;
@@ -227,9 +223,8 @@ int proc_spawn(struct agent *a, const struct spawn_opts *o, struct child **out)
 	*out = ch;
 	return 0;
 fail:
-	for (int *fd = (int[]){in[0], in[1], op[0], op[1], ep[0], ep[1], errp[0], errp[1], master,
-	                       -2};
-	     *fd != -2; fd++)
+	for (int *fd = (int[]){in[0], in[1], op[0], op[1], ep[0], ep[1], master, -2}; *fd != -2;
+	     fd++)
 		if (*fd >= 0)
 			close(*fd);
 	free(ch);

@@ -31,6 +31,7 @@ awk -v host="$(cat "$T/host")" -v guest="$(cat "$T/guest")" 'BEGIN {
 	printf "\n%-22s %14s %14s %10s\n", "", "guest (vsock)", "host (unix)", "ratio"
 	printf "%-22s %14.3f %14.3f %10.2f\n", "exec true p50 ms", G["exec_p50_ms"], H["exec_p50_ms"], G["exec_p50_ms"] / H["exec_p50_ms"]
 	printf "%-22s %14.3f %14.3f %10.2f\n", "exec true p99 ms", G["exec_p99_ms"], H["exec_p99_ms"], G["exec_p99_ms"] / H["exec_p99_ms"]
+	printf "%-22s %14.3f %14.3f %10.2f\n", "info p50 ms (no proc)", G["info_p50_ms"], H["info_p50_ms"], G["info_p50_ms"] / H["info_p50_ms"]
 	printf "%-22s %14.1f %14.1f %10.2f\n", "host->guest MB/s", G["h2g_mbs"], H["h2g_mbs"], G["h2g_mbs"] / H["h2g_mbs"]
 	printf "%-22s %14.1f %14.1f %10.2f\n", "guest->host MB/s", G["g2h_mbs"], H["g2h_mbs"], G["g2h_mbs"] / H["g2h_mbs"]
 	print "(ratio: guest / host; for latency lower is better, for throughput higher)"
