@@ -173,7 +173,7 @@ define link
 	@$(if $(Q),echo "  LD      $@")
 	$(Q)$(CC) $(1) -o $@ $(filter %.o,$^) $(filter %.a,$^) $(2)
 endef
-HARDEN := $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now
+HARDEN := $(REL_CFLAGS) -pie -Wl,-z,relro,-z,now,-z,pack-relative-relocs
 
 $(VMM): $(call obj,rel,$(VMM_MAIN_SRCS)) $(call lib,evloop,rel) $(call lib,img,rel)
 	$(call link,$(HARDEN),$(VMM_REL_LIBS))

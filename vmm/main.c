@@ -446,11 +446,11 @@ int main(int argc, char **argv)
 	}
 	status = VM_EXIT_USAGE;
 	/*
-	 * Before any thread confines itself or opens a disk. The cipher is
-	 * fetched now only for a VMM given keys; one handed a key later over the
-	 * control socket fetches it then.
+	 * Only a VMM given keys starts OpenSSL now, before any thread confines
+	 * itself or opens a disk; one handed a key later over the control socket
+	 * starts it then (snap_seal_init). A VMM with none never pays for it.
 	 */
-	if (snap_seal_noconfig())
+	if (o.key_fd >= 0 && snap_seal_noconfig())
 		log_warn(
 			"OpenSSL cannot start: sealed snapshots and encrypted disks will not open");
 	else if (o.key_fd >= 0 && snap_seal_init())
