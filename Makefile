@@ -11,10 +11,10 @@ SAN_CFLAGS := -O1 -fsanitize=address,undefined -fno-sanitize-recover=all -fno-om
 
 VMM_SRCS := $(sort $(wildcard vmm/*.c vmm/x86/*.c vmm/devices/*.c vmm/virtio/*.c vmm/snap/*.c))
 # Snapshots (vmm/snap/) compress with liblz4's frame API, check with xxHash, seal with libcrypto.
-VMM_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
+VMM_LIBS := -lpthread -llz4 -lxxhash -lcrypto
 # The release VMM links those libraries' archives in (libc stays shared: libslirp is dlopened).
 # Every sandbox start execs it: nested, four fewer shared objects to map and bind save ~10 ms.
-VMM_REL_LIBS := -Wl,-Bstatic -llz4 -lxxhash -lseccomp -lcrypto -Wl,-Bdynamic -lpthread -ldl
+VMM_REL_LIBS := -Wl,-Bstatic -llz4 -lxxhash -lcrypto -Wl,-Bdynamic -lpthread -ldl
 VMM_MAIN_SRCS := $(filter-out vmm/evloop.c,$(VMM_SRCS))
 VMM_LIB_SRCS := $(filter-out vmm/main.c,$(VMM_MAIN_SRCS))
 AGENT_SRCS := $(filter-out guest-agent/proto.c,$(sort $(wildcard guest-agent/*.c)))
@@ -138,6 +138,18 @@ $(DSDT_H): vmm/x86/dsdt.asl vmm/x86/layout.h
 	$(Q)iasl -vs -p $(BUILD)/gen/dsdt -tc $< >$(BUILD)/gen/iasl.log || { cat $(BUILD)/gen/iasl.log; exit 1; }
 	$(Q)sed 's/^unsigned char dsdt_aml_code\[\]/static const unsigned char dsdt_aml[]/' $(BUILD)/gen/dsdt.hex >$@
 $(call obj,rel,vmm/x86/acpi.c) $(call obj,san,vmm/x86/acpi.c): $(DSDT_H)
+
+# Each VMM thread role's seccomp program, made by libseccomp at build time (vmm/confine/).
+CONFINE_GEN := $(BUILD)/gen/confine-gen
+CONFINE_BPF := $(BUILD)/gen/confine_bpf.h
+$(CONFINE_GEN): vmm/confine/confine_gen.c vmm/confine/confine_rules.c vmm/confine/confine_rules.h vmm/confine.h
+	@mkdir -p $(dir $@)
+	@$(if $(Q),echo "  CC      $@")
+	$(Q)$(CC) -std=gnu11 -O1 -D_GNU_SOURCE $(WARN) -Ivmm -Ivmm/confine -o $@ $(filter %.c,$^) -lseccomp
+$(CONFINE_BPF): $(CONFINE_GEN)
+	@$(if $(Q),echo "  GEN     $@")
+	$(Q)$(CONFINE_GEN) >$@.tmp && mv $@.tmp $@
+$(call obj,rel,vmm/confine.c) $(call obj,san,vmm/confine.c): $(CONFINE_BPF)
 
 $(BUILD)/obj/rel/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -395,14 +407,14 @@ $(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lxxhash -lpthread -lseccomp -lc
 $(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c api/agent/agent_call.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
 $(BUILD)/fuzz/fuzz_net: tests/fuzz/fuzz_net.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
-$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
+$(BUILD)/fuzz/fuzz_net: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lcrypto
 # The whole VMM but main, as the device tests link it; clang also names a GNU extension gcc takes.
 $(BUILD)/fuzz/fuzz_net: FUZZ_EXTRA := -Itests/unit -Wno-gnu-variable-sized-type-not-at-end
 # The guest-facing devices, driven as a guest does; their state restored from corrupted snapshots.
 FUZZ_DEV_SRCS := tests/fuzz/fuzz_dev.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
 $(BUILD)/fuzz/fuzz_devices: tests/fuzz/fuzz_devices.c $(FUZZ_DEV_SRCS)
 $(BUILD)/fuzz/fuzz_devstate: tests/fuzz/fuzz_devstate.c $(FUZZ_DEV_SRCS)
-$(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lseccomp -lcrypto
+$(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_LIBS := -lpthread -llz4 -lxxhash -lcrypto
 $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: FUZZ_EXTRA := -Itests/unit -Itests/fuzz -Wno-gnu-variable-sized-type-not-at-end
 $(BUILD)/fuzz/fuzz_dns: tests/fuzz/fuzz_dns.c api/huskd/net/dns_msg.c
 $(BUILD)/fuzz/fuzz_dns: FUZZ_LIBS := -lresolv
@@ -421,6 +433,7 @@ $(FUZZ_TARGETS):
 	$(Q)clang $(FUZZ_CFLAGS) $(FUZZ_EXTRA) -o $@ $(filter %.c,$^) -ljansson $(FUZZ_LIBS)
 
 $(BUILD)/fuzz/fuzz_net $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: $(DSDT_H)
+$(BUILD)/fuzz/fuzz_snapfile $(BUILD)/fuzz/fuzz_net $(BUILD)/fuzz/fuzz_devices $(BUILD)/fuzz/fuzz_devstate: $(CONFINE_BPF)
 
 fuzz-build: $(FUZZ_TARGETS)
 

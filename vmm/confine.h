@@ -3,7 +3,8 @@
 #define HUSK_CONFINE_H
 
 /*
- * Seccomp allowlists per thread role (confine.c holds them as one table).
+ * Seccomp allowlists per thread role (confine/confine_rules.c holds them as
+ * one table; the build makes each role's program, confine.c loads it).
  * A thread enters its role once, before it does its work: the filter is
  * the thread's own (threads it creates later inherit it on top of theirs);
  * a syscall outside the list kills the whole VMM.

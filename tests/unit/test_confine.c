@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * The VMM's seccomp roles (vmm/confine.c), loaded for real in a child
- * process: what a role allows runs, a syscall outside it kills the process
- * with SIGSYS, the whole process and not just the thread.
+ * The VMM's seccomp roles (vmm/confine/confine_rules.c, as confine.c loads them), loaded for real
+ * in a child process: what a role allows runs, a syscall outside it kills the process with SIGSYS,
+ * the whole process and not just the thread.
  */
 #include <errno.h>
 #include <fcntl.h>

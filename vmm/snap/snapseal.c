@@ -36,7 +36,7 @@ int snap_seal_init(void)
 	 * The first fetch builds OpenSSL's table of every cipher: 1.6 ms natively,
 	 * 50 ms nested, and 1.3 MiB of its code resident. A VMM that holds no key
 	 * never pays it. Without a config file it only allocates, locks and draws
-	 * random bytes, which every thread's seccomp role allows (confine.c), so
+	 * random bytes, which every thread's seccomp role allows (confine_rules.c), so
 	 * the control thread may do it when huskd hands a key.
 	 */
 	if (gcm)
