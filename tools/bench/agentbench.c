@@ -66,23 +66,26 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
-	qsort(lat, (size_t)runs, sizeof(*lat), bench_cmp);
-	exec_p50 = lat[runs / 2];
-	exec_p99 = lat[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1];
+	bench_sort(lat, runs);
+	exec_p50 = bench_pct(lat, runs, 50);
+	exec_p99 = bench_pct(lat, runs, 99);
 	/* The same round trips with no process: what the transport alone costs. */
 	for (int i = 0; i < runs; i++) {
 		json_t *req = json_pack("{s:s}", "op", "info"), *res = NULL;
 		double t0 = bench_now_ms();
+		int failed = !req || agent_call(c, req, &res);
 
-		if (agent_call(c, req, &res)) {
-			fprintf(stderr, "agentbench: info failed\n");
-			return 1;
-		}
 		lat[i] = bench_now_ms() - t0;
 		json_decref(req);
 		json_decref(res);
+		if (failed) {
+			fprintf(stderr, "agentbench: info failed\n");
+			free(lat);
+			agent_client_close(c);
+			return 1;
+		}
 	}
-	qsort(lat, (size_t)runs, sizeof(*lat), bench_cmp);
+	bench_sort(lat, runs);
 
 	/* host -> guest: MIB MiB into the process's stdin, which throws it away */
 	fd = mkstemp(tmp);
@@ -102,7 +105,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	printf("exec_p50_ms=%.3f exec_p99_ms=%.3f info_p50_ms=%.3f h2g_mbs=%.1f g2h_mbs=%.1f\n",
-	       exec_p50, exec_p99, lat[runs / 2], mib * 1.048576 / (h2g / 1e3),
+	       exec_p50, exec_p99, bench_pct(lat, runs, 50), mib * 1.048576 / (h2g / 1e3),
 	       mib * 1.048576 / (g2h / 1e3));
 	free(lat);
 	agent_client_close(c);

@@ -105,9 +105,9 @@ static double timed_direct(struct agent_client *c)
 
 static void print_pcts(const char *name, double *ms, int runs)
 {
-	qsort(ms, (size_t)runs, sizeof(*ms), bench_cmp);
-	printf("%s_p50_ms=%.2f %s_p99_ms=%.2f", name, ms[runs / 2], name,
-	       ms[(runs * 99) / 100 < runs ? (runs * 99) / 100 : runs - 1]);
+	bench_sort(ms, runs);
+	printf("%s_p50_ms=%.2f %s_p99_ms=%.2f", name, bench_pct(ms, runs, 50), name,
+	       bench_pct(ms, runs, 99));
 }
 
 int main(int argc, char **argv)

@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench.h"
+
 static double now(void)
 {
 	struct timespec ts;
@@ -42,13 +44,6 @@ static int dial(const char *addr, int port)
 		return -1;
 	}
 	return fd;
-}
-
-static int cmp(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
@@ -77,7 +72,7 @@ int main(int argc, char **argv)
 		ms[i] = (now() - t0) * 1000;
 		close(fd);
 	}
-	qsort(ms, (size_t)n, sizeof(*ms), cmp);
+	bench_sort(ms, n);
 	/* Each phase named as it starts: a run that hangs shows where on the console. */
 	fprintf(stderr, "netbench: %d connects done; sending %lld MiB\n", n, mib);
 	/* Sent: timed until the server, having read everything, closes. */
@@ -112,8 +107,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "netbench: received %lld bytes, want %lld\n", left, mib << 20);
 		return 1;
 	}
-	printf("connect_p50_ms=%.3f connect_p99_ms=%.3f tx_mbs=%.1f rx_mbs=%.1f\n", ms[n / 2],
-	       ms[(n * 99) / 100 < n ? (n * 99) / 100 : n - 1], (double)(mib << 20) / tx / 1e6,
+	printf("connect_p50_ms=%.3f connect_p99_ms=%.3f tx_mbs=%.1f rx_mbs=%.1f\n",
+	       bench_pct(ms, n, 50), bench_pct(ms, n, 99), (double)(mib << 20) / tx / 1e6,
 	       (double)(mib << 20) / rx / 1e6);
 	return 0;
 }
