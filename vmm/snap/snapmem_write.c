@@ -66,12 +66,16 @@ static size_t chunk_gather(const uint8_t *host, uint32_t chunk_size, uint8_t *ou
 }
 
 /*
- * Gathers the pages of chunk idx that differ from the base's; returns the
- * content size. A page the guest never wrote is the base's page itself (its
- * mapping's), so the comparison reads one copy, through two mappings; and
- * where writes are tracked, a page nobody wrote is not read at all. With
- * dirty_verify every page is compared, and one that differs though nobody
- * is known to have written it is counted in *missed (and stored).
+ * Gathers the pages of chunk idx that may differ from the base's; returns
+ * the content size. Where writes are tracked, a page nobody wrote is not
+ * read at all and a written one is stored as it is: comparing it with the
+ * base's first read as many bytes again for the few pages written back
+ * unchanged (12 of 16,400 after 64 MiB of random bytes; the diff's write
+ * 736 ms nested without the comparison, 868 with, medians of 8). Untracked,
+ * a page is stored when it differs from the base's (the base's page itself,
+ * through its mapping, when the guest never wrote it). With dirty_verify
+ * every page is compared, and one that differs though nobody is known to
+ * have written it is counted in *missed (and stored).
  */
 static size_t chunk_gather_diff(const struct guest_mem *mem, const uint8_t *host,
                                 const struct snap_base_view *base, uint64_t off,
@@ -83,12 +87,14 @@ static size_t chunk_gather_diff(const struct guest_mem *mem, const uint8_t *host
 	for (uint32_t pg = 0; pg < chunk_size / SNAP_PAGE; pg++) {
 		uint64_t pos = off + (uint64_t)pg * SNAP_PAGE;
 		bool dirty = guest_mem_page_dirty(mem, pos);
+		bool written_as_is = dirty && guest_mem_tracked(mem) && !mem->dirty_verify;
 		const uint8_t *p = host + (size_t)pg * SNAP_PAGE, *b;
 
 		if (!dirty && !mem->dirty_verify)
 			continue;
 		b = snap_base_page(base, pos);
-		if (b ? !memcmp(p, b, SNAP_PAGE) : page_is_zero(p))
+		/* A hole in the base is zero: a zero page over one is never stored. */
+		if (b ? !written_as_is && !memcmp(p, b, SNAP_PAGE) : page_is_zero(p))
 			continue;
 		if (!dirty && atomic_fetch_add(missed, 1) == 0)
 			log_err("snapshot: the page at RAM offset %#llx differs from the memory "
