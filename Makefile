@@ -403,7 +403,7 @@ $(BUILD)/fuzz/fuzz_img: FUZZ_LIBS := -lcrypto
 $(BUILD)/fuzz/fuzz_http: tests/fuzz/fuzz_http.c tests/unit/test_http_fake.c $(HTTP_CORE_SRCS)
 $(BUILD)/fuzz/fuzz_http: FUZZ_LIBS := -lhttp_parser
 $(BUILD)/fuzz/fuzz_snapfile: tests/fuzz/fuzz_snapfile.c $(wildcard vmm/snap/*.c) vmm/guest_mem.c vmm/confine.c vmm/log.c
-$(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lxxhash -lpthread -lseccomp -lcrypto
+$(BUILD)/fuzz/fuzz_snapfile: FUZZ_LIBS := -llz4 -lxxhash -lpthread -lcrypto
 $(BUILD)/fuzz/fuzz_session: tests/fuzz/fuzz_session.c api/agent/agent_session.c api/agent/agent_call.c guest-agent/proto.c
 $(BUILD)/fuzz/fuzz_session: FUZZ_LIBS := -luv
 $(BUILD)/fuzz/fuzz_net: tests/fuzz/fuzz_net.c tests/unit/virtio_tb.c $(VMM_LIB_SRCS) vmm/evloop.c $(IMG_SRCS)
