@@ -65,6 +65,12 @@ static size_t chunk_gather(const uint8_t *host, uint32_t chunk_size, uint8_t *ou
 	return at == bm ? 0 : at;
 }
 
+/* Whether a diff reads only the pages recorded as written (no need to map them all first). */
+static bool snap_tracked(const struct guest_mem *mem, const struct snap_base_view *base)
+{
+	return base && guest_mem_tracked(mem) && !mem->dirty_verify;
+}
+
 /*
  * Gathers the pages of chunk idx that may differ from the base's; returns
  * the content size. Where writes are tracked, a page nobody wrote is not
@@ -87,7 +93,7 @@ static size_t chunk_gather_diff(const struct guest_mem *mem, const uint8_t *host
 	for (uint32_t pg = 0; pg < chunk_size / SNAP_PAGE; pg++) {
 		uint64_t pos = off + (uint64_t)pg * SNAP_PAGE;
 		bool dirty = guest_mem_page_dirty(mem, pos);
-		bool written_as_is = dirty && guest_mem_tracked(mem) && !mem->dirty_verify;
+		bool written_as_is = dirty && snap_tracked(mem, base);
 		const uint8_t *p = host + (size_t)pg * SNAP_PAGE, *b;
 
 		if (!dirty && !mem->dirty_verify)
@@ -173,12 +179,6 @@ static int ram_section_put(struct snap_writer *w, const struct snap_ram *ram)
 	}
 	ret = snap_frame_compress(NULL, frame, sizeof(frame), buf, len, &stored, &csum);
 	return ret ? ret : snap_writer_put(w, SNAP_RAM, 0, NULL, frame, stored, len, csum);
-}
-
-/* Whether a diff reads only the pages recorded as written (no need to map them all first). */
-static bool snap_tracked(const struct guest_mem *mem, const struct snap_base_view *base)
-{
-	return base && guest_mem_tracked(mem) && !mem->dirty_verify;
 }
 
 static uint64_t dirty_pages(const struct guest_mem *mem)
