@@ -101,6 +101,8 @@ HUSK_CLI_SAN := $(BIN)/husk-san
 HTTP_ECHO := $(BUILD)/tests/http-echo
 HTTP_SMOKE := $(BUILD)/tests/http-smoke
 KERNEL := $(BUILD)/images/bzImage
+# The same kernel uncompressed (ELF): what huskd and the tests boot.
+VMLINUX := $(BUILD)/images/vmlinux
 INITRAMFS := $(BUILD)/images/initramfs.cpio
 
 .PHONY: all help deps build images runtimes run stop run-vm test unit bench bench-api bench-net bench-memfile bench-templates bench-runtimes bench-snapshot bench-vs-tree fuzz format check-format clean client
@@ -124,7 +126,7 @@ SUBMAKE = $(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shel
 
 build: $(VMM) $(VMM_SAN) $(AGENT) $(AGENT_SAN) $(AGENTCTL) $(JAIL) $(AGENTBENCH) $(APIBENCH) $(BOOTBENCH) $(UNIT) $(RAWFRAMES) $(FAKE_VMM) $(FAKE_CHECK) $(SESSION_TEST) $(DIALHOST) $(SBX_TEST) $(HUSK_IMG) $(HUSK_OCI) $(HUSK_IMPORT) $(IMGWRITE) \
 	$(HTTP_ECHO) $(HTTP_SMOKE) $(HUSKD) $(HUSKD_SAN) $(HUSK_CLI) $(HUSK_CLI_SAN)
-images: $(KERNEL) $(INITRAMFS) runtimes
+images: $(KERNEL) $(VMLINUX) $(INITRAMFS) runtimes
 
 # V=1 shows whole command lines.
 Q := $(if $(V),,@)
@@ -298,8 +300,8 @@ $(HTTP_SMOKE): $(call obj,san,tests/api/http_smoke.c tests/api/http_smoke_stream
 		tests/api/http_smoke_cli.c) $(call lib,httpc,san)
 	$(call link,$(SAN_CFLAGS),$(HTTP_LIBS))
 
-$(KERNEL): images/kernel/husk.config images/kernel/build.sh
-	images/kernel/build.sh $@
+$(KERNEL) $(VMLINUX) &: images/kernel/husk.config images/kernel/build.sh
+	images/kernel/build.sh $(KERNEL)
 
 $(INITRAMFS): $(AGENT) images/initramfs/build.sh
 	images/initramfs/build.sh $(AGENT) $@
@@ -326,7 +328,7 @@ stop:
 # One bare VM: the VMM boots the guest kernel and runs a command, no huskd.
 run-vm: deps
 	@$(SUBMAKE) all
-	tools/husk-kvm-run --timeout 600 -- $(VMM) --kernel $(KERNEL) --initrd $(INITRAMFS) \
+	tools/husk-kvm-run --timeout 600 -- $(VMM) --kernel $(VMLINUX) --initrd $(INITRAMFS) \
 		--mem 256M --vcpus 2 \
 		--cmdline 'quiet husk.cmd="uname -sr; echo cpus: $$(nproc); grep MemTotal /proc/meminfo"'
 

@@ -78,7 +78,7 @@ struct options {
 static void usage(FILE *f)
 {
 	fprintf(f,
-	        "usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore "
+	        "usage: husk-vmm (--kernel KERNEL [--initrd FILE] [--cmdline TEXT] | --restore "
 	        "FILE [--lazy|--eager])\n"
 	        "                [--mem SIZE] [--vcpus N] [--console stdio|PATH]\n"
 	        "                [--vsock PATH [--cid N]] [--disk SPEC]... [--net slirp[,...]]\n"
@@ -87,7 +87,8 @@ static void usage(FILE *f)
 	        "\n"
 	        "Boots a Linux guest in a KVM microVM.\n"
 	        "\n"
-	        "  --kernel BZIMAGE   x86-64 Linux bzImage (boot protocol 2.12 or newer)\n"
+	        "  --kernel KERNEL    x86-64 Linux: vmlinux (ELF, boots without decompressing)\n"
+	        "                     or bzImage (boot protocol 2.12 or newer)\n"
 	        "  --initrd FILE      initramfs or initrd image\n"
 	        "  --cmdline TEXT     kernel command line, appended to \"%s\"\n"
 	        "  --mem SIZE         guest RAM: a number with K, M or G (default MiB),\n"

@@ -6,6 +6,8 @@
 # clone on the same machine) skips the ~10 minute build.
 #
 # usage: build.sh OUT_BZIMAGE
+# Writes OUT_BZIMAGE and, beside it, vmlinux: the same kernel uncompressed and
+# stripped, which husk-vmm loads without running the bzImage decompressor.
 set -eu
 
 out=${1:?usage: build.sh OUT_BZIMAGE}
@@ -15,7 +17,7 @@ cache=${HUSK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/husk}/kernel
 tarball=/usr/src/linux-source-6.1.tar.xz
 
 # Bump when the way the kernel is built changes (not the config: that is hashed).
-recipe=1
+recipe=2
 
 if [ ! -f "$tarball" ]; then
 	echo "kernel: $tarball is missing; run 'make deps' (installs linux-source-6.1)" >&2
@@ -26,10 +28,18 @@ ccver=$(${CC:-gcc} -dumpfullversion)
 key=$( { cat "$frag"; echo "src=$srcver cc=$ccver recipe=$recipe"; } | sha256sum | cut -c1-16)
 dest=$cache/$key
 
-if [ -f "$dest/bzImage" ]; then
-	echo "kernel: using cached build $key ($dest/bzImage)"
+# Copies the cached kernel out; vmlinux first, so a bzImage newer than the
+# config means both are there (make's grouped target checks only one date).
+install_kernel() {
 	mkdir -p "$(dirname "$out")"
+	vml=$(dirname "$out")/vmlinux
+	cp "$dest/vmlinux" "$vml.tmp" && mv "$vml.tmp" "$vml"
 	cp "$dest/bzImage" "$out.tmp" && mv "$out.tmp" "$out"
+}
+
+if [ -f "$dest/bzImage" ] && [ -f "$dest/vmlinux" ]; then
+	echo "kernel: using cached build $key ($dest)"
+	install_kernel
 	exit 0
 fi
 
@@ -48,9 +58,9 @@ obj=$cache/obj
 mkdir -p "$obj"
 exec 9>"$cache/obj.lock"
 flock 9
-if [ -f "$dest/bzImage" ]; then
+if [ -f "$dest/bzImage" ] && [ -f "$dest/vmlinux" ]; then
 	echo "kernel: built meanwhile by another process"
-	cp "$dest/bzImage" "$out.tmp" && mv "$out.tmp" "$out"
+	install_kernel
 	exit 0
 fi
 log=$obj/build.log
@@ -94,9 +104,12 @@ if [ ! -f "$obj/arch/x86/boot/bzImage" ] || ! grep -q 'is ready' "$log"; then
 fi
 mkdir -p "$dest"
 cp "$obj/.config" "$dest/config"
+# Symbols and debug sections are of no use to the loader: strip them, keeping
+# the notes (the "Linux" note husk-vmm checks, Xen's PVH entry for QEMU).
+objcopy --strip-all "$obj/vmlinux" "$dest/vmlinux.tmp"
+mv "$dest/vmlinux.tmp" "$dest/vmlinux"
 cp "$obj/arch/x86/boot/bzImage" "$dest/bzImage.tmp"
 mv "$dest/bzImage.tmp" "$dest/bzImage"
 echo "kernel: built $key in $(( $(date +%s) - start ))s ($(stat -c %s "$dest/bzImage") bytes)"
-mkdir -p "$(dirname "$out")"
-cp "$dest/bzImage" "$out.tmp" && mv "$out.tmp" "$out"
+install_kernel
 exit $rc

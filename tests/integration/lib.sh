@@ -4,7 +4,9 @@
 
 top=$(cd "$(dirname "$0")/../.." && pwd)
 VMM=${HUSK_VMM:-$top/build/bin/husk-vmm-san}
-KERNEL=${HUSK_KERNEL:-$top/build/images/bzImage}
+KERNEL=${HUSK_KERNEL:-$top/build/images/vmlinux}
+# The same kernel compressed, for the tests of that boot path.
+BZIMAGE=${HUSK_BZIMAGE:-$top/build/images/bzImage}
 INITRD=${HUSK_INITRD:-$top/build/images/initramfs.cpio}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

@@ -26,6 +26,14 @@ t_boot_1cpu_128m() { boot_and_count boot_1cpu_128m 1 128M; }
 t_boot_2cpu_512m() { boot_and_count boot_2cpu_512m 2 512M; }
 t_boot_4cpu_256m() { boot_and_count boot_4cpu_256m 4 256M; }
 
+# The others boot the uncompressed vmlinux; the compressed form still boots.
+t_boot_bzimage() {
+	vmlinux=$KERNEL
+	KERNEL=$BZIMAGE
+	boot_and_count boot_bzimage 2 256M
+	KERNEL=$vmlinux
+}
+
 t_guest_poweroff() {
 	boot 1 128M "poweroff -f"
 	if [ "$status" != 0 ]; then

@@ -24,6 +24,22 @@ t_kernel_truncated() {
 	expect_error kernel_truncated "truncated" --kernel "$T/truncated"
 }
 
+t_bzimage_truncated() {
+	head -c 1000000 "$BZIMAGE" >"$T/truncated"
+	expect_error bzimage_truncated "truncated" --kernel "$T/truncated"
+}
+
+# An x86-64 executable that is not Linux (the agent: static, loaded at a
+# physical-looking 4 MiB like a kernel): its ELF notes give it away.
+t_kernel_elf_not_linux() {
+	expect_error kernel_elf_not_linux "an ELF file, but not a Linux kernel" \
+		--kernel "$top/build/bin/husk-agent"
+}
+
+t_kernel_elf_not_executable() {
+	expect_error kernel_elf_not_executable "not an executable ELF" --kernel "$VMM"
+}
+
 t_kernel_missing() {
 	expect_error kernel_missing "cannot open kernel '/nonexistent/bzImage'" \
 		--kernel /nonexistent/bzImage

@@ -57,6 +57,10 @@ UNIT_TEST(bzimage_accepts_valid_header)
 	CHECK(k.load_addr == 0x1000000);
 	CHECK(k.mem_needed == 0x1000000 + 0x800000);
 	CHECK(k.hdr_len == sizeof(struct setup_header));
+	/* One segment, entered at the 64-bit entry 0x200 into it. */
+	CHECK(k.nr_seg == 1 && k.entry == 0x1000000 + 0x200);
+	CHECK(k.seg[0].gpa == 0x1000000 && k.seg[0].offset == SETUP_SIZE);
+	CHECK(k.seg[0].filesz == PM_SIZE);
 	free(img);
 }
 

@@ -17,7 +17,7 @@ for i in $(seq 1 100); do [ -S "$T/agent.sock" ] && break; sleep 0.05; done
 echo "measuring the agent on a Unix socket..." >&2
 "$bin/agentbench" --unix "$T/agent.sock" "$runs" "$mib" >"$T/host"
 
-"$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$top/build/images/initramfs.cpio" \
+"$bin/husk-vmm" --kernel "$top/build/images/vmlinux" --initrd "$top/build/images/initramfs.cpio" \
 	--mem 512M --vcpus 2 --cmdline quiet --vsock "$T/vsock.sock" --console "$T/console" &
 vmm=$!
 for i in $(seq 1 600); do grep -q "ready, guest" "$T/console" 2>/dev/null && break; sleep 0.1; done

@@ -35,7 +35,7 @@ run() { # FORMAT (raw, qcow2 or sealed): one guest run on a new disk, its figure
 	fmt=$1
 	[ "$fmt" = sealed ] && fmt=qcow2
 	# shellcheck disable=SC2086 # keyfd is two words or none
-	"$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$T/initrd" --mem 256M \
+	"$bin/husk-vmm" --kernel "$top/build/images/vmlinux" --initrd "$T/initrd" --mem 256M \
 		--vcpus 1 --disk "$T/disk,format=$fmt" --console "$T/console" $keyfd \
 		--cmdline "quiet husk.cmd=\"diskbench /dev/vda $mib $ops\"" 3<"$T/keys"
 	grep '^seq_write_mbs=' "$T/console" | tr -d '\r' || {

@@ -40,7 +40,7 @@ until_agent() {
 rollup() { awk -v k="$2" '$1 == k ":" { print $2 }' "/proc/$1/smaps_rollup"; }
 
 # The template: booted, 64 MiB of data, saved.
-"$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$top/build/images/initramfs.cpio" \
+"$bin/husk-vmm" --kernel "$top/build/images/vmlinux" --initrd "$top/build/images/initramfs.cpio" \
 	--mem ${mem}M --vcpus 1 --cmdline quiet --vsock "$T/vsock0" --control "$T/ctl" \
 	--console "$T/console" 2>"$T/stderr" &
 p=$!

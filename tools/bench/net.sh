@@ -44,7 +44,7 @@ cmd="netbench 198.51.100.2 9000 $connects $mib"
 run() { # VMM: one guest run, its figures on stdout
 	rm -f "$T/console"
 	if [ "$1" = husk ]; then
-		timeout -s KILL "$limit" "$bin/husk-vmm" --kernel "$top/build/images/bzImage" --initrd "$T/initrd" --mem 256M \
+		timeout -s KILL "$limit" "$bin/husk-vmm" --kernel "$top/build/images/vmlinux" --initrd "$T/initrd" --mem 256M \
 			--vcpus 1 --net slirp --console "$T/console" --cmdline "quiet husk.cmd=\"$cmd\"" ||
 			echo "net bench: husk-vmm exited with status $?" >&2
 	else

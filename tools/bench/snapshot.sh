@@ -69,7 +69,7 @@ restore_one() {
 run() {
 	mem=$1 dirty=$2
 	rm -f "$T/snap" "$T/console" "$T/stderr" "$T/stderr2"
-	"$bin/husk-vmm" -v --kernel "$top/build/images/bzImage" --initrd "$top/build/images/initramfs.cpio" \
+	"$bin/husk-vmm" -v --kernel "$top/build/images/vmlinux" --initrd "$top/build/images/initramfs.cpio" \
 		--mem ${mem}M --vcpus 2 --cmdline quiet --vsock "$T/vsock" --control "$T/ctl" \
 		--console "$T/console" 2>"$T/stderr" &
 	vmm=$!

@@ -23,6 +23,8 @@ if [ "${1:-}" != --inside ]; then
 	mkdir -p "$stage/bin" "$stage/images/runtimes"
 	cp "$old/build/bin/huskd" "$old/build/bin/husk-vmm" "$stage/bin/"
 	cp "$old/build/images/bzImage" "$old/build/images/initramfs.cpio" "$stage/images/"
+	# A tree that builds the uncompressed kernel boots it (huskd prefers it).
+	[ ! -f "$old/build/images/vmlinux" ] || cp "$old/build/images/vmlinux" "$stage/images/"
 	cp "$old/build/images/runtimes/base-latest.qcow2" "$old/build/images/runtimes/base-latest.json" \
 		"$stage/images/runtimes/"
 	# Its catalog with base:latest alone: the other runtimes are not brought.

@@ -14,8 +14,7 @@
 #include "x86/acpi.h"
 #include "x86/cpu_state.h"
 #include "x86/layout.h"
-
-#define ENTRY_64_OFFSET 0x200
+#include "x86/vmlinux.h"
 
 static int open_regular(const char *path, const char *what, uint64_t *size)
 {
@@ -76,8 +75,22 @@ int boot_open(struct boot_files *b, const char *kernel, const char *initrd, uint
 		log_err("cannot read kernel '%s': %s", kernel, strerror(-ret));
 		goto err;
 	}
-	ret = bzimage_parse(head, head_len, b->kernel_file_size, &b->k);
-	if (ret) {
+	if (vmlinux_is_elf(head, head_len)) {
+		ret = vmlinux_parse(head, head_len < VMLINUX_HEAD_MAX ? head_len : VMLINUX_HEAD_MAX,
+		                    b->kernel_file_size, &b->k);
+		if (!ret)
+			ret = read_full(b->kernel_fd, head, b->k.note_len, b->k.note_off);
+		if (!ret)
+			ret = vmlinux_check_notes(head, b->k.note_len, &b->k);
+		if (ret) {
+			if (!b->k.error)
+				b->k.error = strerror(-ret);
+			log_err("kernel '%s' is not a bootable x86-64 Linux vmlinux: %s; "
+			        "give the vmlinux of a Linux build or its bzImage",
+			        kernel, b->k.error);
+			goto err;
+		}
+	} else if ((ret = bzimage_parse(head, head_len, b->kernel_file_size, &b->k))) {
 		log_err("kernel '%s' is not a bootable x86-64 Linux bzImage: %s", kernel,
 		        b->k.error);
 		goto err;
@@ -149,8 +162,13 @@ static void *loader_thread(void *arg)
 		b->load_result = -EPERM;
 		return NULL;
 	}
-	b->load_result = load_file(b->mem, b->kernel_fd, b->k.load_addr, b->k.kernel_size,
-	                           b->k.setup_size, "kernel");
+	/*
+	 * Memory past a segment's file part is left as it is: a booting VMM's
+	 * guest RAM is fresh (a reboot ends the process) and so already zero.
+	 */
+	for (unsigned i = 0; i < b->k.nr_seg && !b->load_result; i++)
+		b->load_result = load_file(b->mem, b->kernel_fd, b->k.seg[i].gpa,
+		                           b->k.seg[i].filesz, b->k.seg[i].offset, "kernel");
 	if (!b->load_result && b->initrd_fd >= 0)
 		b->load_result = load_file(b->mem, b->initrd_fd, b->initrd_addr, b->initrd_size, 0,
 		                           "initrd");
@@ -221,8 +239,7 @@ int boot_setup(struct boot_files *b, struct vm *vm, const char *cmdline)
 		return -EFAULT;
 	}
 	for (unsigned i = 0; i < vm->nr_vcpus; i++) {
-		ret = vcpu_setup_boot(&vm->vcpus[i], b->k.load_addr + ENTRY_64_OFFSET,
-		                      BOOT_PARAMS_ADDR);
+		ret = vcpu_setup_boot(&vm->vcpus[i], b->k.entry, BOOT_PARAMS_ADDR);
 		if (ret)
 			return ret;
 	}

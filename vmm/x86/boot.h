@@ -24,8 +24,8 @@ struct boot_files {
 };
 
 /*
- * Opens and checks the kernel (a 64-bit bzImage) and the optional initrd,
- * and that both fit in mem_size bytes of guest RAM. Prints one line naming
+ * Opens and checks the kernel (an ELF vmlinux or a 64-bit bzImage) and the
+ * optional initrd, and that both fit in mem_size bytes of guest RAM. Prints one line naming
  * the file and the problem on failure. Returns 0 or -errno.
  */
 int boot_open(struct boot_files *b, const char *kernel, const char *initrd, uint64_t mem_size)

@@ -17,6 +17,8 @@
 #define HDR_MAGIC 0x53726448 /* "HdrS" */
 #define BOOT_FLAG 0xaa55
 #define PAGE_SIZE 4096ULL
+/* The 64-bit entry sits 0x200 into the protected-mode part (boot.rst). */
+#define ENTRY_64_OFFSET 0x200
 
 #define REFUSE(why)             \
 	do {                    \
@@ -69,6 +71,12 @@ int bzimage_parse(const uint8_t *head, size_t head_len, uint64_t file_size, stru
 		REFUSE("corrupt header: the kernel would not fit below 3 GiB");
 	k->load_addr = h.pref_address;
 	k->mem_needed = h.pref_address + h.init_size;
+	k->entry = h.pref_address + ENTRY_64_OFFSET;
+	k->seg[0] = (struct kernel_seg){.gpa = h.pref_address,
+	                                .offset = k->setup_size,
+	                                .filesz = k->kernel_size,
+	                                .memsz = h.init_size};
+	k->nr_seg = 1;
 
 	k->hdr = h;
 	k->hdr_len = hdr_len;

@@ -13,14 +13,25 @@
 /* Oldest boot protocol we accept: 2.12 brought xloadflags (64-bit entry). */
 #define BZIMAGE_MIN_VERSION 0x020c
 
+/* A piece of the kernel file that goes to guest RAM; memory past filesz stays zero. */
+struct kernel_seg {
+	uint64_t gpa, offset, filesz, memsz;
+};
+#define KERNEL_SEGS_MAX 8
+
+/* A kernel as checked: a bzImage, or an ELF vmlinux (x86/vmlinux.h). */
 struct bzimage {
-	struct setup_header hdr; /* as found in the image */
+	struct setup_header hdr; /* as found in the image (a vmlinux: made up) */
 	size_t hdr_len;          /* bytes of hdr the image really defines */
 	uint64_t setup_size;     /* real-mode part: (setup_sects + 1) * 512 */
 	uint64_t kernel_size;    /* protected-mode part that follows it */
 	uint64_t load_addr;      /* where the protected-mode part goes */
 	uint64_t mem_needed;     /* load_addr + init_size: end of the kernel's footprint */
-	const char *error;       /* why bzimage_parse() refused the image */
+	uint64_t entry;          /* 64-bit entry point, guest-physical */
+	struct kernel_seg seg[KERNEL_SEGS_MAX];
+	unsigned nr_seg;
+	uint64_t note_off, note_len; /* a vmlinux's PT_NOTE segment in the file */
+	const char *error;           /* why bzimage_parse() refused the image */
 };
 
 /*

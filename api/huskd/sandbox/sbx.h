@@ -68,7 +68,7 @@ typedef void (*sbx_progress_fn)(void *ctx, json_t *event);
 struct sbx_config {
 	const char *state;      /* state folder: sandboxes/, streams/, snapshots/, builds/ */
 	const char *vmm;        /* husk-vmm */
-	const char *kernel;     /* guest bzImage */
+	const char *kernel;     /* guest kernel: vmlinux or bzImage */
 	const char *initrd;     /* guest initramfs */
 	uint64_t output_limit;  /* bytes kept per output stream */
 	bool idle_pause;        /* timeout.idle pauses to disk instead of terminating */

@@ -18,7 +18,7 @@ struct vmm_proc;
 
 struct vmm_spec {
 	const char *vmm;    /* the husk-vmm binary */
-	const char *kernel; /* bzImage */
+	const char *kernel; /* vmlinux or bzImage */
 	const char *initrd;
 	const char
 		*dir; /* the sandbox's state folder: vsock.sock, console.log, vmm.log live here */
