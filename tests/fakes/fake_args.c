@@ -14,7 +14,7 @@
 #define MAX_VCPUS 255
 
 static const char usage_line[] =
-	"usage: husk-vmm (--kernel BZIMAGE [--initrd FILE] [--cmdline TEXT] | --restore FILE)\n"
+	"usage: husk-vmm (--kernel KERNEL [--initrd FILE] [--cmdline TEXT] | --restore FILE)\n"
 	"                [--mem SIZE] [--vcpus N] [--disk PATH,serial=ID]... [--vsock PATH]\n"
 	"                [--control PATH] [--console PATH]   (fake-vmm; FAKE_VMM=nodial,\n"
 	"                crash-at-start,hang-control,snapshot-fails,exit-on-exec,no-diff,\n"

@@ -64,7 +64,7 @@ t_usage_errors() {
 
 t_help() {
 	"$VMM" --help >"$T/help" 2>&1
-	if [ $? = 0 ] && grep -q "^usage: husk-vmm (--kernel BZIMAGE" "$T/help" && grep -q -- "--restore FILE" "$T/help"; then
+	if [ $? = 0 ] && grep -q "^usage: husk-vmm (--kernel KERNEL" "$T/help" && grep -q -- "--restore FILE" "$T/help"; then
 		pass help
 	else
 		fail help "--help did not print usage with status 0"
