@@ -122,6 +122,20 @@ void conn_close(struct vsock_conn *c, bool rst)
 	free(c);
 }
 
+/*
+ * What the guest believes it may still send us. Its window is our buffer -
+ * or its own, when that is smaller: Linux since late 2025 (6.1.y included)
+ * caps its credit at its own buf_alloc, and a guest that stops there while
+ * we wait for it to come near ours waits for us forever.
+ */
+static uint32_t guest_room(const struct vsock_conn *c)
+{
+	uint32_t window = c->peer_buf_alloc < VSOCK_BUF_ALLOC ? c->peer_buf_alloc : VSOCK_BUF_ALLOC;
+	uint32_t in_flight = c->rx_cnt - c->fwd_cnt_told;
+
+	return in_flight < window ? window - in_flight : 0;
+}
+
 /* Writes buffered guest bytes to the host socket. Returns -EPIPE if c was closed. */
 static int conn_flush(struct vsock_conn *c)
 {
@@ -151,8 +165,7 @@ static int conn_flush(struct vsock_conn *c)
 	 * which cost the guest an interrupt and a packet per packet it sent
 	 * (every packet we send it carries the count anyway).
 	 */
-	if (c->fwd_cnt != c->fwd_cnt_told &&
-	    VSOCK_BUF_ALLOC - (c->rx_cnt - c->fwd_cnt_told) < VSOCK_MAX_PAYLOAD) {
+	if (c->fwd_cnt != c->fwd_cnt_told && guest_room(c) < VSOCK_MAX_PAYLOAD) {
 		c->pending |= PEND_CREDIT;
 		conn_mark_ready(c);
 	}
