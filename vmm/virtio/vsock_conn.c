@@ -124,7 +124,7 @@ void conn_close(struct vsock_conn *c, bool rst)
 
 /*
  * What the guest believes it may still send us. Its window is our buffer -
- * or its own, when that is smaller: Linux since late 2025 (6.1.y included)
+ * or its own, when that is smaller: Linux (our guest's 6.1.192 among them)
  * caps its credit at its own buf_alloc, and a guest that stops there while
  * we wait for it to come near ours waits for us forever.
  */
