@@ -74,6 +74,16 @@ fail() {
 	[ -s "$T/e" ] && echo "  stderr: $(head -c 400 "$T/e")"
 	rc=1
 }
+# story ID: what huskd logged of sandbox ID and the ends of its VMM's log and console, for a
+# failure that its sandbox's death explains.
+story() {
+	grep -F "[$1]" "$T/huskd.log" | tail -n 15
+	for f in vmm.log console.log; do
+		[ -s "$T/state/sandboxes/$1/$f" ] || continue
+		echo "  $1/$f:"
+		tail -n 25 "$T/state/sandboxes/$1/$f"
+	done
+}
 # h ARGS...: the husk CLI (ASan) against it; stdout in $T/o, stderr in $T/e, status in $cli_s.
 h() {
 	HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" "$@" >"$T/o" 2>"$T/e"

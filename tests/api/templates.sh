@@ -76,6 +76,8 @@ if [ "$(wc -l <"$T/wa")" = 5 ] && [ "$(wc -l <"$T/wb")" = 5 ] &&
 	pass children_isolated
 else
 	fail children_isolated "a: $(tr '\n' '|' <"$T/wa") b: $(tr '\n' '|' <"$T/wb") host clock $now"
+	story "$a"
+	story "$b"
 fi
 h exec "$a" -- sh -c 'echo mine > /home/agentuity/f && sync'
 if h exec "$b" -- sh -c 'test ! -e /home/agentuity/f && echo "$FOO"' && [ "$(cat "$T/o")" = bar ]; then
