@@ -12,6 +12,9 @@
  *   guest_kib     resident part of guest RAM at readiness: the largest
  *                 mapping of at least N MiB in /proc/PID/smaps
  *   overhead_kib  rss_kib - guest_kib: what the VMM itself occupies
+ *   guest_ms      the guest's own uptime in the readiness line ("guest uptime
+ *                 S s", the agent's), -1 without one: the rest of ready_ms
+ *                 is the VMM's, before the guest's clock started
  *   exits         KVM's own exit counter for the VM at readiness
  *                 (debugfs kvm/PID-FD/exits), -1 if unavailable
  *   status        the VMM's exit status (or 128+signal)
@@ -118,7 +121,7 @@ int main(int argc, char **argv)
 	const char *ready = NULL;
 	long mem_mib = 0, rss = -1, guest = -1;
 	long long exits = -1;
-	double t0, t_ready = -1, deadline;
+	double t0, t_ready = -1, guest_ms = -1, deadline;
 	int timeout_s = 120, c, pfd[2], status = 0;
 	char buf[65536], line[4096];
 	size_t line_len = 0;
@@ -169,7 +172,12 @@ int main(int argc, char **argv)
 			line[line_len] = '\0';
 			line_len = 0;
 			if (t_ready < 0 && strstr(line, ready)) {
+				const char *up = strstr(line, "guest uptime ");
+				double sec;
+
 				t_ready = now_ms() - t0;
+				if (up && sscanf(up, "guest uptime %lf s", &sec) == 1 && sec >= 0)
+					guest_ms = sec * 1e3;
 				rss = rollup_rss_kib(pid);
 				guest = guest_rss_kib(pid, mem_mib * 1024);
 				exits = kvm_exits(pid);
@@ -182,10 +190,10 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 	if (wait4(pid, &status, 0, &ru) < 0)
 		return 1;
-	printf("ready_ms=%.1f peak_rss_kib=%ld rss_kib=%ld guest_kib=%ld overhead_kib=%ld "
-	       "exits=%lld "
-	       "status=%d\n",
-	       t_ready, ru.ru_maxrss, rss, guest, rss >= 0 && guest >= 0 ? rss - guest : -1, exits,
+	printf("ready_ms=%.1f guest_ms=%.1f peak_rss_kib=%ld rss_kib=%ld guest_kib=%ld "
+	       "overhead_kib=%ld exits=%lld status=%d\n",
+	       t_ready, guest_ms, ru.ru_maxrss, rss, guest,
+	       rss >= 0 && guest >= 0 ? rss - guest : -1, exits,
 	       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 	return t_ready < 0;
 }
