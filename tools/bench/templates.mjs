@@ -251,7 +251,7 @@ if (mode === 'template') {
 	out('dirty_mib', dirtyMib);
 	unlinkSync(path);
 	// Pauses are sealed: each 2 MiB chunk's frame is AES-256-GCM on its own (FORMAT.md), which
-	// no raw write pays. The same bytes sealed that way here, on one thread, through the same
+	// no raw write pays. The same bytes sealed that way here, on one thread, through node's
 	// OpenSSL: what encryption alone costs this host (emulated AES-NI is slow when nested).
 	const key = randomBytes(32), t1 = now();
 	for (let off = 0, n = 0; off < buf.length; off += 2 << 20, n++) {
