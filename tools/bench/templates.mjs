@@ -58,7 +58,15 @@ async function once() {
 	const t0 = now();
 	const sb = await client.create(shape);
 	const ex = await sb.execute({ command: ['true'] });
-	if (ex.exitCode !== 0) throw new Error(`true: exit ${ex.exitCode} (${ex.status})`);
+	if (ex.exitCode !== 0) {
+		// What huskd saw of this sandbox: a child that died should say why somewhere.
+		const story = readFileSync(process.env.HUSKD_LOG, 'utf8')
+			.split('\n')
+			.filter((l) => l.includes(`[${sb.id}]`))
+			.slice(-8)
+			.join('\n  ');
+		throw new Error(`true: exit ${ex.exitCode} (${ex.status}: ${ex.error ?? 'no error given'})\n  ${story}`);
+	}
 	return { ms: now() - t0, sb };
 }
 
@@ -173,7 +181,7 @@ if (mode === 'template') {
 					t.push(r.ms);
 					await r.sb.destroy();
 				} catch (e) {
-					failed.push(String(e.message ?? e).slice(0, 200));
+					failed.push(String(e.message ?? e).slice(0, 2000));
 					console.error(`templates bench: a create failed: ${failed.at(-1)}`);
 				}
 			}
