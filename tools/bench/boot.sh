@@ -56,14 +56,12 @@ done
 field() { awk -v k="$2" '{ for (i = 1; i <= NF; i++) if (index($i, k "=") == 1) print substr($i, length(k) + 2) }' "$1"; }
 median() { sort -n | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 max() { sort -n | tail -n 1; }
-# before FILE: per boot, the time before the guest's clock started (ready_ms - guest_ms)
-before() { awk '{ r = g = -1; for (i = 1; i <= NF; i++) { if (index($i, "ready_ms=") == 1) r = substr($i, 10); if (index($i, "guest_ms=") == 1) g = substr($i, 10) } if (r >= 0 && g >= 0) print r - g }' "$1"; }
 
 for vmm in husk qemu qemupvh huskbz; do
 	f=$out/$vmm
 	echo "$vmm $(field "$f" ready_ms | median) $(field "$f" ready_ms | max) \
 $(field "$f" peak_rss_kib | median) $(field "$f" overhead_kib | median) $(field "$f" exits | median) \
-$(field "$f" status | sort -u | tr '\n' ',') $(field "$f" guest_ms | median) $(before "$f" | median)"
+$(field "$f" status | sort -u | tr '\n' ',') $(field "$f" guest_ms | median) $(field "$f" before_ms | median)"
 done >"$out/summary"
 
 awk '

@@ -13,8 +13,10 @@
  *                 mapping of at least N MiB in /proc/PID/smaps
  *   overhead_kib  rss_kib - guest_kib: what the VMM itself occupies
  *   guest_ms      the guest's own uptime in the readiness line ("guest uptime
- *                 S s", the agent's), -1 without one: the rest of ready_ms
- *                 is the VMM's, before the guest's clock started
+ *                 S s", the agent's), -1 without one
+ *   before_ms     ready_ms - guest_ms (-1 without guest_ms): the VMM's start
+ *                 and loading, then the guest kernel's setup until its clock
+ *                 started
  *   exits         KVM's own exit counter for the VM at readiness
  *                 (debugfs kvm/PID-FD/exits), -1 if unavailable
  *   status        the VMM's exit status (or 128+signal)
@@ -190,10 +192,10 @@ int main(int argc, char **argv)
 		kill(pid, SIGKILL);
 	if (wait4(pid, &status, 0, &ru) < 0)
 		return 1;
-	printf("ready_ms=%.1f guest_ms=%.1f peak_rss_kib=%ld rss_kib=%ld guest_kib=%ld "
-	       "overhead_kib=%ld exits=%lld status=%d\n",
-	       t_ready, guest_ms, ru.ru_maxrss, rss, guest,
-	       rss >= 0 && guest >= 0 ? rss - guest : -1, exits,
+	printf("ready_ms=%.1f guest_ms=%.1f before_ms=%.1f peak_rss_kib=%ld rss_kib=%ld "
+	       "guest_kib=%ld overhead_kib=%ld exits=%lld status=%d\n",
+	       t_ready, guest_ms, t_ready >= 0 && guest_ms >= 0 ? t_ready - guest_ms : -1,
+	       ru.ru_maxrss, rss, guest, rss >= 0 && guest >= 0 ? rss - guest : -1, exits,
 	       WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
 	return t_ready < 0;
 }
