@@ -35,6 +35,7 @@ enum {
 	FAIL_NO_DIFF = 1 << 5,       /* an older husk-vmm: no snapshot-diff */
 	FAIL_MUTE_READS = 1 << 6,    /* file.read taken, never answered (a stuck guest) */
 	FAIL_ENDLESS_READS = 1 << 7, /* file.read sends zeros until cancelled */
+	FAIL_DROP_RESUMED = 1 << 8,  /* the first "resumed" ends its connection unanswered */
 };
 
 /* A file's bytes, shared by the file and the reads streaming them. */
@@ -77,6 +78,7 @@ struct fake {
 	struct guest g;
 	char key[17];  /* the fingerprint of the key its snapshots are sealed with, or "" */
 	unsigned fail; /* FAIL_* */
+	bool dropped;  /* FAIL_DROP_RESUMED done */
 	bool paused;
 	int64_t paused_at, paused_total; /* host monotonic ms */
 	struct conn *conn;               /* the connection the agent dialled, or NULL */

@@ -317,6 +317,13 @@ static void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		                "resumed needs time_ns (> 0) and seed (1 to 64 bytes in hex)");
 		return;
 	}
+	/* As a restored guest's late reset of its old connections can: the new one goes too. */
+	if ((c->fk->fail & FAIL_DROP_RESUMED) && !c->fk->dropped) {
+		c->fk->dropped = true;
+		c->dead = true;
+		fprintf(stderr, "fake-vmm: dropped the connection under resumed\n");
+		return;
+	}
 	c->fk->g.resumed++;
 	conn_send_json(c, FRAME_RESULT, id, json_object());
 }

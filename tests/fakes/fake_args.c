@@ -40,7 +40,8 @@ int parse_fail_modes(const char *s, unsigned *out)
 	             {"exit-on-exec", FAIL_EXIT_ON_EXEC},
 	             {"no-diff", FAIL_NO_DIFF},
 	             {"mute-reads", FAIL_MUTE_READS},
-	             {"endless-reads", FAIL_ENDLESS_READS}};
+	             {"endless-reads", FAIL_ENDLESS_READS},
+	             {"drop-resumed", FAIL_DROP_RESUMED}};
 
 	*out = 0;
 	while (s && *s) {

@@ -330,6 +330,29 @@ static void agent_and_control_failures(void)
 		        "%s", st);
 		json_decref(rec);
 	}
+	/*
+	 * A resumed guest's connection breaks under "resumed" (nested, a restored
+	 * guest's late reset of its old connections took the new one): its agent
+	 * dials again, and the setup starts over on that connection.
+	 */
+	if ((p = up("{}", NULL)) && t_pause(p)) {
+		snprintf(id, sizeof(id), "%s", p);
+		snprintf(st, sizeof(st), "%s", "");
+		setenv("FAKE_VMM", "drop-resumed", 1);
+		sbx_resume(T.m, id, t_done_cb, &d);
+		eid = t_wait_done(&d) && d.ok ? "" : NULL;
+		unsetenv("FAKE_VMM");
+		snprintf(err, sizeof(err), "%s/vmm.log", t_sb(id)->dir);
+		rec = eid ? t_exec(id, "[\"true\"]") : NULL;
+		t_check("setup_over_after_connection_lost",
+		        rec && t_file_has(err, "dropped the connection under resumed") &&
+		                !strcmp(json_string_value(json_object_get(rec, "status")),
+		                        "completed"),
+		        "%s; state %s", d.msg, sbx_state_name(t_state(id)));
+		json_decref(rec);
+		t_done_reset(&d);
+		t_destroy(id);
+	}
 	if ((p = up("{}", "snapshot-fails"))) {
 		snprintf(id, sizeof(id), "%s", p);
 		t_wait_state(id, SBX_IDLE);

@@ -57,6 +57,32 @@ static void setup_fail(struct setup *s, const char *why)
 
 static void setup_step(struct setup *s);
 
+/*
+ * Whether its agent's connection broke under the request: then the agent
+ * dials in again by itself, and that dial-in starts the setup over
+ * (agent_hello), within the deadline its start runs under. Seen nested: a
+ * restored guest's reset of its old connections can reach the agent after
+ * it has already dialled in anew. An agent that does not answer in time
+ * (-ETIMEDOUT) holds its connection: that fails the setup.
+ */
+static bool setup_lost(struct setup *s, int rc, const struct sbx_err *err)
+{
+	struct sandbox *sb = s->sb;
+
+	if (rc >= 0 || rc == -ETIMEDOUT || !err || err->fault != SBX_UNREACHABLE)
+		return false;
+	if (sb->setup == s) {
+		log_warn(sb->id,
+		         "its agent's connection ended during its setup (%s: %s); waiting for it "
+		         "to dial in again",
+		         step_names[s->step], err->msg);
+		sb->setup = NULL;
+	}
+	sbx_drop(sb);
+	free(s);
+	return true;
+}
+
 static void step_done(void *arg, int rc, json_t *reply, const struct sbx_err *err)
 {
 	struct setup *s = arg;
@@ -73,6 +99,8 @@ static void step_done(void *arg, int rc, json_t *reply, const struct sbx_err *er
 		                    "snapshot's agent may be older than this huskd: take it again");
 		return;
 	}
+	if (setup_lost(s, rc, err))
+		return;
 	if (rc) {
 		setup_fail(s, rc > 0 ? (msg ? msg : "refused by the agent") : err->msg);
 		return;

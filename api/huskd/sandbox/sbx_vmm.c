@@ -135,10 +135,15 @@ void sbx_dial_close(struct sandbox *sb)
 
 /* ---- the VMM ---- */
 
-/* The last line husk-vmm wrote, as ": line", or "" (for the reason of a failure). */
+/*
+ * The last line husk-vmm wrote that says why it ended, as ": line", or ""
+ * (for the reason of a failure): not a usage error's pointer to --help (the
+ * line before says what was wrong), nor debug lines (with -vv, devices
+ * report their counters after the reason).
+ */
 static void vmm_last_words(const char *dir, char *out, size_t outlen)
 {
-	char path[4200], buf[1024];
+	char path[4200], buf[4096];
 	off_t end;
 	ssize_t n;
 	int fd;
@@ -155,14 +160,14 @@ static void vmm_last_words(const char *dir, char *out, size_t outlen)
 	if (n <= 0)
 		return;
 	buf[n] = '\0';
-	/* A usage error ends with a pointer to --help: the line before says what was wrong. */
-	for (int drop = 0; drop < 2; drop++) {
-		char *nl;
+	for (;;) {
+		char *nl, *line;
 
 		while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
 			buf[--n] = '\0';
 		nl = strrchr(buf, '\n');
-		if (!strstr(nl ? nl : buf, "Try 'husk-vmm --help'"))
+		line = nl ? nl + 1 : buf;
+		if (!strstr(line, "Try 'husk-vmm --help'") && !strstr(line, "] debug: "))
 			break;
 		if (!nl)
 			return;
