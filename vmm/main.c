@@ -32,8 +32,7 @@
 
 #define MAX_VCPUS 255 /* xAPIC IDs in the MADT are 8 bits */
 #define MIN_MEM (32ULL << 20)
-/* Each device takes one of the few ISA interrupt lines (vm_claim_device_slot). */
-#define MAX_DISKS 6
+#define MAX_DISKS BLK_MAX_DISKS
 /* What --restore does without --lazy or --eager. */
 #define RESTORE_LAZY true
 #define STR_(x) #x
@@ -398,6 +397,7 @@ int main(int argc, char **argv)
 	struct virtio_rng *rng = NULL;
 	struct vsock_dev *vsock = NULL;
 	struct virtio_blk *disks[MAX_DISKS] = {NULL};
+	struct blk_images images = {0};
 	struct virtio_net *net = NULL;
 	struct netstack *netstack = NULL;
 	struct control *control = NULL;
@@ -463,6 +463,8 @@ int main(int argc, char **argv)
 	log_debug("OpenSSL and keys ready");
 	for (unsigned i = 0; i < o.nr_disks; i++)
 		o.disks[i].secrets = &keys.disks;
+	if (blk_images_start(&images, o.disks, o.nr_disks))
+		goto out;
 	if (!o.restore && boot_open(&boot, o.kernel, o.initrd, o.mem))
 		goto out;
 	kvm_fd = kvm_open(kvm_path ? kvm_path : "/dev/kvm");
@@ -510,7 +512,7 @@ int main(int argc, char **argv)
 			goto out;
 	}
 	for (unsigned i = 0; i < o.nr_disks; i++) {
-		disks[i] = virtio_blk_create(&vm, &o.disks[i]);
+		disks[i] = virtio_blk_create(&vm, &o.disks[i], blk_images_take(&images, i));
 		if (!disks[i]) {
 			status = VM_EXIT_USAGE;
 			goto out;
@@ -582,6 +584,7 @@ out:
 	vsock_destroy(vsock);
 	for (unsigned i = 0; i < MAX_DISKS; i++)
 		virtio_blk_destroy(disks[i]);
+	blk_images_close(&images); /* after the devices: it joins a thread still opening */
 	virtio_rng_destroy(rng);
 	vm_destroy(&vm);
 	OPENSSL_cleanse(&vm.key, sizeof(vm.key));

@@ -5,6 +5,7 @@
  * the requests a hostile guest could make besides the honest ones.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/virtio_blk.h>
 #include <linux/virtio_config.h>
 #include <linux/virtio_mmio.h>
@@ -31,6 +32,7 @@
 struct tb {
 	struct vm vm;
 	struct virtio_blk *dev;
+	struct blk_images images;
 	uint64_t desc, avail, used;
 	uint16_t next_desc;
 	char path[64];
@@ -75,7 +77,11 @@ static int tb_init(struct tb *t, const char *name, const char *opts)
 	snprintf(arg, sizeof(arg), "%s,format=raw%s", t->path, opts);
 	if (blk_spec_parse(arg, &spec, err, sizeof(err)))
 		return -1;
-	t->dev = virtio_blk_create(&t->vm, &spec);
+	/* As husk-vmm does: opened on the opener's thread, then made a device. */
+	if (blk_images_start(&t->images, &spec, 1))
+		return -1;
+	t->dev = virtio_blk_create(&t->vm, &spec, blk_images_take(&t->images, 0));
+	blk_images_close(&t->images);
 	if (!t->dev)
 		return -1;
 	t->desc = 0x10000;
@@ -253,4 +259,45 @@ UNIT_TEST(blk_spec_parser)
 	CHECK(blk_spec_parse(c, &s, err, sizeof(err)) == -EINVAL && strstr(err, "bogus"));
 	CHECK(blk_spec_parse(d, &s, err, sizeof(err)) == -EINVAL);
 	CHECK(blk_spec_parse(e, &s, err, sizeof(err)) == -EINVAL);
+}
+
+/* The opener's failure (a missing file) reaches the device's maker; images nothing took close. */
+UNIT_TEST(blk_images_open_and_fail)
+{
+	char a[] = "/nonexistent/husk-blk-missing.raw,format=raw", b[64], c[64];
+	struct blk_spec spec[2];
+	struct blk_images bi;
+	char err[256];
+	int fd;
+
+	CHECK(blk_spec_parse(a, &spec[0], err, sizeof(err)) == 0);
+	CHECK(blk_images_start(&bi, spec, 1) == 0);
+	CHECK(blk_images_take(&bi, 0) == NULL);
+	CHECK(bi.ret == -ENOENT && bi.failed == 0);
+	CHECK(blk_images_take(&bi, 0) == NULL); /* logged once, still a failure */
+	blk_images_close(&bi);
+
+	snprintf(b, sizeof(b), "/tmp/husk-blk-test-%d-a,format=raw", getpid());
+	snprintf(c, sizeof(c), "/tmp/husk-blk-test-%d-b,format=raw,ro", getpid());
+	for (int i = 0; i < 2; i++) {
+		char *path = i ? c : b;
+
+		*strchr(path, ',') = '\0';
+		fd = open(path, O_CREAT | O_WRONLY | O_TRUNC, 0600);
+		CHECK(fd >= 0 && ftruncate(fd, 1 << 20) == 0);
+		close(fd);
+		path[strlen(path)] = ',';
+		CHECK(blk_spec_parse(path, &spec[i], err, sizeof(err)) == 0);
+	}
+	CHECK(blk_images_start(&bi, spec, 2) == 0);
+	struct img *img = blk_images_take(&bi, 1);
+	CHECK(img && img_size(img) == 1 << 20);
+	CHECK(blk_images_take(&bi, 1) == NULL); /* taken: the caller's now */
+	CHECK(img_close(img) == 0);
+	blk_images_close(&bi); /* closes disk 0, never taken */
+	CHECK(bi.n == 0);
+	unlink(spec[0].path);
+	unlink(spec[1].path);
+
+	CHECK(blk_images_start(&bi, spec, BLK_MAX_DISKS + 1) == -EINVAL);
 }

@@ -231,23 +231,18 @@ static const struct virtio_dev_ops blk_ro_ops = {
 	.save = blk_save,
 };
 
-struct virtio_blk *virtio_blk_create(struct vm *vm, const struct blk_spec *spec)
+struct virtio_blk *virtio_blk_create(struct vm *vm, const struct blk_spec *spec, struct img *img)
 {
-	struct virtio_blk *b = calloc(1, sizeof(*b));
+	struct virtio_blk *b = img ? calloc(1, sizeof(*b)) : NULL;
 	const char *name = strrchr(spec->path, '/');
-	char err[512] = "";
 	const char *id;
-	int ret;
 
-	if (!b)
-		return NULL;
-	ret = img_open_secrets(&b->img, spec->path, spec->format, spec->readonly ? IMG_RDONLY : 0,
-	                       spec->secrets, err, sizeof(err));
-	if (ret) {
-		log_err("disk '%s': %s", spec->path, err[0] ? err : strerror(-ret));
-		free(b);
+	if (!b) {
+		if (img)
+			(void)img_close(img);
 		return NULL;
 	}
+	b->img = img;
 	/* A guest would only meet I/O errors: refused now, naming the image. */
 	for (struct img *i = b->img; i; i = img_backing(i)) {
 		if (!img_key_missing(i))
