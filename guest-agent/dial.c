@@ -28,9 +28,9 @@
 #define BACKOFF_MIN_MS 10
 #define BACKOFF_MAX_MS 1000
 /*
- * A connection that ends sooner than this counts as a failed dial, so a host
- * that accepts and closes at once is redialled with the backoff, not in a
- * tight loop.
+ * A connection that ends sooner than this, the second in a row or later,
+ * counts as a failed dial, so a host that accepts and closes at once is
+ * redialled with the backoff, not in a tight loop.
  */
 #define SHORT_CONN_MS 1000
 /* A host that is not listening is normal while it restarts: stay quiet. */
@@ -52,6 +52,7 @@ struct dialer {
 	unsigned backoff_ms;   /* the wait before the next dial after a failure */
 	unsigned dials;        /* dials that connected: the HELLO's "dial" */
 	unsigned failed;       /* failed dials since the last one that connected */
+	unsigned short_conns;  /* connections in a row that ended within SHORT_CONN_MS */
 	bool logged;           /* a failure was ever logged ... */
 	uint64_t logged_ms;    /* ... last at this time */
 	bool said_failed;      /* a failure was logged since the last connect */
@@ -113,7 +114,7 @@ static int dial_parse(struct dialer *d, const char *spec)
 	return 0;
 }
 
-/* Arms the timer: the next dial in ms (0: on the loop's next turn). */
+/* Arms the timer: the next dial in ms. */
 static void dial_after(struct dialer *d, unsigned ms)
 {
 	struct itimerspec its = {
@@ -173,10 +174,19 @@ static void dial_conn_closed(void *arg)
 	d->conn = NULL;
 	if (now_ms() - d->connected_ms >= SHORT_CONN_MS) {
 		d->backoff_ms = BACKOFF_MIN_MS;
-		dial_after(d, 0);
-	} else {
-		dial_backoff(d);
+		d->short_conns = 0;
 	}
+	/*
+	 * The first short one is redialled at once too: a restored guest's
+	 * connection is one (its clock restarts where the snapshot stopped it, a
+	 * moment after the dial), and the backoff was 10 of the ~65 ms a
+	 * template's child took to dial in, nested. conn_close() calls this
+	 * last, so a new connection is safe here.
+	 */
+	if (d->short_conns++ == 0)
+		dial_now(d);
+	else
+		dial_backoff(d);
 }
 
 /* d->fd is connected: serve it like an accepted connection, after HELLO. */
