@@ -206,7 +206,8 @@ $(AGENT_SAN): $(call obj,san,$(AGENT_SRCS)) $(call lib,proto,san) $(call lib,evl
 $(RAWFRAMES): $(call obj,san,tests/agent/rawframes.c) $(call lib,agent,san) $(call lib,proto,san)
 	$(call link,$(SAN_CFLAGS),-ljansson)
 
-$(FAKE_VMM): $(call obj,san,$(FAKE_VMM_SRCS)) $(call lib,proto,san) $(call lib,img,san)
+# --mem as husk-vmm reads it: its parser (vmm/guest_mem.c).
+$(FAKE_VMM): $(call obj,san,$(FAKE_VMM_SRCS) vmm/guest_mem.c) $(call lib,proto,san) $(call lib,img,san)
 	$(call link,$(SAN_CFLAGS),-ljansson -lm -lcrypto)
 
 # Drives fake-vmm as huskd would, to check the fake itself (tests/fakes/check.sh).

@@ -109,6 +109,45 @@ int guest_mem_view(struct guest_mem *mem, uint8_t *base, uint64_t ram_size)
 	return 0;
 }
 
+int guest_mem_parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	uint64_t v, shift = 20;
+
+	errno = 0;
+	if (*s < '0' || *s > '9')
+		return -EINVAL;
+	v = strtoull(s, &end, 10);
+	if (errno)
+		return -EINVAL;
+	switch (*end) {
+	case '\0':
+		break;
+	case 'k':
+	case 'K':
+		shift = 10;
+		end++;
+		break;
+	case 'm':
+	case 'M':
+		end++;
+		break;
+	case 'g':
+	case 'G':
+		shift = 30;
+		end++;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (*end && strcmp(end, "iB") && strcmp(end, "B"))
+		return -EINVAL;
+	if (v > (UINT64_MAX >> shift))
+		return -ERANGE;
+	*out = v << shift;
+	return 0;
+}
+
 int guest_mem_init(struct guest_mem *mem, uint64_t ram_size)
 {
 	/* The layout as a view without memory, then each region mapped on its own. */

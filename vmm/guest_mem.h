@@ -37,6 +37,12 @@ struct guest_mem {
 };
 
 /*
+ * A size as --mem takes it: "256M", "1G", "512" (MiB), "1048576K"; also the
+ * "MiB"/"MB" spellings. 0, -EINVAL or -ERANGE.
+ */
+int guest_mem_parse_size(const char *s, uint64_t *out) __attribute__((warn_unused_result));
+
+/*
  * Reserves ram_size bytes of guest RAM (a multiple of 2 MiB, at least 2 MiB),
  * split around the MMIO gap. Pages are not touched: the host commits memory
  * only as the guest uses it. Returns 0, -EINVAL for a bad size or -ENOMEM.

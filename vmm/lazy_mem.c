@@ -455,10 +455,11 @@ int lazy_mem_start(struct vm *vm, struct snap_reader *r, int base_fd, bool backg
 	if (ret < 0)
 		goto fail;
 	err[0] = 0;
-	ret = base_fd >= 0 ? snap_reader_load_memory_below(r, &vm->mem, 2,
-	                                                   LAZY_DIFF_DENSE(mi.chunk_size / PAGE),
-	                                                   err, errlen)
-	                   : 0;
+	/* A diff's sparse chunks: written already where the restore began early (vm.h). */
+	ret = base_fd >= 0 && !vm->sparse_loaded
+	              ? snap_reader_load_memory_below(
+				r, &vm->mem, 2, LAZY_DIFF_DENSE(mi.chunk_size / PAGE), err, errlen)
+	              : 0;
 	if (!ret)
 		ret = register_chunks(l, err, errlen);
 	if (ret)

@@ -159,46 +159,6 @@ static int usage_error(const char *fmt, const char *arg)
 	return VM_EXIT_USAGE;
 }
 
-/* "256M", "1G", "512" (MiB), "1048576K"; also "MiB"/"MB" spellings. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	char *end;
-	uint64_t v, shift = 20;
-
-	errno = 0;
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case '\0':
-		break;
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	default:
-		return -EINVAL;
-	}
-	if (*end && strcmp(end, "iB") && strcmp(end, "B"))
-		return -EINVAL;
-	if (v > (UINT64_MAX >> shift))
-		return -ERANGE;
-	*out = v << shift;
-	return 0;
-}
-
 static int parse_args(int argc, char **argv, struct options *o)
 {
 	static const struct option longopts[] = {
@@ -254,7 +214,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 			o->console = optarg;
 			break;
 		case 'm':
-			if (parse_size(optarg, &o->mem))
+			if (guest_mem_parse_size(optarg, &o->mem))
 				return usage_error("--mem '%s' is not a size such as 256M or 1G",
 				                   optarg);
 			if (o->mem < MIN_MEM || o->mem % (2ULL << 20))
@@ -398,6 +358,7 @@ int main(int argc, char **argv)
 	struct vsock_dev *vsock = NULL;
 	struct virtio_blk *disks[MAX_DISKS] = {NULL};
 	struct blk_images images = {0};
+	struct vm_restore rs = {.base.fd = -1};
 	struct virtio_net *net = NULL;
 	struct netstack *netstack = NULL;
 	struct control *control = NULL;
@@ -486,6 +447,11 @@ int main(int argc, char **argv)
 		        (unsigned long long)(o.mem >> 20));
 		goto out;
 	}
+	if (o.restore && vm_restore_begin(&rs, &mem, o.restore, o.mem_file,
+	                                  keys.has_snap ? &keys.snap : NULL, o.lazy)) {
+		guest_mem_free(&mem);
+		goto out;
+	}
 	if (!o.restore && boot_load_images_start(&boot, &mem)) {
 		guest_mem_free(&mem);
 		goto out;
@@ -544,7 +510,7 @@ int main(int argc, char **argv)
 		vm.mem_file = o.mem_file;
 		vm.mem.dirty_verify = o.verify_dirty;
 		vm.lazy_on_demand = o.lazy_on_demand;
-		if (vm_snapshot_restore(&vm, o.restore, 2, o.lazy, err, sizeof(err))) {
+		if (vm_snapshot_restore(&vm, &rs, 2, err, sizeof(err))) {
 			log_err("cannot restore %s: %s", o.restore, err);
 			status = VM_EXIT_USAGE;
 			goto out;
@@ -577,6 +543,7 @@ int main(int argc, char **argv)
 	else
 		log_err("%s", vm.exit_reason);
 out:
+	vm_restore_end(&rs);        /* first too: its thread may be writing guest RAM */
 	boot_close(&boot);          /* first: it waits for a loader still writing guest RAM */
 	netstack_destroy(netstack); /* its thread writes into the net device's queues */
 	virtio_net_destroy(net);

@@ -171,7 +171,8 @@ static int set_slots(struct vm *vm, uint32_t flags)
 
 int vm_dirty_track(struct vm *vm)
 {
-	int ret = guest_mem_track(&vm->mem);
+	/* The record may be there already: made before the VM (vm_restore_begin()). */
+	int ret = vm->mem.dirty ? 0 : guest_mem_track(&vm->mem);
 
 	if (!ret)
 		ret = set_slots(vm, KVM_MEM_LOG_DIRTY_PAGES);

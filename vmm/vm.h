@@ -79,6 +79,7 @@ struct vm {
 	struct vm_dump_dev dump_devs[VM_MAX_SNAP_DEVS];
 	unsigned nr_dump_devs;
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
+	bool sparse_loaded;    /* a diff's sparse chunks are in guest RAM already (vm_restore) */
 	bool lazy_on_demand;   /* ... only as it is touched: nothing fills it in the background */
 	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
 	struct memfile_base mem_base; /* that file, once mapped: pauses write diffs over it */
@@ -169,17 +170,49 @@ int vm_snapshot_save(struct vm *vm, const char *path, int threads, bool diff, ch
                      size_t errlen) __attribute__((warn_unused_result));
 
 /*
- * Loads a snapshot into a VM made (vm_create) with the same memory size and
- * vCPU count and the same devices, before vm_run(). Everything is validated
- * before the VM is touched where it can be. Guest RAM is decompressed on
- * threads threads before this returns, or, with lazy, filled on demand and
- * in the background while the VM runs (lazy_mem.h; eagerly after one
- * warning where userfaultfd cannot be used); with vm->mem_file set, mapped
- * from that memory file instead, a diff's own pages over it (lazily too).
- * 0 or -errno with err.
+ * The part of a restore that needs no VM, begun on a thread of its own
+ * before the VM is made (snapshot.c): the snapshot opened and its memory
+ * checked against guest RAM; with a memory file, that file mapped and, for a
+ * lazy restore of a diff, the diff's sparse chunks written over it (what
+ * lazy_mem.h would write before the guest runs).
  */
-int vm_snapshot_restore(struct vm *vm, const char *path, int threads, bool lazy, char *err,
-                        size_t errlen) __attribute__((warn_unused_result));
+struct vm_restore {
+	const char *path, *mem_file;
+	struct guest_mem *mem;
+	const struct snap_key *key; /* NULL: not sealed */
+	bool lazy;
+	struct snap_reader *r;    /* vm_snapshot_restore() takes it */
+	struct memfile_base base; /* the mapped memory file; taken too */
+	bool sparse_loaded;
+	int ret;
+	char err[512];
+	pthread_t thread;
+	bool running;
+};
+
+/*
+ * Starts it for the snapshot at path into mem (guest_mem_init()), before
+ * vm_create() takes mem: with mem_file, mem's record of written pages is
+ * made here, for the pages the thread writes. 0 or -errno (logged).
+ */
+int vm_restore_begin(struct vm_restore *rs, struct guest_mem *mem, const char *path,
+                     const char *mem_file, const struct snap_key *key, bool lazy)
+	__attribute__((warn_unused_result));
+/* Waits for its thread and frees what no restore took; before guest RAM goes. */
+void vm_restore_end(struct vm_restore *rs);
+
+/*
+ * Loads the snapshot rs began into a VM made (vm_create) over rs's memory,
+ * with the same vCPU count and the same devices, before vm_run().
+ * Everything is validated before the VM is touched where it can be. Guest
+ * RAM is decompressed on threads threads before this returns, or, with
+ * rs->lazy, filled on demand and in the background while the VM runs
+ * (lazy_mem.h; eagerly after one warning where userfaultfd cannot be used);
+ * with a memory file (vm->mem_file), mapped from it instead, a diff's own
+ * pages over it (lazily too). 0 or -errno with err.
+ */
+int vm_snapshot_restore(struct vm *vm, struct vm_restore *rs, int threads, char *err, size_t errlen)
+	__attribute__((warn_unused_result));
 
 /* Sets an interrupt line of the in-kernel irqchip (ISA IRQ / GSI). */
 int vm_irq_line(struct vm *vm, unsigned gsi, int level) __attribute__((warn_unused_result));

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "fake.h"
+#include "guest_mem.h"
 
 #define MAX_VCPUS 255
 
@@ -58,45 +59,6 @@ int parse_fail_modes(const char *s, unsigned *out)
 			*out |= modes[i].bit;
 		s += n + (s[n] == ',');
 	}
-	return 0;
-}
-
-/* "256M", "1G", "512" (MiB), "1048576K", as husk-vmm takes them. */
-static int parse_size(const char *s, uint64_t *out)
-{
-	unsigned shift = 20;
-	char *end;
-	uint64_t v;
-
-	errno = 0;
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	v = strtoull(s, &end, 10);
-	if (errno)
-		return -EINVAL;
-	switch (*end) {
-	case 'k':
-	case 'K':
-		shift = 10;
-		end++;
-		break;
-	case 'm':
-	case 'M':
-		end++;
-		break;
-	case 'g':
-	case 'G':
-		shift = 30;
-		end++;
-		break;
-	case '\0':
-		break;
-	default:
-		return -EINVAL;
-	}
-	if ((*end && strcmp(end, "iB") && strcmp(end, "B")) || v > (UINT64_MAX >> shift))
-		return -EINVAL;
-	*out = v << shift;
 	return 0;
 }
 
@@ -180,7 +142,7 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 			o->key_fd = (int)n;
 			break;
 		case 'm':
-			if (parse_size(optarg, &o->mem) || o->mem < (32ULL << 20) ||
+			if (guest_mem_parse_size(optarg, &o->mem) || o->mem < (32ULL << 20) ||
 			    o->mem % (2ULL << 20))
 				return usage_error(
 					"--mem '%s' must be a multiple of 2M, at least 32M",

@@ -87,3 +87,22 @@ UNIT_TEST(guest_mem_copy_helpers)
 	CHECK(guest_mem_read(&m, 32 * MiB, buf, 1) == -EFAULT);
 	guest_mem_free(&m);
 }
+
+/* --mem's sizes: suffixes and their spellings, and what is refused. */
+UNIT_TEST(guest_mem_parses_sizes)
+{
+	uint64_t v = 0;
+
+	CHECK(guest_mem_parse_size("512", &v) == 0 && v == 512ULL << 20);
+	CHECK(guest_mem_parse_size("256M", &v) == 0 && v == 256ULL << 20);
+	CHECK(guest_mem_parse_size("1G", &v) == 0 && v == 1ULL << 30);
+	CHECK(guest_mem_parse_size("2GiB", &v) == 0 && v == 2ULL << 30);
+	CHECK(guest_mem_parse_size("1048576K", &v) == 0 && v == 1ULL << 30);
+	CHECK(guest_mem_parse_size("64MB", &v) == 0 && v == 64ULL << 20);
+	CHECK(guest_mem_parse_size("", &v) == -EINVAL);
+	CHECK(guest_mem_parse_size("-1", &v) == -EINVAL);
+	CHECK(guest_mem_parse_size("12T", &v) == -EINVAL);
+	CHECK(guest_mem_parse_size("5Mx", &v) == -EINVAL);
+	CHECK(guest_mem_parse_size("99999999999999999999", &v) == -EINVAL);
+	CHECK(guest_mem_parse_size("17592186044416G", &v) == -ERANGE);
+}

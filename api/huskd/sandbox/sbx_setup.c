@@ -60,9 +60,9 @@ static void setup_step(struct setup *s);
 /*
  * Whether its agent's connection broke under the request: then the agent
  * dials in again by itself, and that dial-in starts the setup over
- * (agent_hello), within the deadline its start runs under. Seen nested: a
- * restored guest's reset of its old connections can reach the agent after
- * it has already dialled in anew. An agent that does not answer in time
+ * (agent_hello), within the deadline its start runs under. Seen nested, once
+ * in 400 template creates: a restored guest's new connection reset under
+ * "resumed" (why is not known yet). An agent that does not answer in time
  * (-ETIMEDOUT) holds its connection: that fails the setup.
  */
 static bool setup_lost(struct setup *s, int rc, const struct sbx_err *err)
