@@ -250,8 +250,11 @@ static void *restore_thread(void *arg)
 	if (!ret && rs->mem_file)
 		ret = memfile_map(rs->mem, rs->r, rs->mem_file, &rs->base, rs->err,
 		                  sizeof(rs->err));
-	/* What a lazy restore writes before the guest runs (lazy_mem_start()). */
-	if (!ret && rs->mem_file && rs->lazy &&
+	/*
+	 * What a lazy restore writes before the guest runs (lazy_mem_start()),
+	 * only where those pages are recorded: a diff pause must find them.
+	 */
+	if (!ret && rs->mem_file && rs->lazy && rs->mem->dirty &&
 	    snap_reader_base(rs->r, &base_len, &base_sum) == 0 &&
 	    snap_reader_memory_info(rs->r, &mi) == 0) {
 		ret = snap_reader_load_memory_below(rs->r, rs->mem, 2,
@@ -271,9 +274,13 @@ int vm_restore_begin(struct vm_restore *rs, struct guest_mem *mem, const char *p
 	*rs = (struct vm_restore){
 		.path = path, .mem_file = mem_file, .mem = mem, .key = key, .lazy = lazy};
 	rs->base.fd = -1;
-	/* Before the VM copies mem: the pages written over a memory file are recorded. */
+	/*
+	 * Before the VM copies mem: the record of the pages written over a
+	 * memory file, which the thread's writes go into (without one, they are
+	 * left to lazy_mem_start(), after vm_dirty_track()).
+	 */
 	if (mem_file && !mem->dirty && guest_mem_track(mem))
-		log_warn("restore: no record of written pages: a pause compares all guest memory");
+		log_debug("restore: no memory for the record of written pages yet");
 	ret = pthread_create(&rs->thread, NULL, restore_thread, rs);
 	if (ret) {
 		log_err("cannot start restoring %s: %s", path, strerror(ret));

@@ -336,14 +336,15 @@ static void agent_and_control_failures(void)
 	 * dials again, and the setup starts over on that connection.
 	 */
 	if ((p = up("{}", NULL)) && t_pause(p)) {
+		bool resumed;
+
 		snprintf(id, sizeof(id), "%s", p);
-		snprintf(st, sizeof(st), "%s", "");
 		setenv("FAKE_VMM", "drop-resumed", 1);
 		sbx_resume(T.m, id, t_done_cb, &d);
-		eid = t_wait_done(&d) && d.ok ? "" : NULL;
+		resumed = t_wait_done(&d) && d.ok;
 		unsetenv("FAKE_VMM");
 		snprintf(err, sizeof(err), "%s/vmm.log", t_sb(id)->dir);
-		rec = eid ? t_exec(id, "[\"true\"]") : NULL;
+		rec = resumed ? t_exec(id, "[\"true\"]") : NULL;
 		t_check("setup_over_after_connection_lost",
 		        rec && t_file_has(err, "dropped the connection under resumed") &&
 		                !strcmp(json_string_value(json_object_get(rec, "status")),
