@@ -42,6 +42,18 @@ static int listen_at(const char *path)
 	return fd;
 }
 
+/* The disk's image, opened as husk-vmm opens it (on the opener's thread). */
+static struct img *open_disk(const struct blk_spec *spec)
+{
+	struct blk_images bi;
+	struct img *img = NULL;
+
+	if (blk_images_start(&bi, spec, 1) == 0)
+		img = blk_images_take(&bi, 0);
+	blk_images_close(&bi);
+	return img;
+}
+
 static int make(struct fdev *f)
 {
 	char disk[] = "/tmp/husk-fuzz-disk-XXXXXX", uds[108], port[120];
@@ -57,8 +69,8 @@ static int make(struct fdev *f)
 	f->vm.loop = evloop_create();
 	snprintf(uds, sizeof(uds), "/tmp/husk-fuzz-vsock-%d", getpid());
 	snprintf(port, sizeof(port), "%s_1234", uds);
-	if (!f->vm.loop || !virtio_rng_create(&f->vm) || !virtio_blk_create(&f->vm, &spec) ||
-	    !vsock_create(&f->vm, 3, uds))
+	if (!f->vm.loop || !virtio_rng_create(&f->vm) ||
+	    !virtio_blk_create(&f->vm, &spec, open_disk(&spec)) || !vsock_create(&f->vm, 3, uds))
 		return -1;
 	unlink(disk); /* the device holds it open */
 	f->listen_fd = listen_at(port);
