@@ -114,22 +114,17 @@ static int dial_parse(struct dialer *d, const char *spec)
 	return 0;
 }
 
-/* Arms the timer: the next dial in ms. */
-static void dial_after(struct dialer *d, unsigned ms)
+/* After a failure: wait the backoff, doubled for the next one. */
+static void dial_backoff(struct dialer *d)
 {
-	struct itimerspec its = {
-		.it_value = {.tv_sec = ms / 1000, .tv_nsec = ms ? (long)(ms % 1000) * 1000000 : 1}};
+	/* backoff_ms is 10 at least: the timer is never disarmed by a zero. */
+	struct itimerspec its = {.it_value = {.tv_sec = d->backoff_ms / 1000,
+	                                      .tv_nsec = (long)(d->backoff_ms % 1000) * 1000000}};
 
 	/* Cannot fail with a valid timerfd and value; if it did, dialling would stop. */
 	if (timerfd_settime(d->timer_fd, 0, &its, NULL) < 0)
 		fprintf(stderr, "husk-agent: dial %s: cannot arm the timer: %s\n", d->spec,
 		        strerror(errno));
-}
-
-/* After a failure: wait the backoff, doubled for the next one. */
-static void dial_backoff(struct dialer *d)
-{
-	dial_after(d, d->backoff_ms);
 	d->backoff_ms = d->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : d->backoff_ms * 2;
 }
 
