@@ -171,6 +171,26 @@ int snap_section_read(struct snap_reader *r, uint32_t i, LZ4F_dctx *dctx, void *
 int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
                     const void *frame, size_t stored, size_t raw, uint32_t csum);
 
+/* A section's place, claimed in file order; its frame is written later. */
+struct snap_slot {
+	uint32_t index; /* in the table, and a sealed frame's nonce */
+	uint64_t off;
+	size_t stored; /* the frame's bytes, before any tag */
+};
+
+/*
+ * snap_writer_put() in two halves, for writers on several threads: claim
+ * the next section's place (in file order, under the caller's lock), then
+ * seal and write its frame there (on any thread, at the same time as
+ * others). frame has cap bytes of room: stored plus snap_tag_len(). A
+ * failed fill leaves a hole: the caller must fail the writer (w->err).
+ * 0 or -errno.
+ */
+int snap_writer_claim(struct snap_writer *w, uint32_t type, uint32_t id, size_t stored, size_t raw,
+                      uint32_t csum, struct snap_slot *slot) __attribute__((warn_unused_result));
+int snap_writer_fill(const struct snap_writer *w, const struct snap_slot *slot, uint8_t *frame,
+                     size_t cap) __attribute__((warn_unused_result));
+
 /* Bytes of a stored frame that are its tag: SNAP_TAG_LEN in a sealed file, else 0. */
 static inline uint64_t snap_tag_len(uint32_t flags)
 {

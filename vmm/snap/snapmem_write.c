@@ -118,8 +118,9 @@ static void *mem_write_worker(void *arg)
 	struct mem_writer *mw = arg;
 	uint32_t cs = mw->ram.chunk_size;
 	size_t cap = snap_frame_bound(snap_bitmap_bytes(cs) + cs), raw, stored = 0;
-	uint8_t *in = malloc(snap_bitmap_bytes(cs) + cs), *out = malloc(cap);
+	uint8_t *in = malloc(snap_bitmap_bytes(cs) + cs), *out = malloc(cap + SNAP_TAG_LEN);
 	LZ4F_cctx *cctx = NULL;
+	struct snap_slot slot;
 	uint32_t csum = 0;
 
 	if (!in || !out || LZ4F_isError(LZ4F_createCompressionContext(&cctx, LZ4F_VERSION)))
@@ -140,20 +141,25 @@ static void *mem_write_worker(void *arg)
 		ret = host ? 0 : -EFAULT;
 		if (!ret && raw)
 			ret = snap_frame_compress(cctx, out, cap, in, raw, &stored, &csum);
-		/* Chunks are written in guest order, whichever thread finished first. */
+		/*
+		 * Chunks take their places in guest order, whichever thread finished
+		 * first; sealing and writing them then run side by side (a sealed
+		 * pause's AES is most of its time under emulation).
+		 */
 		pthread_mutex_lock(&mw->lock);
 		while (mw->next_write != idx && !mw->err)
 			pthread_cond_wait(&mw->turn, &mw->lock);
-		pthread_mutex_unlock(&mw->lock);
 		if (!ret && raw && !mw->err)
-			ret = snap_writer_put(mw->w, SNAP_MEMORY, idx, NULL, out, stored, raw,
-			                      csum);
-		pthread_mutex_lock(&mw->lock);
+			ret = snap_writer_claim(mw->w, SNAP_MEMORY, idx, stored, raw, csum, &slot);
 		if (ret && !mw->err)
 			mw->err = ret;
 		mw->next_write++;
 		pthread_cond_broadcast(&mw->turn);
 		pthread_mutex_unlock(&mw->lock);
+		if (!ret && raw && !mw->err)
+			ret = snap_writer_fill(mw->w, &slot, out, cap + SNAP_TAG_LEN);
+		if (ret)
+			atomic_compare_exchange_strong(&mw->err, &(int){0}, ret);
 	}
 	LZ4F_freeCompressionContext(cctx);
 	free(in);

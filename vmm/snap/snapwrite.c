@@ -93,11 +93,11 @@ static int frame_out(struct snap_writer *w, uint32_t index, const void **frame, 
 	return 0;
 }
 
-int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
-                    const void *frame, size_t stored, size_t raw, uint32_t csum)
+/* The next section's table entry and place in the file; its bytes are the caller's to write. */
+static int entry_claim(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
+                       size_t stored, size_t raw, uint32_t csum, struct snap_slot *slot)
 {
 	struct snap_entry *e;
-	int ret;
 
 	if (w->nr == SNAP_MAX_SECTIONS)
 		return writer_error(w, -EFBIG);
@@ -110,18 +110,54 @@ int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const cha
 		w->ents = p;
 		w->cap = cap;
 	}
-	ret = frame_out(w, w->nr, &frame, &stored);
-	if (!ret)
-		ret = snap_pwrite_all(w->fd, frame, stored, w->off);
-	if (ret)
-		return writer_error(w, ret);
+	*slot = (struct snap_slot){.index = w->nr, .off = w->off, .stored = stored};
 	e = &w->ents[w->nr++];
-	*e = (struct snap_entry){
-		.type = type, .id = id, .off = w->off, .stored = stored, .raw = raw, .csum = csum};
+	*e = (struct snap_entry){.type = type,
+	                         .id = id,
+	                         .off = w->off,
+	                         .stored = stored + snap_tag_len(w->flags),
+	                         .raw = raw,
+	                         .csum = csum};
 	if (name)
 		strcpy(e->name, name); /* length checked by the caller */
-	w->off += stored;
+	w->off += e->stored;
 	return 0;
+}
+
+int snap_writer_put(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
+                    const void *frame, size_t stored, size_t raw, uint32_t csum)
+{
+	struct snap_slot slot;
+	int ret = entry_claim(w, type, id, name, stored, raw, csum, &slot);
+
+	if (ret)
+		return ret;
+	ret = frame_out(w, slot.index, &frame, &stored);
+	if (!ret)
+		ret = snap_pwrite_all(w->fd, frame, stored, slot.off);
+	return ret ? writer_error(w, ret) : 0;
+}
+
+int snap_writer_claim(struct snap_writer *w, uint32_t type, uint32_t id, size_t stored, size_t raw,
+                      uint32_t csum, struct snap_slot *slot)
+{
+	return w->err ? w->err : entry_claim(w, type, id, NULL, stored, raw, csum, slot);
+}
+
+int snap_writer_fill(const struct snap_writer *w, const struct snap_slot *slot, uint8_t *frame,
+                     size_t cap)
+{
+	size_t len = slot->stored;
+	int ret = 0;
+
+	if (cap < len + snap_tag_len(w->flags))
+		return -EINVAL;
+	/* In place: the caller's buffer has room for the tag. */
+	if (w->flags & SNAP_FLAG_SEALED) {
+		ret = snap_seal(&w->key, w->salt, slot->index, frame, len, frame + len);
+		len += SNAP_TAG_LEN;
+	}
+	return ret ? ret : snap_pwrite_all(w->fd, frame, len, slot->off);
 }
 
 int snap_writer_add(struct snap_writer *w, uint32_t type, uint32_t id, const char *name,
