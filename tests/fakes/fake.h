@@ -36,6 +36,7 @@ enum {
 	FAIL_MUTE_READS = 1 << 6,    /* file.read taken, never answered (a stuck guest) */
 	FAIL_ENDLESS_READS = 1 << 7, /* file.read sends zeros until cancelled */
 	FAIL_DROP_RESUMED = 1 << 8,  /* the first "resumed" ends its connection unanswered */
+	FAIL_MUTE_RESUMED = 1 << 9,  /* "resumed" taken, never answered (a stuck restored guest) */
 };
 
 /* A file's bytes, shared by the file and the reads streaming them. */

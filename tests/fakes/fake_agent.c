@@ -324,6 +324,10 @@ static void op_resumed(struct conn *c, uint32_t id, json_t *req)
 		fprintf(stderr, "fake-vmm: dropped the connection under resumed\n");
 		return;
 	}
+	if (c->fk->fail & FAIL_MUTE_RESUMED) {
+		fprintf(stderr, "fake-vmm: took resumed, will not answer\n");
+		return;
+	}
 	c->fk->g.resumed++;
 	conn_send_json(c, FRAME_RESULT, id, json_object());
 }

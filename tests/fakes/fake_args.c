@@ -42,7 +42,8 @@ int parse_fail_modes(const char *s, unsigned *out)
 	             {"no-diff", FAIL_NO_DIFF},
 	             {"mute-reads", FAIL_MUTE_READS},
 	             {"endless-reads", FAIL_ENDLESS_READS},
-	             {"drop-resumed", FAIL_DROP_RESUMED}};
+	             {"drop-resumed", FAIL_DROP_RESUMED},
+	             {"mute-resumed", FAIL_MUTE_RESUMED}};
 
 	*out = 0;
 	while (s && *s) {

@@ -98,8 +98,13 @@ static void call_timed_out(uv_timer_t *t)
 	uv_timer_stop(t);
 	c->given_up = true;
 	c->ops->done(c->arg, -ETIMEDOUT, NULL, &err);
-	/* done() comes from the agent, or from the session's end: the call is freed then. */
-	agent_call_cancel(c->ac);
+	/*
+	 * The agent's done() comes from its answer or the session's end, which
+	 * frees the agent call. The caller's done() just now may have ended the
+	 * session itself (a failed setup stops the sandbox): then it has ended.
+	 */
+	if (c->ac)
+		agent_call_cancel(c->ac);
 }
 
 static void call_done(void *arg, int rc, json_t *reply)
@@ -107,6 +112,7 @@ static void call_done(void *arg, int rc, json_t *reply)
 	struct call *c = arg;
 	struct sbx_err err;
 
+	c->ac = NULL; /* freed by the session once this returns */
 	if (rc < 0 && (c->sb->state == SBX_STOPPING || c->sb->state == SBX_GONE))
 		sbx_fail(&err, SBX_ENDED, rc, "sandbox %s has ended (%s) during the request",
 		         c->sb->id, c->sb->end_status ? c->sb->end_status : "stopped");

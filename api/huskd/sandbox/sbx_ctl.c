@@ -54,6 +54,15 @@ static void dumped(void *arg, int rc, const char *reply)
 	else if (!sb->m->closing)
 		log_warn(sb->id, "its VMM wrote its devices' queues and connections to %s/vmm.log",
 		         sb->dir);
+	/* Its folder goes with it: what the VMM wrote goes to huskd's log first. */
+	if (sb->kill_after_dump) {
+		char tail[2048];
+
+		sb->kill_after_dump = false;
+		sbx_vmm_log_tail(sb, tail, sizeof(tail));
+		log_error(sb->id, "its VMM's log ended with: %s", tail[0] ? tail : "(nothing)");
+		sbx_vmm_stop(sb);
+	}
 	sbx_drop(sb);
 }
 

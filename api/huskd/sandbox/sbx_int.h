@@ -172,6 +172,7 @@ struct sandbox {
 	bool quit_sent;       /* PAUSING: told to quit after its snapshot */
 	struct vmm_ctl *ctl;  /* a control command awaiting its answer */
 	struct vmm_ctl *dump; /* a "dump" awaiting its answer (on a connection of its own) */
+	bool kill_after_dump; /* STOPPING: its VMM goes once that dump is answered */
 	void (*ctl_fn)(struct sandbox *, int, const char *); /* who gets that answer */
 	uv_pipe_t *dial;                                     /* listener on dir/vsock.sock_53 */
 	struct agent_session *session;
@@ -452,6 +453,8 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slot);
 /* The end of its guest's console, as one printable line (for a failure's log). */
 void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len);
+/* The end of its VMM's log, the same way. */
+void sbx_vmm_log_tail(struct sandbox *sb, char *out, size_t len);
 /* Kills the VMM (SIGKILL); its exit follows through the vmm_exited hook. */
 void sbx_vmm_stop(struct sandbox *sb);
 /* Why the VMM ended (its status, its last words in vmm.log), for a status and the log. */

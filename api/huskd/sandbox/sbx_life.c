@@ -194,7 +194,15 @@ static void stopping(struct sandbox *sb)
 	sbx_job_tails_end(sb, true);
 	sbx_plan_abort(sb, sb->end_reason);
 	sbx_dial_close(sb);
-	sbx_vmm_stop(sb);
+	/*
+	 * A silent agent's request (sbx_call.c) asked the VMM for its queues and
+	 * connections: when that silence fails the sandbox, they are the only
+	 * clue to why, so the VMM answers first (at most SBX_CTL_TIMEOUT_MS).
+	 */
+	if (failed && sb->dump && sb->vmm)
+		sb->kill_after_dump = true;
+	else
+		sbx_vmm_stop(sb);
 }
 
 static void template_wanted(struct sbx_mgr *m, struct sbx_tmpl *t)

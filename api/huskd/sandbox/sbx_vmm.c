@@ -359,7 +359,7 @@ void sbx_vmm_stop(struct sandbox *sb)
 		log_warn(sb->id, "cannot kill its VMM: %s", strerror(-rc));
 }
 
-void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
+static void file_tail(struct sandbox *sb, const char *name, char *out, size_t len)
 {
 	char path[4200];
 	off_t end;
@@ -367,7 +367,7 @@ void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
 	int fd;
 
 	out[0] = '\0';
-	snprintf(path, sizeof(path), "%s/console.log", sb->dir);
+	snprintf(path, sizeof(path), "%s/%s", sb->dir, name);
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
 	if (fd < 0)
 		return;
@@ -381,6 +381,16 @@ void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
 			*p = '|';
 		else if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
 			*p = '?';
+}
+
+void sbx_vmm_console_tail(struct sandbox *sb, char *out, size_t len)
+{
+	file_tail(sb, "console.log", out, len);
+}
+
+void sbx_vmm_log_tail(struct sandbox *sb, char *out, size_t len)
+{
+	file_tail(sb, "vmm.log", out, len);
 }
 
 int sbx_vmm_adopt(struct sandbox *sb, pid_t pid, uint64_t starttime, int net_slot)
