@@ -61,12 +61,34 @@ static const char *up(const char *body, const char *mode)
 	return id;
 }
 
+/* huskd's log (stderr) into the file path until stderr_back() (*saved -1: not moved). */
+static void stderr_to(const char *path, int *saved)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	*saved = dup(STDERR_FILENO);
+	if (fd < 0 || *saved < 0 || dup2(fd, STDERR_FILENO) < 0) {
+		if (*saved >= 0)
+			close(*saved);
+		*saved = -1;
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+static void stderr_back(int saved)
+{
+	if (saved >= 0) {
+		dup2(saved, STDERR_FILENO);
+		close(saved);
+	}
+}
+
 static void vmm_exits(void)
 {
 	char id[STORE_ID_LEN], err[512], sid[STORE_ID_LEN] = "", body[128];
 	const char *p;
 	struct t_done d = {0};
-	json_t *snap;
 
 	if ((p = up("{}", "nodial"))) {
 		snprintf(id, sizeof(id), "%s", p);
@@ -95,13 +117,7 @@ static void vmm_exits(void)
 	/* A warm start whose guest never dials: RESTORING. */
 	if ((p = up("{}", NULL))) {
 		snprintf(id, sizeof(id), "%s", p);
-		snap = json_pack("{ssss}", "name", "fail-snap", "tag", "latest");
-		sbx_snap_create(T.m, id, snap, t_done_cb, &d);
-		if (t_wait_done(&d) && d.ok)
-			snprintf(sid, sizeof(sid), "%s",
-			         json_string_value(json_object_get(d.data, "snapshotId")));
-		t_done_reset(&d);
-		json_decref(snap);
+		t_snapshot(id, "{\"name\":\"fail-snap\",\"tag\":\"latest\"}", sid);
 		t_destroy(id);
 		snprintf(body, sizeof(body), "{\"snapshot\":\"%s\"}", sid);
 		if ((p = up(body, "nodial"))) {
@@ -163,15 +179,12 @@ static void start_failures(void)
 {
 	char id[STORE_ID_LEN], st[32], why[512], log[300];
 	uint64_t ready = T.m->cfg.ready_ms;
-	int saved, fd;
 	const char *p;
+	int saved;
 
 	/* huskd's log (stderr) into a file while a guest crashes: its console must be there. */
 	snprintf(log, sizeof(log), "%s/crash-huskd.log", T.root);
-	saved = dup(STDERR_FILENO);
-	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (saved >= 0 && fd >= 0)
-		dup2(fd, STDERR_FILENO);
+	stderr_to(log, &saved);
 	if ((p = up("{}", "crash-at-start"))) {
 		snprintf(id, sizeof(id), "%s", p);
 		t_wait_state(id, SBX_GONE);
@@ -181,12 +194,7 @@ static void start_failures(void)
 		                strstr(why, "crashing at start"),
 		        "%s: '%s'", st, why);
 	}
-	if (saved >= 0 && fd >= 0)
-		dup2(saved, STDERR_FILENO);
-	if (saved >= 0)
-		close(saved);
-	if (fd >= 0)
-		close(fd);
+	stderr_back(saved);
 	t_check("guest_crash_logs_its_console",
 	        t_file_has(log, "its guest crashed; its console ended with:") &&
 	                t_file_has(log, "Kernel panic - not syncing: crash-at-start"),
@@ -260,29 +268,18 @@ static void silent_setup_leaves_a_clue(void)
 {
 	uint64_t was = T.m->cfg.call_idle_ms;
 	char id[STORE_ID_LEN], sid[STORE_ID_LEN] = "", body[128], st[32], log[4200];
-	struct t_done d = {0};
 	const char *p = up("{}", NULL);
-	int saved, fd;
-	json_t *snap;
+	int saved;
 
 	if (!p) {
 		t_check("silent_setup_logs_vmm_state", false, "no sandbox");
 		return;
 	}
 	snprintf(id, sizeof(id), "%s", p);
-	snap = json_pack("{ssss}", "name", "silent-snap", "tag", "latest");
-	sbx_snap_create(T.m, id, snap, t_done_cb, &d);
-	if (t_wait_done(&d) && d.ok)
-		snprintf(sid, sizeof(sid), "%s",
-		         json_string_value(json_object_get(d.data, "snapshotId")));
-	t_done_reset(&d);
-	json_decref(snap);
+	t_snapshot(id, "{\"name\":\"silent-snap\",\"tag\":\"latest\"}", sid);
 	t_destroy(id);
 	snprintf(log, sizeof(log), "%s/silent-huskd.log", T.root);
-	saved = dup(STDERR_FILENO);
-	fd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-	if (saved >= 0 && fd >= 0)
-		dup2(fd, STDERR_FILENO);
+	stderr_to(log, &saved);
 	T.m->cfg.call_idle_ms = 300;
 	snprintf(body, sizeof(body), "{\"snapshot\":\"%s\"}", sid);
 	st[0] = '\0';
@@ -292,12 +289,7 @@ static void silent_setup_leaves_a_clue(void)
 		t_status(id, st, sizeof(st));
 	}
 	T.m->cfg.call_idle_ms = was;
-	if (saved >= 0 && fd >= 0)
-		dup2(saved, STDERR_FILENO);
-	if (saved >= 0)
-		close(saved);
-	if (fd >= 0)
-		close(fd);
+	stderr_back(saved);
 	t_check("silent_setup_logs_vmm_state",
 	        !strcmp(st, "failed") && t_file_has(log, "took resumed, will not answer") &&
 	                t_file_has(log, "its VMM's log ended with:") &&
