@@ -18,6 +18,7 @@
 #include "log.h"
 #include "vcpu.h"
 #include "x86/layout.h"
+#include "x86/state.h"
 
 void vm_stop(struct vm *vm, enum vm_exit_status status, const char *fmt, ...)
 {
@@ -83,6 +84,7 @@ void vm_dump(struct vm *vm)
 	pthread_mutex_unlock(&vm->pause_lock);
 	log_warn("state on request: %u vCPUs, %u parked, %s", vm->nr_vcpus, parked,
 	         atomic_load(&vm->stopping) ? "stopping" : "running");
+	vm_state_dump(vm);
 	for (unsigned i = 0; i < vm->nr_dump_devs; i++)
 		vm->dump_devs[i].dump(vm->dump_devs[i].dev);
 }

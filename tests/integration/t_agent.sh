@@ -49,7 +49,8 @@ t_agent_in_guest() {
 }
 
 # The control socket's dump (what huskd asks for when an agent request goes
-# silent): the queues and an open vsock connection, in the VMM's log.
+# silent): the queues, an open vsock connection and the IOAPIC's pins, in the
+# VMM's log.
 agent_vmm_dump() {
 	timeout 120 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- sleep 60 >/dev/null 2>&1 &
 	held=$!
@@ -70,6 +71,8 @@ agent_vmm_dump() {
 	kill $held 2>/dev/null
 	wait $held 2>/dev/null
 	[ -n "$why" ] || grep -q 'virtio-vsock queue 1: size' "$T/stderr" || why="the dump showed no vsock queue"
+	# The interrupt controller's pins: a booted guest has unmasked some (its serial, its disks).
+	[ -n "$why" ] || grep -q 'ioapic pin [0-9]*: vector 0x[0-9a-f]*, ' "$T/stderr" || why="the dump showed no IOAPIC pin"
 	if [ -n "$why" ]; then
 		fail vmm_dump "$why"
 	else

@@ -24,5 +24,7 @@ int vcpu_state_restore(struct vcpu *v, const void *blob, size_t len)
 int vm_state_save(struct vm *vm, void **blob, size_t *len) __attribute__((warn_unused_result));
 int vm_state_restore(struct vm *vm, const void *blob, size_t len)
 	__attribute__((warn_unused_result));
+/* The IOAPIC's unmasked pins, to the log (a state dump, vm_dump()). */
+void vm_state_dump(struct vm *vm);
 
 #endif

@@ -79,3 +79,33 @@ int vm_state_restore(struct vm *vm, const void *blob, size_t len)
 		ret = vm_ioctl(vm, KVM_SET_CLOCK, &s.clock, "KVM_SET_CLOCK");
 	return ret;
 }
+
+/*
+ * A guest that went silent with its devices' interrupts raised and never
+ * taken (seen after restores under nested emulation) leaves its clue here:
+ * a level-triggered pin whose EOI never came keeps remote IRR set and
+ * delivers nothing more. KVM_GET_IRQCHIP takes no vCPU's lock, so a dump
+ * never waits for a vCPU stuck in the guest.
+ */
+void vm_state_dump(struct vm *vm)
+{
+	struct kvm_irqchip c = {.chip_id = KVM_IRQCHIP_IOAPIC};
+
+	if (ioctl(vm->vm_fd, KVM_GET_IRQCHIP, &c) < 0) {
+		log_warn("ioapic: KVM_GET_IRQCHIP failed: %s", strerror(errno));
+		return;
+	}
+	log_warn("ioapic: irr %#x", c.chip.ioapic.irr);
+	for (int i = 0; i < KVM_IOAPIC_NUM_PINS; i++) {
+		const struct kvm_ioapic_state *io = &c.chip.ioapic;
+
+		if (io->redirtbl[i].fields.mask)
+			continue;
+		log_warn("ioapic pin %d: vector %#x, %s, remote irr %u, delivery pending %u, "
+		         "dest %u",
+		         i, io->redirtbl[i].fields.vector,
+		         io->redirtbl[i].fields.trig_mode ? "level" : "edge",
+		         io->redirtbl[i].fields.remote_irr, io->redirtbl[i].fields.delivery_status,
+		         io->redirtbl[i].fields.dest_id);
+	}
+}
