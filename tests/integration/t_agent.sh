@@ -35,6 +35,7 @@ t_agent_in_guest() {
 		echo "--- guest console"
 		tr -d '\r' <"$T/console.raw" | tail -n 60
 	fi
+	agent_no_nested_virt
 	agent_vmm_dump
 	# Power off through the agent: the VMM must then exit 0 on its own.
 	timeout 60 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- poweroff -f >/dev/null 2>&1
@@ -46,6 +47,17 @@ t_agent_in_guest() {
 	else
 		fail agent_guest_poweroff "husk-vmm exited with $status"
 	fi
+}
+
+# The guest's CPU offers no virtualization of its own (VMX, SVM): nested
+# virtualization is host KVM code a sandbox has no use for.
+agent_no_nested_virt() {
+	flags=$(timeout 60 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- cat /proc/cpuinfo 2>/dev/null | grep '^flags' | head -n 1)
+	case " ${flags#*:} " in
+	"  ") fail agent_no_nested_virt "no flags line in the guest's /proc/cpuinfo" ;;
+	*" svm "* | *" vmx "*) fail agent_no_nested_virt "the guest sees virtualization: $flags" ;;
+	*) pass agent_no_nested_virt ;;
+	esac
 }
 
 # The control socket's dump (what huskd asks for when an agent request goes

@@ -21,6 +21,7 @@ static struct kvm_cpuid2 *make_cpuid(const char *vendor)
 		{0xb, 2, KVM_CPUID_FLAG_SIGNIFCANT_INDEX},
 		{0x80000001, 0, 0},
 		{0x80000008, 0, 0},
+		{0x8000000a, 0, 0},
 	};
 	unsigned n = sizeof(leaves) / sizeof(leaves[0]);
 	struct kvm_cpuid2 *c = calloc(1, sizeof(*c) + n * sizeof(c->entries[0]));
@@ -36,7 +37,7 @@ static struct kvm_cpuid2 *make_cpuid(const char *vendor)
 	memcpy(&c->entries[0].ebx, vendor, 4);
 	memcpy(&c->entries[0].edx, vendor + 4, 4);
 	memcpy(&c->entries[0].ecx, vendor + 8, 4);
-	c->entries[1].ecx = 0; /* leaf 1 features: none, as a baseline */
+	c->entries[1].ecx = 1U << 5; /* leaf 1 features: VMX only, as a baseline */
 	/* Leaf 4: L1d, L1i, L2, L3 (type 1/2/3 in bits 4:0, level in 7:5). */
 	c->entries[2].eax = (1 << 5) | 1;
 	c->entries[3].eax = (1 << 5) | 2;
@@ -69,6 +70,8 @@ UNIT_TEST(cpuid_topology_intel)
 	e = cpuid_find(c, 0xb, 2);
 	CHECK(e && e->ebx == 0 && ((e->ecx >> 8) & 0xff) == 0);
 	CHECK(cpuid_find(c, 0x12345, 0) == NULL);
+	e = cpuid_find(c, 1, 0);
+	CHECK(e && !(e->ecx & (1U << 5))); /* no VMX for the guest */
 	free(c);
 }
 
@@ -83,6 +86,9 @@ UNIT_TEST(cpuid_topology_amd)
 	e = cpuid_find(c, 0x80000001, 0);
 	CHECK(e && !(e->ecx & (1U << 22))); /* TOPOEXT hidden */
 	CHECK(e->ecx & (1U << 1));          /* CmpLegacy */
+	CHECK(!(e->ecx & (1U << 2)));       /* no SVM for the guest */
+	e = cpuid_find(c, 0x8000000a, 0);
+	CHECK(e && !e->eax && !e->ebx && !e->ecx && !e->edx); /* nor its features */
 	e = cpuid_find(c, 4, 0);
 	CHECK(e && e->eax == ((1 << 5) | 1)); /* leaf 4 left alone on AMD */
 	free(c);

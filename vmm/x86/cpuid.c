@@ -3,10 +3,12 @@
 
 #include <string.h>
 
+#define CPUID_1_ECX_VMX (1U << 5)
 #define CPUID_1_ECX_TSC_DEADLINE (1U << 24)
 #define CPUID_1_ECX_HYPERVISOR (1U << 31)
 #define CPUID_1_EDX_HTT (1U << 28)
 #define CPUID_80000001_ECX_CMP_LEGACY (1U << 1)
+#define CPUID_80000001_ECX_SVM (1U << 2)
 #define CPUID_80000001_ECX_TOPOEXT (1U << 22)
 #define TOPO_LEVEL_SMT 1
 #define TOPO_LEVEL_CORE 2
@@ -82,7 +84,13 @@ void cpuid_normalize(struct kvm_cpuid2 *c, unsigned vcpu_index, unsigned nr, int
 		struct kvm_cpuid_entry2 *e = &c->entries[i];
 
 		switch (e->function) {
+		/*
+		 * No virtualization inside a sandbox: nested VMX/SVM is host KVM code
+		 * a guest kernel could reach (it has held host-escape bugs), and our
+		 * guest kernel has no KVM to use it.
+		 */
 		case 1:
+			e->ecx &= ~CPUID_1_ECX_VMX;
 			e->ecx |= CPUID_1_ECX_HYPERVISOR;
 			if (tsc_deadline)
 				e->ecx |= CPUID_1_ECX_TSC_DEADLINE;
@@ -107,11 +115,14 @@ void cpuid_normalize(struct kvm_cpuid2 *c, unsigned vcpu_index, unsigned nr, int
 			topology_leaf(e, vcpu_index, nr);
 			break;
 		case 0x80000001:
-			e->ecx &= ~CPUID_80000001_ECX_TOPOEXT;
+			e->ecx &= ~(CPUID_80000001_ECX_TOPOEXT | CPUID_80000001_ECX_SVM);
 			if (nr > 1 && !intel)
 				e->ecx |= CPUID_80000001_ECX_CMP_LEGACY;
 			else
 				e->ecx &= ~CPUID_80000001_ECX_CMP_LEGACY;
+			break;
+		case 0x8000000a: /* SVM revision and features: none without SVM */
+			e->eax = e->ebx = e->ecx = e->edx = 0;
 			break;
 		case 0x80000008:
 			if (intel)
