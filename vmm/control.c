@@ -143,7 +143,7 @@ static void run_command(struct client *cl, const char *cmd)
 		c->paused = 0;
 		reply(cl, "OK %s\n", "running");
 	} else if (strcmp(cmd, "dump") == 0) {
-		vm_dump(c->vm);
+		vm_dump(c->vm, !c->paused);
 		reply(cl, "OK %s\n", "dumped");
 	} else if (strcmp(cmd, "quit") == 0) {
 		/* After a snapshot: the saved guest lives on in the file, not here. */

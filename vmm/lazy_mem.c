@@ -519,6 +519,15 @@ int lazy_mem_wait(struct lazy_mem *l)
 	return atomic_load(&l->todo) ? -EIO : 0;
 }
 
+bool lazy_mem_dump(struct lazy_mem *l)
+{
+	unsigned todo = atomic_load(&l->todo);
+
+	log_warn("lazy restore: %u of %u chunks still to come%s", todo, l->nr_stored,
+	         atomic_load(&l->failed) ? ", failed" : "");
+	return todo != 0;
+}
+
 void lazy_mem_destroy(struct lazy_mem *l)
 {
 	if (!l)

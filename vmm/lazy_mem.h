@@ -49,6 +49,13 @@ int lazy_mem_wait(struct lazy_mem *l) __attribute__((warn_unused_result));
 void lazy_mem_release_reader(struct lazy_mem *l);
 
 /*
+ * Logs how far the load is (a state dump, vm_dump()). Returns whether
+ * chunks are still to come: reading guest memory may then wait on the
+ * handler thread.
+ */
+bool lazy_mem_dump(struct lazy_mem *l);
+
+/*
  * Stops both threads, wherever they are, and frees everything (the reader
  * too, if released). Guest memory not yet filled reads as zeros after this:
  * call it only once nothing runs the guest any more. NULL is fine.

@@ -67,6 +67,12 @@ int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *
 	return 0;
 }
 
+/*
+ * A vCPU's registers can be read only outside KVM_RUN; a guest that runs
+ * parks at once, so a vCPU that does not within this is a finding itself.
+ */
+#define DUMP_PARK_MS 2000
+
 int vm_dump_register(struct vm *vm, void (*dump)(void *dev), void *dev)
 {
 	if (vm->nr_dump_devs == VM_MAX_SNAP_DEVS)
@@ -75,8 +81,10 @@ int vm_dump_register(struct vm *vm, void (*dump)(void *dev), void *dev)
 	return 0;
 }
 
-void vm_dump(struct vm *vm)
+void vm_dump(struct vm *vm, bool park)
 {
+	int ret = park ? vm_pause(vm, DUMP_PARK_MS) : 0;
+	bool read_mem = true;
 	unsigned parked;
 
 	pthread_mutex_lock(&vm->pause_lock);
@@ -84,9 +92,20 @@ void vm_dump(struct vm *vm)
 	pthread_mutex_unlock(&vm->pause_lock);
 	log_warn("state on request: %u vCPUs, %u parked, %s", vm->nr_vcpus, parked,
 	         atomic_load(&vm->stopping) ? "stopping" : "running");
+	if (ret)
+		log_warn("the vCPUs did not park for the dump within %d ms (%s): their state "
+		         "is left out",
+		         DUMP_PARK_MS, strerror(-ret));
+	/* A lazy restore's handler may be what the guest waits for: no reads through it then. */
+	if (vm->lazy)
+		read_mem = !lazy_mem_dump(vm->lazy);
+	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++)
+		vcpu_state_dump(&vm->vcpus[i], read_mem);
 	vm_state_dump(vm);
 	for (unsigned i = 0; i < vm->nr_dump_devs; i++)
 		vm->dump_devs[i].dump(vm->dump_devs[i].dev);
+	if (park && !ret)
+		vm_resume(vm);
 }
 
 int vm_cmdline_add(struct vm *vm, const char *fmt, ...)

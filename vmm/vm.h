@@ -126,10 +126,12 @@ int vm_claim_device_slot(struct vm *vm, uint64_t len, uint64_t *base, unsigned *
 int vm_dump_register(struct vm *vm, void (*dump)(void *dev), void *dev)
 	__attribute__((warn_unused_result));
 /*
- * Logs where every registered device stands (queues, connections): for a
- * guest or host that waits on the other, the facts to tell which. Device thread.
+ * Logs where the vCPUs, the IOAPIC and every registered device stand
+ * (queues, connections): for a guest or host that waits on the other, the
+ * facts to tell which. park: the VM runs, so the vCPUs are paused for
+ * their registers and resumed after. Device thread.
  */
-void vm_dump(struct vm *vm);
+void vm_dump(struct vm *vm, bool park);
 
 /* Appends a parameter to what the guest command line announces. 0 or -ENOMEM. */
 int vm_cmdline_add(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)))

@@ -61,8 +61,8 @@ agent_no_nested_virt() {
 }
 
 # The control socket's dump (what huskd asks for when an agent request goes
-# silent): the queues, an open vsock connection and the IOAPIC's pins, in the
-# VMM's log.
+# silent): the queues, an open vsock connection, the IOAPIC's pins and each
+# vCPU's registers and LAPIC, in the VMM's log.
 agent_vmm_dump() {
 	timeout 120 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- sleep 60 >/dev/null 2>&1 &
 	held=$!
@@ -85,6 +85,14 @@ agent_vmm_dump() {
 	[ -n "$why" ] || grep -q 'virtio-vsock queue 1: size' "$T/stderr" || why="the dump showed no vsock queue"
 	# The interrupt controller's pins: a booted guest has unmasked some (its serial, its disks).
 	[ -n "$why" ] || grep -q 'ioapic pin [0-9]*: vector 0x[0-9a-f]*, ' "$T/stderr" || why="the dump showed no IOAPIC pin"
+	# Each vCPU, parked for it: a running guest's RIP and its enabled LAPIC.
+	[ -n "$why" ] || grep -q 'vCPU 0: rip 0x[0-9a-f]*, rsp 0x[0-9a-f]*, rflags' "$T/stderr" || why="the dump showed no vCPU registers"
+	[ -n "$why" ] || grep -q 'vCPU 0: code at rip (gpa 0x[0-9a-f]*) [0-9a-f][0-9a-f] ' "$T/stderr" || why="the dump showed no code at the vCPU's RIP"
+	[ -n "$why" ] || grep -q 'vCPU 0 kvm: exits [0-9]' "$T/stderr" || why="the dump showed no KVM counters"
+	[ -n "$why" ] || grep -q 'vCPU 0 lapic: svr 0x1[0-9a-f][0-9a-f], ' "$T/stderr" || why="the dump showed no enabled LAPIC"
+	# The dump resumed what it parked.
+	[ -n "$why" ] || [ "$(timeout 60 "$top/build/bin/husk-agentctl" --vsock "$sock" exec -- echo after-dump 2>/dev/null)" = after-dump ] ||
+		why="the guest did not run a command after the dump"
 	if [ -n "$why" ]; then
 		fail vmm_dump "$why"
 	else

@@ -8,6 +8,7 @@
  * build's structs behind a small header (magic, version, sizes) that the
  * loaders check before use; the snapshot file checksums them.
  */
+#include <stdbool.h>
 #include <stddef.h>
 
 struct vm;
@@ -26,5 +27,10 @@ int vm_state_restore(struct vm *vm, const void *blob, size_t len)
 	__attribute__((warn_unused_result));
 /* The IOAPIC's unmasked pins, to the log (a state dump, vm_dump()). */
 void vm_state_dump(struct vm *vm);
+/*
+ * A parked vCPU's registers, pending events, LAPIC state and KVM counters,
+ * with read_mem the code at its RIP and its stack's top, to the log (vm_dump()).
+ */
+void vcpu_state_dump(struct vcpu *v, bool read_mem);
 
 #endif
