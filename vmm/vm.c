@@ -92,6 +92,10 @@ void vm_dump(struct vm *vm, bool park)
 	pthread_mutex_unlock(&vm->pause_lock);
 	log_warn("state on request: %u vCPUs, %u parked, %s", vm->nr_vcpus, parked,
 	         atomic_load(&vm->stopping) ? "stopping" : "running");
+	for (unsigned i = 0; i < vm->nr_dump_devs; i++)
+		vm->dump_devs[i].dump(vm->dump_devs[i].dev);
+	vm_state_dump(vm);
+	/* Last: what a reader of the log's tail (huskd, for a failed sandbox) sees first. */
 	if (ret)
 		log_warn("the vCPUs did not park for the dump within %d ms (%s): their state "
 		         "is left out",
@@ -101,9 +105,6 @@ void vm_dump(struct vm *vm, bool park)
 		read_mem = !lazy_mem_dump(vm->lazy);
 	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++)
 		vcpu_state_dump(&vm->vcpus[i], read_mem);
-	vm_state_dump(vm);
-	for (unsigned i = 0; i < vm->nr_dump_devs; i++)
-		vm->dump_devs[i].dump(vm->dump_devs[i].dev);
 	if (park && !ret)
 		vm_resume(vm);
 }

@@ -50,13 +50,13 @@ static void dumped(void *arg, int rc, const char *reply)
 
 	sb->dump = NULL;
 	if (rc && !sb->m->closing)
-		log_warn(sb->id, "its VMM did not show its devices' state: %s", reply);
+		log_warn(sb->id, "its VMM did not show its vCPUs' and devices' state: %s", reply);
 	else if (!sb->m->closing)
-		log_warn(sb->id, "its VMM wrote its devices' queues and connections to %s/vmm.log",
+		log_warn(sb->id, "its VMM wrote its vCPUs' and devices' state to %s/vmm.log",
 		         sb->dir);
 	/* Its folder goes with it: what the VMM wrote goes to huskd's log first. */
 	if (sb->kill_after_dump) {
-		char tail[2048];
+		char tail[4096]; /* the vCPUs' lines at least (vm_dump() ends with them) */
 
 		sb->kill_after_dump = false;
 		sbx_vmm_log_tail(sb, tail, sizeof(tail));
