@@ -29,6 +29,8 @@ struct call {
 	bool given_up;   /* the caller was told: what the agent still sends is dropped */
 	bool cancelled;  /* the caller's data() wanted no more: the agent was told */
 	bool input_done; /* all of in is queued: the agent owes the answer from then on */
+	bool in_data;    /* inside the caller's data(): call_end() leaves the free to it */
+	bool ended;      /* ... and call_end() ran meanwhile */
 	void (*release)(void *release_arg); /* in's own */
 	void *release_arg;
 };
@@ -41,12 +43,26 @@ static void call_free(uv_handle_t *h)
 static void call_data(void *arg, uint8_t type, const void *p, size_t len)
 {
 	struct call *c = arg;
+	bool stop;
 
 	if (c->given_up)
 		return;
 	if (c->timing) /* the deadline is for silence: each frame restarts it */
 		uv_timer_again(&c->deadline);
-	if (c->ops->data && c->ops->data(c->arg, type, p, len) && !c->cancelled && c->ac) {
+	if (!c->ops->data)
+		return;
+	/*
+	 * data() may end the sandbox, which ends the session and this call
+	 * with it (call_done, call_end): c must outlive data() for the check below.
+	 */
+	c->in_data = true;
+	stop = c->ops->data(c->arg, type, p, len);
+	c->in_data = false;
+	if (c->ended) {
+		free(c);
+		return;
+	}
+	if (stop && !c->cancelled && c->ac) {
 		c->cancelled = true;
 		agent_call_cancel(c->ac);
 	}
@@ -62,6 +78,8 @@ static void call_end(struct call *c, int rc, json_t *reply, const struct sbx_err
 	if (c->timing) {
 		uv_timer_stop(&c->deadline);
 		uv_close((uv_handle_t *)&c->deadline, call_free);
+	} else if (c->in_data) {
+		c->ended = true;
 	} else {
 		free(c);
 	}
