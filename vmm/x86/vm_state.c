@@ -81,11 +81,10 @@ int vm_state_restore(struct vm *vm, const void *blob, size_t len)
 }
 
 /*
- * A guest that went silent with its devices' interrupts raised and never
- * taken (seen after restores under nested emulation) leaves its clue here:
- * a level-triggered pin whose EOI never came keeps remote IRR set and
- * delivers nothing more. KVM_GET_IRQCHIP takes no vCPU's lock, so a dump
- * never waits for a vCPU stuck in the guest.
+ * A guest whose devices' interrupts are raised and never taken shows here
+ * whether the IOAPIC holds them: a level-triggered pin whose EOI never came
+ * keeps remote IRR set and delivers nothing more. KVM_GET_IRQCHIP takes no
+ * vCPU's lock: this part comes even when the vCPUs do not park.
  */
 void vm_state_dump(struct vm *vm)
 {
