@@ -93,13 +93,16 @@ r=""
 for i in 1 2 3 4 5 6 7 8; do
 	rm -f k.qcow2 k.raw
 	$H create -c 4K k.qcow2 64M >/dev/null && truncate -s 64M k.raw
-	timeout -s KILL "0.$((i * 3 % 10 + 1))" $W k.qcow2 k.raw $i 100000 20000 >/dev/null 2>&1
+	# --foreground: timeout then reaps the writer before it exits itself, so the writer's
+	# lock on the image is gone; without it timeout kills its own group, itself too, and
+	# the shell can go on while the writer is still dying.
+	timeout --foreground -s KILL "0.$((i * 3 % 10 + 1))" $W k.qcow2 k.raw $i 100000 20000 >/dev/null 2>&1
 	qemu-img check k.qcow2 >"$T/log" 2>&1
 	c=$?
-	$H check k.qcow2 >/dev/null 2>&1
+	$H check k.qcow2 >"$T/hlog" 2>&1
 	h=$?
 	[ $c = 0 ] || [ $c = 3 ] || r="$r run$i:status$c"
-	[ $c = $h ] || r="$r run$i:qemu-$c-ours-$h"
+	[ $c = $h ] || r="$r run$i:qemu-$c-ours-$h($(head -c 200 "$T/hlog"))"
 done
 [ -z "$r" ] && ok killed_writer_never_corrupts || bad killed_writer_never_corrupts "check status:$r"
 
