@@ -255,6 +255,8 @@ struct control *control_create(struct vm *vm, const char *path, struct netstack 
 	}
 	c->vm = vm;
 	c->net = net;
+	/* A held VM (husk-vmm --held) starts paused. */
+	c->paused = atomic_load(&vm->pause_req);
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		c->clients[i] = (struct client){.c = c, .fd = -1};
 	strcpy(a.sun_path, path);

@@ -81,6 +81,7 @@ struct lazy_mem {
 	struct timespec t0;
 	pthread_mutex_t lock; /* for the two fields below, and with ended */
 	unsigned running;     /* threads that have not finished */
+	int held;             /* the filler waits for lazy_mem_go() */
 	int reader_released;
 	pthread_cond_t ended; /* todo reached 0, or the load failed or stopped */
 };
@@ -364,6 +365,11 @@ static void *filler_thread(void *arg)
 		lazy_fail(l, "cannot load the seccomp filter");
 		return NULL;
 	}
+	/* A held guest may wait long: what it touches first comes in before the rest. */
+	pthread_mutex_lock(&l->lock);
+	while (l->held && !atomic_load(&l->stop))
+		pthread_cond_wait(&l->ended, &l->lock);
+	pthread_mutex_unlock(&l->lock);
 	fill_rest(l, cr);
 	snap_chunk_reader_free(cr);
 	thread_exit(l);
@@ -465,6 +471,7 @@ int lazy_mem_start(struct vm *vm, struct snap_reader *r, int base_fd, bool backg
 	if (ret)
 		goto fail;
 	l->running = background ? 2 : 1;
+	l->held = vm->held;
 	if (!(l->handler_started = !pthread_create(&l->handler, NULL, handler_thread, l)))
 		l->running--;
 	if (background &&
@@ -517,6 +524,14 @@ int lazy_mem_wait(struct lazy_mem *l)
 		pthread_cond_wait(&l->ended, &l->lock);
 	pthread_mutex_unlock(&l->lock);
 	return atomic_load(&l->todo) ? -EIO : 0;
+}
+
+void lazy_mem_go(struct lazy_mem *l)
+{
+	pthread_mutex_lock(&l->lock);
+	l->held = 0;
+	pthread_cond_broadcast(&l->ended);
+	pthread_mutex_unlock(&l->lock);
 }
 
 bool lazy_mem_dump(struct lazy_mem *l)

@@ -25,7 +25,8 @@ struct lazy_mem;
  * lazy_mem_release_reader(). With base_fd >= 0, r is a diff and guest RAM
  * that descriptor's memory file, mapped (memfile_map()): the diff's pages
  * go over it, and are marked as written. Without background, chunks come
- * only as they are touched (and in lazy_mem_wait()). Returns 0 and *out,
+ * only as they are touched (and in lazy_mem_wait()); with vm->held, the
+ * background fill waits for lazy_mem_go(). Returns 0 and *out,
  * or -errno with a sentence in err when it cannot (no userfaultfd here,
  * not allowed, out of memory); guest RAM is then as it was and can be
  * loaded eagerly instead.
@@ -47,6 +48,9 @@ int lazy_mem_wait(struct lazy_mem *l) __attribute__((warn_unused_result));
  * closed once the last chunk is in (now, if that has happened already).
  */
 void lazy_mem_release_reader(struct lazy_mem *l);
+
+/* The guest of a --held restore runs: the background fill may begin. */
+void lazy_mem_go(struct lazy_mem *l);
 
 /*
  * Logs how far the load is (a state dump, vm_dump()). Returns whether

@@ -60,6 +60,7 @@ struct options {
 	bool lazy;            /* guest RAM of a --restore filled on demand */
 	bool verify_dirty;    /* diff pauses also compare every page (tests) */
 	bool lazy_on_demand;  /* a lazy restore fills nothing in the background (tests) */
+	bool held;            /* the restored guest waits for the control socket's resume */
 	const char *mem_file; /* guest RAM of a --restore mapped from this memory file */
 	const char *extract;  /* only write the --restore snapshot's RAM to this file */
 	uint64_t cid;
@@ -132,6 +133,10 @@ static void usage(FILE *f)
 	        "                     fails on one that changed unrecorded (for tests)\n"
 	        "  --lazy-on-demand   with --lazy: nothing fills guest memory in the background\n"
 	        "                     (for tests: a pause before the load ends)\n"
+	        "  --held             with --restore and --control: restore, then keep the\n"
+	        "                     vCPUs parked until the control socket's resume (a resume\n"
+	        "                     made ahead); guest memory a lazy restore has not placed\n"
+	        "                     comes in only as the guest touches it\n"
 	        "  --key-fd N         read keys from descriptor N to its end, one a line: 64\n"
 	        "                     hex digits open a sealed --restore and seal the snapshots\n"
 	        "                     this VM writes (the control socket's key changes it);\n"
@@ -181,6 +186,7 @@ static int parse_args(int argc, char **argv, struct options *o)
 		{"eager", no_argument, NULL, 'E'},
 		{"verify-dirty", no_argument, NULL, 'V'},
 		{"lazy-on-demand", no_argument, NULL, 'O'},
+		{"held", no_argument, NULL, 'H'},
 		{"seccomp", required_argument, NULL, 'S'},
 		{"key-fd", required_argument, NULL, 'K'},
 		{"verbose", no_argument, NULL, 'v'},
@@ -288,6 +294,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		case 'O':
 			o->lazy = o->lazy_on_demand = true;
 			break;
+		case 'H':
+			o->held = true;
+			break;
 		case 'K':
 			n = strtol(optarg, &end, 10);
 			if (*end || n < 3 || n > 1023)
@@ -328,6 +337,9 @@ static int parse_args(int argc, char **argv, struct options *o)
 		return usage_error("%s", "--kernel boots a guest, --restore resumes one: give one");
 	if ((o->mem_file || o->extract) && !o->restore)
 		return usage_error("%s", "--mem-file and --extract-memory go with --restore");
+	if (o->held && (!o->restore || !o->control))
+		return usage_error("%s", "--held goes with --restore and --control (whose "
+		                         "resume starts the guest)");
 	if (o->expose_port && !o->net)
 		return usage_error("%s", "--expose needs the guest's network: add --net slirp");
 	return 0;
@@ -461,6 +473,9 @@ int main(int argc, char **argv)
 	log_debug("VM and vCPUs made");
 	if ((!o.restore && boot_load_images_wait(&boot)) || ret)
 		goto out;
+	/* Parked from their first instruction, as a pause would: the control socket says paused. */
+	if (o.held)
+		atomic_store(&vm.pause_req, 1);
 	vm.has_key = keys.has_snap;
 	vm.key = keys.snap;
 	log_debug("VM created and images loaded");
@@ -510,6 +525,7 @@ int main(int argc, char **argv)
 		vm.mem_file = o.mem_file;
 		vm.mem.dirty_verify = o.verify_dirty;
 		vm.lazy_on_demand = o.lazy_on_demand;
+		vm.held = o.held;
 		if (vm_snapshot_restore(&vm, &rs, 2, err, sizeof(err))) {
 			log_err("cannot restore %s: %s", o.restore, err);
 			status = VM_EXIT_USAGE;
@@ -535,6 +551,8 @@ int main(int argc, char **argv)
 	}
 	if (netstack && netstack_start(netstack, net))
 		goto out;
+	if (o.held)
+		log_info("restored and held: the control socket's resume starts the guest");
 	log_debug("guest loaded: %u vCPUs, %llu MiB; starting", o.vcpus,
 	          (unsigned long long)(o.mem >> 20));
 	status = vm_run(&vm);

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <time.h>
 
+#include "lazy_mem.h"
 #include "vcpu.h"
 #include "vm.h"
 
@@ -60,6 +61,8 @@ void vm_resume(struct vm *vm)
 	atomic_store(&vm->pause_req, 0);
 	pthread_cond_broadcast(&vm->pause_cond);
 	pthread_mutex_unlock(&vm->pause_lock);
+	if (vm->lazy)
+		lazy_mem_go(vm->lazy);
 	if (vm->resumed)
 		vm->resumed(vm->resumed_ctx);
 }

@@ -81,6 +81,7 @@ struct vm {
 	struct lazy_mem *lazy; /* guest RAM still coming from a snapshot (lazy_mem.h) */
 	bool sparse_loaded;    /* a diff's sparse chunks are in guest RAM already (vm_restore) */
 	bool lazy_on_demand;   /* ... only as it is touched: nothing fills it in the background */
+	bool held;             /* ... nor before vm_resume(): the guest waits for it (--held) */
 	const char *mem_file;  /* a restore maps guest RAM from this memory file (memfile.h) */
 	struct memfile_base mem_base; /* that file, once mapped: pauses write diffs over it */
 	/* Sealed snapshots (--key-fd, the control socket's key): opens a restore, seals a save. */

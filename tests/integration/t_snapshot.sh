@@ -34,17 +34,23 @@ snap_pause_save() {
 	fi
 }
 
-# snap_restore_counting NAME --lazy|--eager: a counting guest saved while
-# paused, its VMM killed, a new VMM restored from the file in that mode
-# goes on from the next tick to the end. A lazy restore must really be
-# lazy (not the eager fallback) and have loaded all memory by the end.
-snap_restore_counting() {
+# snap_saved_killed: a counting guest saved to $T/snap while paused, its VMM
+# killed; last is its last tick.
+snap_saved_killed() {
 	rm -f "$T/stderr" "$T/a.con" "$T/b.con" "$T/snap"
 	snap_boot_counting "$T/ctl" "$T/a.con" "$T/vsock"
 	snap_pause_save "$T/a.con" "$T/snap"
 	kill -9 $pid 2>/dev/null
 	wait $pid 2>/dev/null
 	last=$(snap_ticks "$T/a.con" | tail -n 1)
+}
+
+# snap_restore_counting NAME --lazy|--eager: a counting guest saved while
+# paused, its VMM killed, a new VMM restored from the file in that mode
+# goes on from the next tick to the end. A lazy restore must really be
+# lazy (not the eager fallback) and have loaded all memory by the end.
+snap_restore_counting() {
+	snap_saved_killed
 	if [ -z "$why" ]; then
 		timeout -s KILL 300 "$VMM" -v --restore "$T/snap" "$2" --mem 256M --vcpus 2 \
 			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>"$T/stderr.b"
@@ -78,6 +84,63 @@ t_snapshot_restore() {
 
 t_snapshot_restore_eager() {
 	snap_restore_counting snapshot_restore_eager --eager
+}
+
+ctl2() {
+	"$top/build/bin/husk-agentctl" --control "$T/ctl2" "$1"
+}
+
+# A held restore (--held, a resume made ahead): the restored guest runs no
+# instruction (KVM counted no exit on either vCPU) and writes nothing to its
+# console until the control socket's resume; then it counts on from where it
+# was saved, to the end, and the rest of its memory is loaded in the background.
+t_snapshot_held() {
+	rm -f "$T/stderr.b"
+	snap_saved_killed
+	if [ -z "$why" ]; then
+		timeout -s KILL 300 "$VMM" -vv --restore "$T/snap" --held --mem 256M --vcpus 2 \
+			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>"$T/stderr.b" &
+		pid=$!
+		while ! grep -q 'restored and held' "$T/stderr.b" && kill -0 $pid 2>/dev/null; do
+			sleep 0.1
+		done
+		if ! grep -q 'restored and held' "$T/stderr.b"; then
+			why="the VMM ended without saying it held the guest"
+		elif [ "$(ctl2 status)" != paused ]; then
+			why="the control socket's status of a held guest is not 'paused'"
+		elif [ "$(ctl2 dump)" != dumped ]; then
+			why="the dump failed"
+		elif ! grep -q 'vCPU 1 kvm: exits 0,' "$T/stderr.b" ||
+			! grep -q 'vCPU 0 kvm: exits 0,' "$T/stderr.b"; then
+			why="a held vCPU ran: $(grep -m 2 'kvm: exits' "$T/stderr.b" | tr '\n' ' ')"
+		elif [ -n "$(snap_ticks "$T/b.con")" ]; then
+			why="the held guest wrote to its console"
+		elif [ "$(ctl2 resume)" != running ]; then
+			why="resume failed"
+		fi
+		[ -z "$why" ] || kill -9 $pid 2>/dev/null
+		wait $pid
+		status=$?
+		first=$(snap_ticks "$T/b.con" | head -n 1)
+		if [ -n "$why" ]; then
+			:
+		elif [ "$status" != 0 ]; then
+			why="the held VMM exited with $status after its resume"
+		elif ! snap_ticks "$T/b.con" | grep -qx 59; then
+			why="the guest did not count to the end after its resume"
+		elif [ -z "$first" ] || [ "$first" -le "$last" ] || [ "$first" -gt $((last + 2)) ]; then
+			why="the resumed guest started at tick '$first', the saved one stopped at $last"
+		elif ! sed -n '/info: resumed$/,$p' "$T/stderr.b" | grep -q 'all guest memory in'; then
+			why="its memory was not all loaded after the resume (the held fill never began)"
+		fi
+	fi
+	cat "$T/stderr.b" >>"$T/stderr" 2>/dev/null
+	cp "$T/b.con" "$T/console" 2>/dev/null
+	if [ -n "$why" ]; then
+		fail snapshot_held "$why"
+	else
+		pass snapshot_held "(saved at tick $last, went on from $first after the resume)"
+	fi
 }
 
 t_snapshot_bad_files() {
