@@ -26,7 +26,8 @@ void huskd_usage(FILE *f)
 	        "             [--dns-upstream ADDR] [--public-domain DOMAIN] [--egress-rate N]\n"
 	        "             [--egress-allow LIST] [--egress-deny LIST] [--apt-source LINE]\n"
 	        "             [--disk-rate SIZE] [--disk-iops N] [--import-max-bytes SIZE]\n"
-	        "             [--templates on|off] [--warm-pool N] [--stream-url-ttl DURATION]\n"
+	        "             [--templates on|off] [--warm-pool N] [--resume-ahead N]\n"
+	        "             [--stream-url-ttl DURATION]\n"
 	        "             [--key-concurrency N] [--key-rate N/DURATION]\n"
 	        "             [--tls-cert FILE --tls-key FILE] [--plain-http]\n"
 	        "             [--seal on|off] [--kms-command PATH]\n"
@@ -64,6 +65,9 @@ void huskd_usage(FILE *f)
 	        "  --warm-pool N   per template and org, N guests restored ahead with their\n"
 	        "                  vCPUs parked: a create takes one instead of starting a VMM\n"
 	        "                  (0-8, default 1)\n"
+	        "  --resume-ahead N  up to N paused sandboxes keep their next VMM restored with\n"
+	        "                  its vCPUs parked: a resume only sets them going (0-64,\n"
+	        "                  default 4; none for a sandbox with a network)\n"
 	        "  --stream-url-ttl D  how long an output stream URL works after it is given\n"
 	        "                  out (signed; default 24h; a reader that began reads on)\n"
 	        "  --key-concurrency N  requests one API key may have in flight (long-polls\n"
@@ -222,6 +226,21 @@ static int count(const char *s, unsigned *out)
 	return 0;
 }
 
+/* A number from 0 to max into *out: 0, or -1. */
+static int up_to(const char *s, unsigned max, unsigned *out)
+{
+	unsigned v;
+
+	if (!strcmp(s, "0")) {
+		*out = 0;
+		return 0;
+	}
+	if (count(s, &v) || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
 /* 0, 1 (--help: exit 0), or 2 (bad usage, said on stderr). */
 int huskd_options(int argc, char **argv, struct options *o)
 {
@@ -251,6 +270,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 	                                     {"import-max-bytes", required_argument, NULL, 'X'},
 	                                     {"templates", required_argument, NULL, 'T'},
 	                                     {"warm-pool", required_argument, NULL, 'w'},
+	                                     {"resume-ahead", required_argument, NULL, 'a'},
 	                                     {"stream-url-ttl", required_argument, NULL, 'W'},
 	                                     {"key-concurrency", required_argument, NULL, 'K'},
 	                                     {"key-rate", required_argument, NULL, 'Z'},
@@ -268,6 +288,7 @@ int huskd_options(int argc, char **argv, struct options *o)
 
 	o->sbx.templates = true;
 	o->sbx.warm_pool = 1;
+	o->sbx.resume_ahead = 4;
 	o->sbx.seal = true;
 	o->stream_ttl_ms = 24 * 3600 * 1000ull;
 	o->keys = (struct tenant_limits){.max_inflight = 256, .count = 6000, .per_ms = 60000};
@@ -373,15 +394,14 @@ int huskd_options(int argc, char **argv, struct options *o)
 			o->sbx.memory_mib = (uint64_t)bytes >> 20;
 			break;
 		case 'w':
-			if (strcmp(optarg, "0") &&
-			    (count(optarg, &o->sbx.warm_pool) || o->sbx.warm_pool > 8)) {
-				fprintf(stderr,
-				        "huskd: --warm-pool '%s': give a number from 0 to 8\n",
-				        optarg);
+		case 'a':
+			if (up_to(optarg, c == 'w' ? 8 : 64,
+			          c == 'w' ? &o->sbx.warm_pool : &o->sbx.resume_ahead)) {
+				fprintf(stderr, "huskd: --%s '%s': give a number from 0 to %d\n",
+				        c == 'w' ? "warm-pool" : "resume-ahead", optarg,
+				        c == 'w' ? 8 : 64);
 				return 2;
 			}
-			if (!strcmp(optarg, "0"))
-				o->sbx.warm_pool = 0;
 			break;
 		case 'n':
 		case 'c':

@@ -145,6 +145,14 @@ if h exec "$b" -- sha256sum /dev/shm/r && cmp -s "$T/o" "$T/sb" &&
 else
 	fail diff_resumes_intact "exit $cli_s: $(cat "$T/o") vs $(cat "$T/sb")"
 fi
+# Its next VMM was made once it paused (huskd --resume-ahead, on by default): restored under
+# its own jail with the sealed diff's key, held; the exec's resume only set its vCPUs going.
+if grep -q "\[$b\] resuming on its VMM made ahead" "$T/huskd.log" &&
+	! grep -q "\[$b\] its VMM made ahead" "$T/huskd.log"; then
+	pass resume_on_the_vmm_made_ahead
+else
+	fail resume_on_the_vmm_made_ahead "$(grep "\[$b\].*ahead" "$T/huskd.log" | tail -n 3)"
+fi
 h snapshot create "$a" --name tchild >/dev/null
 c=$(new --snapshot tchild)
 if h exec "$c" -- cat /home/agentuity/f && [ "$(cat "$T/o")" = mine ]; then

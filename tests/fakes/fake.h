@@ -113,6 +113,7 @@ struct fake_opts {
 	const char *kernel, *initrd, *cmdline, *restore, *vsock, *control, *console, *disk;
 	const char *mem_file, *extract; /* --mem-file, --extract-memory (with --restore) */
 	int key_fd;                     /* --key-fd, -1: none */
+	bool held;                      /* --held: paused until the control socket's resume */
 	uint64_t mem;
 	unsigned vcpus;
 	bool mem_set, vcpus_set;

@@ -85,6 +85,7 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		{"expose", required_argument, NULL, 'C'},
 		{"lazy", no_argument, NULL, 'L'},
 		{"eager", no_argument, NULL, 'L'},
+		{"held", no_argument, NULL, 'H'},
 		{"verbose", no_argument, NULL, 'v'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0},
@@ -131,6 +132,9 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		case 'W':
 			o->mem_file = optarg;
 			break;
+		case 'H':
+			o->held = true;
+			break;
 		case 'Z':
 			o->extract = optarg;
 			break;
@@ -171,6 +175,8 @@ int parse_args(int argc, char **argv, struct fake_opts *o)
 		return usage_error("%s", "give --kernel (boot) or --restore (resume), one of them");
 	if ((o->mem_file || o->extract) && !o->restore)
 		return usage_error("%s", "--mem-file and --extract-memory go with --restore");
+	if (o->held && (!o->restore || !o->control))
+		return usage_error("%s", "--held goes with --restore and --control");
 	return 0;
 }
 

@@ -530,6 +530,12 @@ int main(int argc, char **argv)
 	if (status)
 		goto out;
 	dial_setup(&v);
+	/* A resume made ahead: the guest (its dialling too) waits for the control socket. */
+	if (v.o.held) {
+		v.fk.paused = true;
+		v.fk.paused_at = mono_ms();
+		fprintf(stderr, "fake-vmm: restored and held\n");
+	}
 	if (v.o.restore)
 		fprintf(stderr, "fake-vmm: restored %s: boot_id %s, %u dials before\n", v.o.restore,
 		        v.fk.g.boot_id, v.fk.g.dials);

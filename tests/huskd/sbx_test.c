@@ -407,6 +407,7 @@ int main(int argc, char **argv)
 	t_disk_keys();
 	t_spares();
 	t_pool();
+	t_ahead();
 	if (T.m)
 		t_close();
 	t_kill_all();
@@ -471,6 +472,7 @@ void t_snapshot(const char *id, const char *body, char sid[STORE_ID_LEN])
 	if (t_wait_done(&d) && d.ok)
 		snprintf(sid, STORE_ID_LEN, "%s",
 		         json_string_value(json_object_get(d.data, "snapshotId")));
+
 	t_done_reset(&d);
 	json_decref(snap);
 }

@@ -112,5 +112,6 @@ void t_sealing(void);
 void t_disk_keys(void);
 void t_spares(void);
 void t_pool(void);
+void t_ahead(void);
 
 #endif

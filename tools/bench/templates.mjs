@@ -13,10 +13,12 @@
 // MODE=warm (huskd --warm-pool 1, the template made by the run before): the
 // first create makes a warm VMM; each of the N creates waits until one is
 // ready (the huskd log says so), takes it, and is timed to its first exec; then
-// the same for a snapshot's children (the first child leaves a warm VMM of it).
+// the same for a snapshot's children (the first child leaves a warm VMM of it);
+// then a template child paused and resumed with its next VMM made ahead
+// (huskd --resume-ahead; the cold and template runs have it off).
 // Prints key=value lines for tools/bench/templates.sh.
 import { createRequire } from 'node:module';
-import { closeSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { createCipheriv, randomBytes } from 'node:crypto';
 
 const req = createRequire(new URL('../../tests/api/client/package.json', import.meta.url));
@@ -120,6 +122,8 @@ if (mode === 'warm') {
 	out('warm_snapchild_first_exec_p50_ms', pct(ts, 50));
 	out('warm_snap_taken', staken);
 	await client.deleteSnapshot(snap.snapshotId);
+	// A template child's resume with its next VMM made ahead (huskd --resume-ahead, on here).
+	await pauseResume('ahead', true);
 	process.exit(0);
 }
 
@@ -225,8 +229,10 @@ if (mode === 'template') {
 	await client.deleteSnapshot(snap.snapshotId);
 }
 
-// Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size.
-{
+// Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size; then
+// resume -> first exec. ahead: huskd makes the sandbox's next VMM once it is paused (--resume-ahead)
+// and the resume waits until that VMM listens (its control socket is there), as a later resume would.
+async function pauseResume(tag, ahead) {
 	const { sb } = await once();
 	const ex = await sb.execute({ command: ['sh', '-c', `head -c ${dirtyMib}M /dev/urandom >/dev/shm/d`] });
 	if (ex.exitCode !== 0) throw new Error(`dirtying: exit ${ex.exitCode}`);
@@ -237,17 +243,27 @@ if (mode === 'template') {
 		if (i > 3000) throw new Error(`${sb.id} did not pause`);
 		if (!m) await new Promise((r) => setTimeout(r, 100));
 	}
-	if ((mode === 'template') !== /a diff over its memory file/.test(m[0])) throw new Error(`unexpected: ${m[0]}`);
-	out(`${mode}_pause_ms`, Number(m[1]));
-	out(`${mode}_pause_bytes`, statSync(`${process.env.HUSK_STATE}/sandboxes/${sb.id}/memory.snap`).size);
+	if ((mode !== 'cold') !== /a diff over its memory file/.test(m[0])) throw new Error(`unexpected: ${m[0]}`);
+	const dir = `${process.env.HUSK_STATE}/sandboxes/${sb.id}`;
+	if (!ahead) {
+		out(`${tag}_pause_ms`, Number(m[1]));
+		out(`${tag}_pause_bytes`, statSync(`${dir}/memory.snap`).size);
+	}
+	for (let i = 0; ahead && !existsSync(`${dir}/control.sock`); i++) {
+		if (i > 3000) throw new Error(`${sb.id}: no VMM made ahead`);
+		await new Promise((r) => setTimeout(r, 100));
+	}
 	// And back: resume -> first exec, the dirtied pages read back from the pause's file.
 	const t0 = now();
 	await client.resume(sb.id);
 	const rx = await sb.execute({ command: ['true'] });
 	if (rx.exitCode !== 0) throw new Error(`true after resume: exit ${rx.exitCode}`);
-	out(`${mode}_resume_first_exec_ms`, now() - t0);
+	out(`${tag}_resume_first_exec_ms`, now() - t0);
+	const held = new RegExp(`\\[${sb.id}\\] resuming on its VMM made ahead`).test(readFileSync(process.env.HUSKD_LOG, 'utf8'));
+	if (held !== ahead) throw new Error(`${sb.id}: resumed ${held ? '' : 'not '}on a VMM made ahead`);
 	await sb.destroy();
 }
+if (mode !== 'warm') await pauseResume(mode, false);
 if (mode === 'template') {
 	const buf = randomBytes(dirtyMib << 20), path = `${process.env.HUSK_STATE}/bench-raw-write`;
 	const t0 = now();

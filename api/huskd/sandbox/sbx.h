@@ -97,6 +97,7 @@ struct sbx_config {
 	uint64_t import_max_bytes; /* an imported image, as sent and unpacked (0: 16 GiB) */
 	bool templates;     /* creates restore a template of their runtime and shape (sbx_tmpl.c) */
 	unsigned warm_pool; /* warm VMMs kept per template and org (sbx_pool.c), 0: none */
+	unsigned resume_ahead; /* paused sandboxes with a VMM made ahead (sbx_ahead.c), 0: none */
 	/* Data keys wrapped by org keys (keys/keystore.h), borrowed; opens sealed snapshots. */
 	struct keystore *keys;
 	bool seal; /* with keys: a pause seals its memory with a new key of the sandbox's org */

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "sbx_ahead.h"
 #include "sbx_int.h"
 #include "sbx_tmpl.h"
 
@@ -131,6 +132,11 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 		}
 		sbx_to(sb, SBX_PAUSED, NULL, NULL);
 		log_info(id, "paused on disk; resumes when asked for");
+		/* A VMM made ahead of its resume the old huskd left behind: it goes. */
+		if (pid > 0 && sbx_vmm_adopt(sb, pid, start, -1) == 0) {
+			sb->ahead = SBX_AHEAD_HELD;
+			sbx_ahead_drop(sb);
+		}
 		return;
 	}
 	if (!strcmp(status, "creating")) {

@@ -169,6 +169,14 @@ struct sandbox {
 	char *cgroup;
 	bool cpu_limited;
 	struct vmm_proc *vmm;
+	/* PAUSED: its VMM is one made ahead of its resume (sbx_ahead.c), and how it goes. */
+	enum sbx_ahead {
+		SBX_AHEAD_NONE,
+		SBX_AHEAD_HELD,     /* restored, vCPUs parked */
+		SBX_AHEAD_DROPPING, /* killed: a plan waits for its exit */
+		SBX_AHEAD_RESUMING, /* RESUMING: asked to run its vCPUs */
+		SBX_AHEAD_REPLACE,  /* RESUMING: killed; the usual VMM starts once it exited */
+	} ahead;
 	bool quit_sent;       /* PAUSING: told to quit after its snapshot */
 	struct vmm_ctl *ctl;  /* a control command awaiting its answer */
 	struct vmm_ctl *dump; /* a "dump" awaiting its answer (on a connection of its own) */
@@ -568,6 +576,10 @@ int sbx_pause_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struc
 int sbx_freeze_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struct sbx_err *err);
 /* A paused sandbox runs again: a VMM from its memory.snap; then up (or err to waiters). */
 int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err);
+/* Its VMM from memory.snap (RESUMING): 0, or -errno with why. */
+int sbx_resume_vmm(struct sandbox *sb, char *why, size_t len);
+/* PAUSED with a plan: its work off the loop (FREEZING), then the plan's after(). */
+void sbx_plan_go(struct sandbox *sb);
 /* PAUSING: the VMM exited (status 0 after its snapshot and quit: paused). */
 void sbx_pause_vmm_gone(struct sandbox *sb, int status);
 /* RESUMING: the VMM exited before the guest was up; it stays paused, its memory.snap kept. */

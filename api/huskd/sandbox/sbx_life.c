@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "net_host.h"
+#include "sbx_ahead.h"
 #include "sbx_import.h"
 #include "sbx_int.h"
 #include "sbx_pool.h"
@@ -26,6 +27,19 @@ static void vmm_exited(struct sandbox *sb, int status)
 	char reason[400], console[1024];
 
 	sbx_meter_vmm_ended(sb);
+	switch (sbx_ahead_exited(sb, status)) {
+	case SBX_AHEAD_GONE:
+		return;
+	case SBX_AHEAD_PLAN_GOES:
+		sbx_plan_go(sb);
+		return;
+	case SBX_AHEAD_RESUME_USUAL:
+		if (sbx_resume_vmm(sb, reason, sizeof(reason)))
+			sbx_resume_failed(sb, reason);
+		return;
+	case SBX_AHEAD_NOT_OURS:
+		break;
+	}
 	switch (sb->state) {
 	case SBX_STOPPING:
 		sbx_to(sb, SBX_GONE, NULL, NULL);
@@ -373,6 +387,7 @@ void sbx_mgr_close(struct sbx_mgr *m)
 	sbx_tmpl_close(m);
 	sbx_spare_close(m);
 	sbx_pool_close(m);
+	sbx_ahead_close(m);
 	sbx_memfile_close(m);
 	/* Its DNS forwarder's sockets would keep the loop running; the table stays. */
 	net_host_close(m->net);

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx_ahead.h"
 #include "sbx_int.h"
 #include "sbx_setup.h"
 
@@ -56,6 +57,8 @@ static void plan_end(struct sandbox *sb, int rc, const char *err)
 			sbx_exec_abort(sb, e.msg, true);
 		sbx_waiters_run(sb, &e);
 	}
+	/* Paused, and nothing more under way: its resume is made ahead. */
+	sbx_ahead_make(sb);
 	sbx_drop(sb);
 }
 
@@ -247,11 +250,15 @@ static int freeze_work(struct sandbox *sb, void *arg)
 	return sb->plan.freeze(sb, sb->plan.arg, sb->pause_err, sizeof(sb->pause_err));
 }
 
-/* Paused, with the plan to carry out: its work off the loop (FREEZING), then after(). */
-static void plan_go(struct sandbox *sb)
+void sbx_plan_go(struct sandbox *sb)
 {
 	int rc;
 
+	/* A VMM made ahead holds its disk and snapshot: it goes first (sbx_ahead_exited()). */
+	if (sb->vmm) {
+		sbx_ahead_drop(sb);
+		return;
+	}
 	if (!sb->plan.freeze) {
 		plan_end(sb, 0, NULL);
 		return;
@@ -292,7 +299,7 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 	         sb->plan.reason ? sb->plan.reason : "paused",
 	         sb->mem_file ? ", a diff over its memory file" : "");
 	sbx_to(sb, SBX_PAUSED, sb->plan.reason ? sb->plan.reason : "paused by request", NULL);
-	plan_go(sb);
+	sbx_plan_go(sb);
 }
 
 int sbx_freeze_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struct sbx_err *err)
@@ -302,7 +309,7 @@ int sbx_freeze_start(struct sandbox *sb, const struct sbx_pause_plan *plan, stru
 		                sbx_state_name(sb->state));
 	sb->plan = *plan;
 	sb->pause_err[0] = '\0';
-	plan_go(sb);
+	sbx_plan_go(sb);
 	return 0;
 }
 
@@ -310,40 +317,60 @@ int sbx_freeze_start(struct sandbox *sb, const struct sbx_pause_plan *plan, stru
 
 int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err)
 {
-	char path[4200], e[512];
+	char why[512];
 	int rc;
 
 	if (sb->state != SBX_PAUSED && sb->state != SBX_FREEZING)
 		return sbx_fail(err, SBX_STATE, -EBUSY,
 		                "sandbox %s is %s: only a paused sandbox resumes", sb->id,
 		                sbx_state_name(sb->state));
+	/* Its VMM made ahead is going for a plan's work, which wakes it after. */
+	if (sb->state == SBX_PAUSED && sb->plan.after)
+		return sbx_fail(err, SBX_STATE, -EBUSY,
+		                "sandbox %s is busy (a snapshot or checkpoint of it is under way); "
+		                "try again",
+		                sb->id);
 	/* A paused sandbox holds no budget: it takes its share again, or waits for room. */
 	if (sb->state == SBX_PAUSED) {
 		rc = sbx_admit(sb->m, sb->mem_mib, sb->vcpus, err);
 		if (rc)
 			return rc;
 	}
-	snap_path(sb, path, sizeof(path));
-	if (access(path, R_OK) < 0)
-		return sbx_fail(err, SBX_INTERNAL, -errno,
-		                "sandbox %s cannot resume: its snapshot %s is gone (%s)", sb->id,
-		                path, strerror(errno));
-	/* Its memory.snap is a diff over this file (kept while a sandbox sits on it). */
-	if (sb->mem_file && access(sb->mem_file, R_OK) < 0)
-		return sbx_fail(
-			err, SBX_INTERNAL, -errno,
-			"sandbox %s cannot resume: the memory file %s its snapshot goes over "
-			"is gone (%s)",
-			sb->id, sb->mem_file, strerror(errno));
-	rc = sbx_vmm_start(sb, path, sb->mem_file, sb->mem_key, e, sizeof(e));
-	if (rc) {
-		log_error(sb->id, "cannot resume: %s", e);
-		return sbx_fail(err, SBX_INTERNAL, rc, "cannot resume sandbox %s: %s", sb->id, e);
-	}
+	/* Its org's key shredded since its VMM was made ahead: the usual start says so. */
+	if (sb->ahead == SBX_AHEAD_HELD && !sbx_ahead_keys_open(sb))
+		sbx_ahead_drop(sb);
+	rc = sb->ahead == SBX_AHEAD_NONE ? sbx_resume_vmm(sb, why, sizeof(why)) : 0;
+	if (rc)
+		return sbx_fail(err, SBX_INTERNAL, rc, "cannot resume sandbox %s: %s", sb->id, why);
 	sb->up_reason = reason;
 	sb->pause_t0 = mono_ms();
 	sbx_to(sb, SBX_RESUMING, NULL, NULL);
+	sbx_ahead_resume(sb);
 	return 0;
+}
+
+int sbx_resume_vmm(struct sandbox *sb, char *why, size_t len)
+{
+	char path[4200];
+	int rc;
+
+	snap_path(sb, path, sizeof(path));
+	if (access(path, R_OK) < 0) {
+		rc = -errno;
+		snprintf(why, len, "its snapshot %s is gone (%s)", path, strerror(-rc));
+		return rc;
+	}
+	/* Its memory.snap is a diff over this file (kept while a sandbox sits on it). */
+	if (sb->mem_file && access(sb->mem_file, R_OK) < 0) {
+		rc = -errno;
+		snprintf(why, len, "the memory file %s its snapshot goes over is gone (%s)",
+		         sb->mem_file, strerror(-rc));
+		return rc;
+	}
+	rc = sbx_vmm_start(sb, path, sb->mem_file, sb->mem_key, why, len);
+	if (rc)
+		log_error(sb->id, "cannot resume: %s", why);
+	return rc;
 }
 
 /* The resumed guest has its clock again: memory.snap goes, and the record says it runs. */
@@ -478,7 +505,9 @@ void sbx_resume(struct sbx_mgr *m, const char *id, sbx_done_fn done, void *ctx)
 		done(ctx, &err, NULL);
 		return;
 	}
-	if (sb->state == SBX_PAUSED && sbx_resume_start(sb, "resumed by request", &err)) {
+	/* A plan's work under way (its VMM made ahead going first) wakes it after. */
+	if (sb->state == SBX_PAUSED && !sb->plan.after &&
+	    sbx_resume_start(sb, "resumed by request", &err)) {
 		free(a);
 		done(ctx, &err, NULL);
 		return;

@@ -235,6 +235,25 @@ static char *cgroup_make(struct sandbox *sb)
 	return dir;
 }
 
+/*
+ * The sockets a VMM killed outright left in its folder (one made ahead of a
+ * resume, killed as huskd stopped): in the next VMM's way, which runs under
+ * another jail uid and cannot tell them stale. No VMM of the sandbox runs now.
+ */
+static void stale_sockets_remove(const struct sandbox *sb)
+{
+	static const char *const names[] = {"vsock.sock", "control.sock"};
+	char path[4200];
+	struct stat st;
+
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		snprintf(path, sizeof(path), "%s/%s", sb->dir, names[i]);
+		if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode) && unlink(path) < 0)
+			log_warn(sb->id, "cannot remove the stale socket %s: %s", path,
+			         strerror(errno));
+	}
+}
+
 int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file, const char *key,
                   char *err, size_t errlen)
 {
@@ -265,6 +284,8 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	                         .cmdline = cmdline,
 	                         .restore = restore,
 	                         .mem_file = restore ? mem_file : NULL,
+	                         /* a resume made ahead (sbx_ahead.c) */
+	                         .held = restore && sb->ahead == SBX_AHEAD_HELD,
 	                         .net_slot = -1,
 	                         .key_fd = -1,
 	                         /* huskd at debug: each step of its VMMs timed in vmm.log */
@@ -316,6 +337,7 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	}
 	t[3] = uv_hrtime();
 	if (!rc) {
+		stale_sockets_remove(sb);
 		sb->nr_exposed = 0; /* a new VMM serves network.port alone until asked */
 		rc = vmm_proc_spawn(m->loop, &spec, vmm_exit, sb, &sb->vmm, err, errlen);
 		if (m->cfg.jail)

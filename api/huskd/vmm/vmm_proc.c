@@ -264,7 +264,7 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 {
 	char mem[32], vcpus[16], disk[4096], vsock[4096], control[4096], console[4096],
 		cmdline[4096], slot[16], net[96], expose[4200], uid[16], fsize[24], keyfd[16];
-	char *argv[47 + 2 * (VMM_JAIL_PATHS + 4)];
+	char *argv[48 + 2 * (VMM_JAIL_PATHS + 4)];
 	int a = 0;
 	struct vmm_proc *p;
 	int pipefd[2], child_errno = 0, ret;
@@ -296,6 +296,8 @@ int vmm_proc_spawn(uv_loop_t *loop, const struct vmm_spec *s, vmm_exit_fn on_exi
 		/* A restored guest keeps the kernel and command line it booted with. */
 		argv[a++] = "--restore";
 		argv[a++] = (char *)s->restore;
+		if (s->held)
+			argv[a++] = "--held";
 		if (s->mem_file) {
 			argv[a++] = "--mem-file";
 			argv[a++] = (char *)s->mem_file;

@@ -30,6 +30,7 @@ struct vmm_spec {
 	const char *cmdline;  /* extra kernel command line, or NULL */
 	const char *restore;  /* a snapshot to start from instead of booting, or NULL */
 	const char *mem_file; /* with restore: its memory, mapped from this file */
+	bool held;            /* with restore: the vCPUs wait for the control socket's resume */
 	const char *extract;  /* with restore: only write its RAM to this file (a tool run) */
 	const struct vmm_jail *jail; /* confined by husk-jail, or NULL: as huskd's child */
 	bool nic;                    /* with jail: the guest gets a NIC (libslirp) */
