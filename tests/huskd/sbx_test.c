@@ -472,7 +472,6 @@ void t_snapshot(const char *id, const char *body, char sid[STORE_ID_LEN])
 	if (t_wait_done(&d) && d.ok)
 		snprintf(sid, STORE_ID_LEN, "%s",
 		         json_string_value(json_object_get(d.data, "snapshotId")));
-
 	t_done_reset(&d);
 	json_decref(snap);
 }
