@@ -91,13 +91,15 @@ export async function output(url) {
 	return (await fetch(url)).text();
 }
 
-// husk-vmm processes of a sandbox (huskd runs here, on this machine).
+// husk-vmm processes of a sandbox (huskd runs here, on this machine), but for one started
+// --held: right after a pause, that is its next VMM made ahead, its vCPUs parked until a resume.
 export function vmmsOf(id) {
 	let n = 0;
 	for (const p of readdirSync('/proc').filter((x) => /^\d+$/.test(x))) {
 		try {
 			const cmd = readFileSync(`/proc/${p}/cmdline`, 'utf8');
-			if (cmd.includes('husk-vmm') && cmd.includes(`/sandboxes/${id}/`)) n++;
+			const held = cmd.split('\0').includes('--held');
+			if (cmd.includes('husk-vmm') && cmd.includes(`/sandboxes/${id}/`) && !held) n++;
 		} catch {
 			// gone meanwhile
 		}

@@ -3,7 +3,8 @@
 // rest). Prints PASS/FAIL lines; HUSK_URL and HUSK_API_KEY say where huskd is.
 import { check, client, failures, raw, text, vmmsOf } from './e2e_lib.mjs';
 
-// Pause writes the guest to disk and ends its VMM; resume starts a new one from the snapshot: a counting job stops counting and goes on
+// Pause writes the guest to disk and ends its VMM (its next one may wait held, made ahead of the
+// resume: vmmsOf() leaves it out); resume runs a new one from the snapshot: a counting job stops counting and goes on
 // after the resume; an execute on a paused sandbox resumes it (autoResumed).
 await check('pause_resume', async () => {
 	const sb = await client.create({ runtime: 'base:latest', timeout: { paused: '1h' } });
