@@ -98,12 +98,20 @@ t_snapshot_held() {
 	rm -f "$T/stderr.b"
 	snap_saved_killed
 	if [ -z "$why" ]; then
+		# Its log through a fifo, read line by line up to the one that says it holds
+		# the guest (or to its end), then copied on by cat: the wait is for that line.
+		rm -f "$T/held.fifo" && mkfifo "$T/held.fifo"
 		timeout -s KILL 300 "$VMM" -vv --restore "$T/snap" --held --mem 256M --vcpus 2 \
-			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>"$T/stderr.b" &
+			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>"$T/held.fifo" &
 		pid=$!
-		while ! grep -q 'restored and held' "$T/stderr.b" && kill -0 $pid 2>/dev/null; do
-			sleep 0.1
+		exec 3<"$T/held.fifo"
+		while IFS= read -r line <&3; do
+			printf '%s\n' "$line" >>"$T/stderr.b"
+			case $line in *'restored and held'*) break ;; esac
 		done
+		cat <&3 >>"$T/stderr.b" &
+		copier=$!
+		exec 3<&-
 		if ! grep -q 'restored and held' "$T/stderr.b"; then
 			why="the VMM ended without saying it held the guest"
 		elif [ "$(ctl2 status)" != paused ]; then
@@ -118,9 +126,11 @@ t_snapshot_held() {
 		elif [ "$(ctl2 resume)" != running ]; then
 			why="resume failed"
 		fi
-		[ -z "$why" ] || kill -9 $pid 2>/dev/null
+		# (the VMM too, not only its timeout: the copier ends with the VMM's stderr)
+		[ -z "$why" ] || { pkill -KILL -P $pid; kill -9 $pid; } 2>/dev/null
 		wait $pid
 		status=$?
+		wait $copier
 		first=$(snap_ticks "$T/b.con" | head -n 1)
 		if [ -n "$why" ]; then
 			:

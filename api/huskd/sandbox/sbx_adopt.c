@@ -14,6 +14,7 @@
 
 #include "sbx_ahead.h"
 #include "sbx_int.h"
+#include "sbx_pause.h"
 #include "sbx_tmpl.h"
 
 static char *priv_string(json_t *priv, const char *key)
@@ -124,7 +125,7 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 		log_warn(id, "%d unfinished command(s) marked failed: huskd restarted", n);
 	if (!strcmp(status, "paused")) {
 		/* Paused to its snapshot file: no VMM to adopt; the next request resumes it. */
-		snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
+		sbx_pause_snap_path(sb, path, sizeof(path));
 		if (access(path, R_OK) < 0) {
 			adopt_fail(sb,
 			           "huskd restarted and the paused sandbox's memory.snap is gone");

@@ -24,11 +24,11 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "sbx_ahead.h"
 #include "sbx_keys.h"
+#include "sbx_pause.h"
 #include "vmm_proc.h"
 
 /* A VMM made a moment ago may not listen yet: its resume is sent again this soon. */
@@ -59,7 +59,7 @@ void sbx_ahead_make(struct sandbox *sb)
 		          m->cfg.resume_ahead);
 		return;
 	}
-	snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
+	sbx_pause_snap_path(sb, path, sizeof(path));
 	if (access(path, R_OK) < 0 || (sb->mem_file && access(sb->mem_file, R_OK) < 0))
 		return; /* the resume says what is missing */
 	sb->ahead = SBX_AHEAD_HELD;
@@ -102,14 +102,6 @@ static void replace(struct sandbox *sb, const char *why)
 	log_warn(sb->id, "its VMM made ahead did not resume (%s): starting one the usual way", why);
 	sb->ahead = SBX_AHEAD_REPLACE;
 	sbx_vmm_stop(sb);
-}
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static void send_resume(struct sandbox *sb);
@@ -157,7 +149,7 @@ static void resume_answered(struct sandbox *sb, int rc, const char *reply)
 	}
 	/* Made a moment ago, it is still starting: its control socket comes once KVM is set up. */
 	if ((rc == UV_ENOENT || rc == UV_ECONNREFUSED) && sb->vmm &&
-	    mono_ms() - sb->pause_t0 < SBX_CTL_TIMEOUT_MS && retry_later(sb) == 0)
+	    sbx_pause_now_ms() - sb->pause_t0 < SBX_CTL_TIMEOUT_MS && retry_later(sb) == 0)
 		return;
 	replace(sb, reply);
 }

@@ -18,6 +18,7 @@
 
 #include "img.h"
 #include "sbx_int.h"
+#include "sbx_pause.h"
 
 struct ckpt {
 	struct sandbox *sb;
@@ -249,7 +250,7 @@ static int restore_freeze(struct sandbox *sb, void *arg, char *err, size_t errle
 		ckpt_path(sb, json_string_value(v), path, sizeof(path));
 		unlink(path);
 	}
-	snprintf(path, sizeof(path), "%s/memory.snap", sb->dir);
+	sbx_pause_snap_path(sb, path, sizeof(path));
 	unlink(path);
 	rc = sbx_dkey_layer(sb, c->file, 0, false, e, sizeof(e));
 	if (rc)

@@ -16,6 +16,7 @@
 #include "sbx_ahead.h"
 #include "sbx_import.h"
 #include "sbx_int.h"
+#include "sbx_pause.h"
 #include "sbx_pool.h"
 #include "sbx_setup.h"
 #include "sbx_spare.h"

@@ -17,25 +17,11 @@
 
 #include "sbx_ahead.h"
 #include "sbx_int.h"
+#include "sbx_pause.h"
 #include "sbx_setup.h"
 
 /* Writing a snapshot takes about a second per GiB of touched memory on real KVM. */
 #define SNAPSHOT_TIMEOUT_MS 600000
-#define SNAPSHOT_FILE "memory.snap"
-
-static void snap_path(const struct sandbox *sb, char *out, size_t len)
-{
-	snprintf(out, len, "%s/" SNAPSHOT_FILE, sb->dir);
-}
-
-static long long mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Hands the outcome to the plan, which moves the sandbox on. */
 static void plan_end(struct sandbox *sb, int rc, const char *err)
 {
@@ -115,7 +101,7 @@ static int snapshot_ask(struct sandbox *sb)
 {
 	char cmd[4300], path[4200];
 
-	snap_path(sb, path, sizeof(path));
+	sbx_pause_snap_path(sb, path, sizeof(path));
 	/* On a memory file only what differs from it is written, and the file maps again at resume.
 	 */
 	snprintf(cmd, sizeof(cmd), "%s %s",
@@ -212,7 +198,7 @@ int sbx_pause_start(struct sandbox *sb, const struct sbx_pause_plan *plan, struc
 		                                         : sbx_state_name(sb->state));
 	sb->plan = *plan;
 	sb->pause_err[0] = '\0';
-	sb->pause_t0 = mono_ms();
+	sb->pause_t0 = sbx_pause_now_ms();
 	sbx_to(sb, SBX_PAUSING, NULL, NULL);
 	if (sbx_ctl(sb, "pause", SBX_CTL_TIMEOUT_MS, pause_answered)) {
 		pause_failed(sb, -EIO, "cannot talk to husk-vmm", true);
@@ -295,7 +281,7 @@ void sbx_pause_vmm_gone(struct sandbox *sb, int status)
 		return;
 	}
 	sbx_save(sb, json_pack("{sb}", "onDisk", 1));
-	log_info(sb->id, "paused in %lld ms (%s)%s", mono_ms() - sb->pause_t0,
+	log_info(sb->id, "paused in %lld ms (%s)%s", sbx_pause_now_ms() - sb->pause_t0,
 	         sb->plan.reason ? sb->plan.reason : "paused",
 	         sb->mem_file ? ", a diff over its memory file" : "");
 	sbx_to(sb, SBX_PAUSED, sb->plan.reason ? sb->plan.reason : "paused by request", NULL);
@@ -343,7 +329,7 @@ int sbx_resume_start(struct sandbox *sb, const char *reason, struct sbx_err *err
 	if (rc)
 		return sbx_fail(err, SBX_INTERNAL, rc, "cannot resume sandbox %s: %s", sb->id, why);
 	sb->up_reason = reason;
-	sb->pause_t0 = mono_ms();
+	sb->pause_t0 = sbx_pause_now_ms();
 	sbx_to(sb, SBX_RESUMING, NULL, NULL);
 	sbx_ahead_resume(sb);
 	return 0;
@@ -354,7 +340,7 @@ int sbx_resume_vmm(struct sandbox *sb, char *why, size_t len)
 	char path[4200];
 	int rc;
 
-	snap_path(sb, path, sizeof(path));
+	sbx_pause_snap_path(sb, path, sizeof(path));
 	if (access(path, R_OK) < 0) {
 		rc = -errno;
 		snprintf(why, len, "its snapshot %s is gone (%s)", path, strerror(-rc));
@@ -384,12 +370,12 @@ static void resumed(struct sandbox *sb, const struct sbx_err *err)
 		sbx_vmm_stop(sb);
 		return;
 	}
-	snap_path(sb, path, sizeof(path));
+	sbx_pause_snap_path(sb, path, sizeof(path));
 	unlink(path);
 	sbx_save(sb, json_pack("{sb}", "onDisk", 0));
 	sbx_seal_forget(sb);
 	log_info(sb->id, "resumed from its snapshot%s in %lld ms",
-	         sb->mem_file ? " over its memory file" : "", mono_ms() - sb->pause_t0);
+	         sb->mem_file ? " over its memory file" : "", sbx_pause_now_ms() - sb->pause_t0);
 	sbx_up(sb, NULL);
 }
 

@@ -19,6 +19,7 @@
 
 #include "img.h"
 #include "sbx_int.h"
+#include "sbx_pause.h"
 #include "sbx_snap.h"
 
 struct snap {

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sbx_int.h"
+#include "sbx_pause.h"
 #include "sbx_tmpl.h"
 
 /* The port a maker with a NIC exposes (nothing listens): what gives it the NIC. */
