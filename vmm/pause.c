@@ -11,8 +11,10 @@
 #include <time.h>
 
 #include "lazy_mem.h"
+#include "log.h"
 #include "vcpu.h"
 #include "vm.h"
+#include "x86/state.h"
 
 static unsigned started_vcpus(struct vm *vm)
 {
@@ -52,11 +54,16 @@ int vm_pause(struct vm *vm, int timeout_ms)
 	pthread_mutex_unlock(&vm->pause_lock);
 	if (ret && vm->resumed)
 		vm->resumed(vm->resumed_ctx);
+	if (!ret && vm_clock_parked(vm))
+		log_warn("the guest's clock runs on while it is paused");
 	return ret;
 }
 
 void vm_resume(struct vm *vm)
 {
+	/* Before any vCPU runs: it must not read the clock that ran on meanwhile. */
+	if (vm_clock_running(vm))
+		log_warn("the guest's clock jumps by the time it was paused");
 	pthread_mutex_lock(&vm->pause_lock);
 	atomic_store(&vm->pause_req, 0);
 	pthread_cond_broadcast(&vm->pause_cond);

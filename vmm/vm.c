@@ -351,6 +351,9 @@ int vm_run(struct vm *vm)
 	ret = confine_enter(ROLE_MAIN);
 	if (ret)
 		vm_stop(vm, VM_EXIT_ERROR, "cannot load the seccomp filter: %s", strerror(-ret));
+	/* A restored guest's clock starts with its vCPUs (a held guest's at its resume). */
+	if (!ret && !atomic_load(&vm->pause_req) && vm_clock_running(vm))
+		log_warn("the restored guest's clock jumps by the time its restore took");
 	for (unsigned i = 0; i < vm->nr_vcpus && !ret; i++) {
 		ret = vcpu_start(&vm->vcpus[i]);
 		if (ret) {

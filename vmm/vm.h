@@ -67,6 +67,9 @@ struct vm {
 	pthread_cond_t pause_cond;
 	atomic_int pause_req;
 	unsigned parked;
+	/* The KVM clock's value when the vCPUs parked: it stands still until they run. */
+	struct kvm_clock_data parked_clock;
+	bool clock_parked;
 	/*
 	 * Called when a pause ends (resume, or a pause that failed): a device
 	 * thread that left queue work while pause_req was set takes it up (the

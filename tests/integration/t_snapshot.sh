@@ -7,11 +7,17 @@ snap_ticks() {
 	{ tr -d '\r' <"$1"; echo '<end>'; } 2>/dev/null | grep '^tick [0-9][0-9]*$' | sed 's/^tick //'
 }
 
-# snap_boot_counting CTL CONSOLE [VSOCK]: a guest that counts to 59 on its console.
+# The guest's uptime lines ("up SECONDS") on console $1 whose lines are whole.
+snap_ups() {
+	{ tr -d '\r' <"$1"; echo '<end>'; } 2>/dev/null | grep '^up [0-9][0-9.]*$' | sed 's/^up //'
+}
+
+# snap_boot_counting CTL CONSOLE [VSOCK]: a guest that counts to 59 on its
+# console, each tick followed by its uptime.
 snap_boot_counting() {
 	timeout -s KILL 300 "$VMM" --kernel "$KERNEL" --initrd "$INITRD" --mem 256M --vcpus 2 \
 		--control "$1" --console "$2" ${3:+--vsock "$3"} \
-		--cmdline 'quiet husk.cmd="i=0; while [ $i -lt 60 ]; do echo tick $i; i=$((i+1)); sleep 0.2; done"' \
+		--cmdline 'quiet husk.cmd="i=0; while [ $i -lt 60 ]; do echo tick $i; read u r </proc/uptime; echo up $u; i=$((i+1)); sleep 0.2; done"' \
 		2>>"$T/stderr" &
 	pid=$!
 	i=0
@@ -90,19 +96,36 @@ ctl2() {
 	"$top/build/bin/husk-agentctl" --control "$T/ctl2" "$1"
 }
 
+# The host's time in seconds (its uptime: 10 ms steps, no process started).
+host_now() {
+	read -r n _ </proc/uptime
+	echo "$n"
+}
+
+# Each line of standard input with the host's time before it.
+stamp_lines() {
+	while IFS= read -r l; do printf '%s %s\n' "$(host_now)" "$l"; done
+}
+
 # A held restore (--held, a resume made ahead): the restored guest runs no
 # instruction (KVM counted no exit on either vCPU) and writes nothing to its
 # console until the control socket's resume; then it counts on from where it
 # was saved, to the end, and the rest of its memory is loaded in the background.
+# Its clock stood still while it was held: from its last uptime line before the
+# save to its first after the resume, its uptime moves by at most a step of its
+# loop before the save and the host's time from the resume to that line (its
+# console comes through a fifo, each line stamped), not by the hold.
 t_snapshot_held() {
-	rm -f "$T/stderr.b"
+	rm -f "$T/stderr.b" "$T/b.stamped"
 	snap_saved_killed
 	if [ -z "$why" ]; then
 		# Its log through a fifo, read line by line up to the one that says it holds
 		# the guest (or to its end), then copied on by cat: the wait is for that line.
-		rm -f "$T/held.fifo" && mkfifo "$T/held.fifo"
+		rm -f "$T/held.fifo" "$T/con.fifo" && mkfifo "$T/held.fifo" "$T/con.fifo"
+		stamp_lines <"$T/con.fifo" >"$T/b.stamped" &
+		stamper=$!
 		timeout -s KILL 300 "$VMM" -vv --restore "$T/snap" --held --mem 256M --vcpus 2 \
-			--control "$T/ctl2" --console "$T/b.con" --vsock "$T/vsock" 2>"$T/held.fifo" &
+			--control "$T/ctl2" --console "$T/con.fifo" --vsock "$T/vsock" 2>"$T/held.fifo" &
 		pid=$!
 		exec 3<"$T/held.fifo"
 		while IFS= read -r line <&3; do
@@ -112,6 +135,7 @@ t_snapshot_held() {
 		cat <&3 >>"$T/stderr.b" &
 		copier=$!
 		exec 3<&-
+		held_at=$(host_now)
 		if ! grep -q 'restored and held' "$T/stderr.b"; then
 			why="the VMM ended without saying it held the guest"
 		elif [ "$(ctl2 status)" != paused ]; then
@@ -121,16 +145,27 @@ t_snapshot_held() {
 		elif ! grep -q 'vCPU 1 kvm: exits 0,' "$T/stderr.b" ||
 			! grep -q 'vCPU 0 kvm: exits 0,' "$T/stderr.b"; then
 			why="a held vCPU ran: $(grep -m 2 'kvm: exits' "$T/stderr.b" | tr '\n' ' ')"
-		elif [ -n "$(snap_ticks "$T/b.con")" ]; then
+		elif [ -s "$T/b.stamped" ]; then
 			why="the held guest wrote to its console"
-		elif [ "$(ctl2 resume)" != running ]; then
-			why="resume failed"
+		else
+			# Held 4 of the guest's longest steps between two uptime lines, 2 s at
+			# least: longer than the step and a half a clock standing still allows.
+			step=$(snap_ups "$T/a.con" | awk 'NR > 1 && $1 - p > m { m = $1 - p } { p = $1 } END { print m + 0 }')
+			sleep "$(awk -v s="$step" 'BEGIN { w = 4 * s; print w < 2 ? 2 : w }')"
+			resumed_at=$(host_now)
+			held=$(awk -v a="$held_at" -v b="$resumed_at" 'BEGIN { printf "%.2f", b - a }')
+			[ "$(ctl2 resume)" = running ] || why="resume failed"
 		fi
-		# (the VMM too, not only its timeout: the copier ends with the VMM's stderr)
+		# (the VMM too, not only its timeout: the copiers end with the VMM's output)
 		[ -z "$why" ] || { pkill -KILL -P $pid; kill -9 $pid; } 2>/dev/null
 		wait $pid
 		status=$?
-		wait $copier
+		# (a writer for a moment, should the VMM have ended before it opened its console)
+		exec 4<>"$T/con.fifo"
+		exec 4>&-
+		wait $copier $stamper
+		tr -d '\r' <"$T/b.stamped" >"$T/b.st"
+		cut -d ' ' -f 2- "$T/b.st" >"$T/b.con"
 		first=$(snap_ticks "$T/b.con" | head -n 1)
 		if [ -n "$why" ]; then
 			:
@@ -142,6 +177,17 @@ t_snapshot_held() {
 			why="the resumed guest started at tick '$first', the saved one stopped at $last"
 		elif ! sed -n '/info: resumed$/,$p' "$T/stderr.b" | grep -q 'all guest memory in'; then
 			why="its memory was not all loaded after the resume (the held fill never began)"
+		else
+			up_a=$(snap_ups "$T/a.con" | tail -n 1)
+			# The first whole uptime line after the resume: host time, guest uptime.
+			set -- $(grep -m 1 '^[0-9.]* up [0-9][0-9.]*$' "$T/b.st") "" "" ""
+			after=$(awk -v a="$resumed_at" -v b="$1" 'BEGIN { printf "%.2f", b - a }')
+			jump=$(awk -v a="$up_a" -v b="$3" 'BEGIN { printf "%.2f", b - a }')
+			if [ -z "$up_a" ] || [ -z "$3" ]; then
+				why="no uptime line before the save ('$up_a') or after the resume ('$3'; console: $(head -c 300 "$T/b.st" | tr '\n' '|'))"
+			elif awk -v j="$jump" -v t="$after" -v s="$step" 'BEGIN { exit !(j < 0 || j >= t + 1.5 * s) }'; then
+				why="its uptime went from $up_a to $3 across a hold of $held s, its first line $after s after the resume (its step up to $step s): its clock ran on while it was held"
+			fi
 		fi
 	fi
 	cat "$T/stderr.b" >>"$T/stderr" 2>/dev/null
@@ -149,7 +195,7 @@ t_snapshot_held() {
 	if [ -n "$why" ]; then
 		fail snapshot_held "$why"
 	else
-		pass snapshot_held "(saved at tick $last, went on from $first after the resume)"
+		pass snapshot_held "(saved at tick $last, went on from $first after the resume; uptime +$jump s across a hold of $held s, its first line $after s after the resume, its step up to $step s)"
 	fi
 }
 

@@ -193,6 +193,8 @@ static const unsigned long main_ioctls[] = {
 	KVM_GET_REGS, KVM_GET_SREGS, KVM_GET_XSAVE, KVM_GET_XCRS, KVM_GET_MSRS,
 	KVM_GET_MSR_INDEX_LIST, KVM_GET_LAPIC, KVM_GET_MP_STATE, KVM_GET_VCPU_EVENTS,
 	KVM_GET_DEBUGREGS, KVM_GET_IRQCHIP, KVM_GET_PIT2, KVM_GET_CLOCK,
+	/* A resume: the clock set back to where it stood at the pause. */
+	KVM_SET_CLOCK,
 	/* A state dump: the guest's code and stack. */
 	KVM_TRANSLATE,
 	/* A diff snapshot: the pages the guest wrote. */

@@ -25,6 +25,16 @@ int vcpu_state_restore(struct vcpu *v, const void *blob, size_t len)
 int vm_state_save(struct vm *vm, void **blob, size_t *len) __attribute__((warn_unused_result));
 int vm_state_restore(struct vm *vm, const void *blob, size_t len)
 	__attribute__((warn_unused_result));
+/*
+ * The KVM clock stands still while the vCPUs are parked, as across a
+ * snapshot and its restore (QEMU's stop and cont do the same): parked takes
+ * its value (a restore records the saved one), running sets it back, so the
+ * guest's monotonic clock does not jump by the time it waited (a VMM held
+ * for a resume, a warm VMM in its pool, the restore's own work). 0 or
+ * -errno; running without a parked value does nothing.
+ */
+int vm_clock_parked(struct vm *vm) __attribute__((warn_unused_result));
+int vm_clock_running(struct vm *vm) __attribute__((warn_unused_result));
 /* The IOAPIC's unmasked pins, to the log (a state dump, vm_dump()). */
 void vm_state_dump(struct vm *vm);
 /*

@@ -45,7 +45,10 @@ int vm_state_save(struct vm *vm, void **blob, size_t *len)
 	}
 	if (!ret)
 		ret = vm_ioctl(vm, KVM_GET_PIT2, &s->pit, "KVM_GET_PIT2");
-	if (!ret)
+	/* Paused: the clock as it stood at the pause, not as it ran on while this was written. */
+	if (!ret && vm->clock_parked)
+		s->clock = vm->parked_clock;
+	else if (!ret)
 		ret = vm_ioctl(vm, KVM_GET_CLOCK, &s->clock, "KVM_GET_CLOCK");
 	if (ret) {
 		free(s);
@@ -77,7 +80,27 @@ int vm_state_restore(struct vm *vm, const void *blob, size_t len)
 	s.clock.flags = 0;
 	if (!ret)
 		ret = vm_ioctl(vm, KVM_SET_CLOCK, &s.clock, "KVM_SET_CLOCK");
+	/* Set again when the vCPUs first run: it stands still while the rest is restored. */
+	vm->parked_clock = s.clock;
+	vm->clock_parked = !ret;
 	return ret;
+}
+
+int vm_clock_parked(struct vm *vm)
+{
+	int ret = vm_ioctl(vm, KVM_GET_CLOCK, &vm->parked_clock, "KVM_GET_CLOCK");
+
+	vm->clock_parked = !ret;
+	return ret;
+}
+
+int vm_clock_running(struct vm *vm)
+{
+	if (!vm->clock_parked)
+		return 0;
+	vm->clock_parked = false;
+	vm->parked_clock.flags = 0;
+	return vm_ioctl(vm, KVM_SET_CLOCK, &vm->parked_clock, "KVM_SET_CLOCK");
 }
 
 /*
