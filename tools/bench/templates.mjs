@@ -20,6 +20,7 @@
 import { createRequire } from 'node:module';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { createCipheriv, randomBytes } from 'node:crypto';
+import { createConnection } from 'node:net';
 
 const req = createRequire(new URL('../../tests/api/client/package.json', import.meta.url));
 const { SandboxClient } = await import(req.resolve('@agentuity/core'));
@@ -40,13 +41,14 @@ const dirtyMib = Number(process.env.HUSK_BENCH_DIRTY_MIB ?? 64);
 const burst = Number(process.env.HUSK_BENCH_BURST ?? 100);
 const burstAtOnce = Number(process.env.HUSK_BENCH_BURST_AT_ONCE ?? 8);
 
-// KiB of field (Pss, Rss) of each running husk-vmm, from /proc.
-function vmmKib(field) {
+// KiB of field (Pss, Rss) of each running husk-vmm (those whose arguments pick
+// says yes to: all by default), from /proc.
+function vmmKib(field, pick = () => true) {
 	const out = [];
 	for (const pid of readdirSync('/proc').filter((d) => /^\d+$/.test(d))) {
 		try {
 			const args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-			if (!/husk-vmm$/.test(args[0]) || !args.includes('--vsock')) continue;
+			if (!/husk-vmm$/.test(args[0]) || !args.includes('--vsock') || !pick(args)) continue;
 			const m = readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8').match(new RegExp(`^${field}:\\s+(\\d+)`, 'm'));
 			if (m) out.push(Number(m[1]));
 		} catch {
@@ -232,6 +234,23 @@ if (mode === 'template') {
 // Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size; then
 // resume -> first exec. ahead: huskd makes the sandbox's next VMM once it is paused (--resume-ahead)
 // and the resume waits until that VMM listens (its control socket is there), as a later resume would.
+// One line to a VMM's control socket (vmm/control.h); its answer's first line.
+function ctlAsk(path, line) {
+	return new Promise((resolve, reject) => {
+		let got = '';
+		const c = createConnection(path, () => c.write(`${line}\n`));
+		c.on('data', (d) => {
+			got += d;
+			if (got.includes('\n')) {
+				c.destroy();
+				resolve(got.split('\n')[0].trim());
+			}
+		});
+		c.on('error', reject);
+		c.on('end', () => resolve(got.trim()));
+	});
+}
+
 async function pauseResume(tag, ahead) {
 	const { sb } = await once();
 	const ex = await sb.execute({ command: ['sh', '-c', `head -c ${dirtyMib}M /dev/urandom >/dev/shm/d`] });
@@ -252,6 +271,16 @@ async function pauseResume(tag, ahead) {
 	for (let i = 0; ahead && !existsSync(`${dir}/control.sock`); i++) {
 		if (i > 3000) throw new Error(`${sb.id}: no VMM made ahead`);
 		await new Promise((r) => setTimeout(r, 100));
+	}
+	if (ahead) {
+		// Its control socket answers once the restore is done and the guest held: what it holds then.
+		const st = await ctlAsk(`${dir}/control.sock`, 'status');
+		if (st !== 'OK paused') throw new Error(`${sb.id}: its VMM made ahead says '${st}'`);
+		const held = (f) => vmmKib(f, (args) => args.includes('--held'));
+		const [rss, pss] = [held('Rss'), held('Pss')];
+		if (rss.length !== 1) throw new Error(`${rss.length} VMMs held, wanted the one`);
+		out('held_rss_kib', rss[0]);
+		out('held_pss_kib', pss[0]);
 	}
 	// And back: resume -> first exec, the dirtied pages read back from the pause's file.
 	const t0 = now();

@@ -76,6 +76,7 @@ awk -F= '{ v[$1] = $2 } END {
 	printf "  %-42s %10.1f ms  %.2f of booting\n", "a booted sandbox (full)", v["cold_resume_first_exec_ms"], v["cold_resume_first_exec_ms"] / v["cold_first_exec_p50_ms"]
 	a = v["ahead_resume_first_exec_ms"] / v["cold_first_exec_p50_ms"]
 	printf "  %-42s %10.1f ms  %.2f of booting\n", "a template child, its VMM made ahead", v["ahead_resume_first_exec_ms"], a
+	printf "  (that VMM while it held the paused guest: RSS %.1f MiB, PSS %.1f MiB)\n", v["held_rss_kib"] / 1024, v["held_pss_kib"] / 1024
 	printf "goal: create -> first exec from a template <= 0.10 of booting (%.2f): %s\n", r, r <= 0.10 ? "met" : "NOT met"
 	printf "goal: create -> first exec, a warm VMM ready (huskd --warm-pool 1) <= 0.10 of booting (%.2f): %s\n", w, w <= 0.10 ? "met" : "NOT met"
 	printf "goal: snapshot child -> first exec <= 0.10 of booting (%.2f): %s\n", k, k <= 0.10 ? "met" : "NOT met"
