@@ -48,13 +48,13 @@ static void folder_changed(uv_fs_event_t *w, const char *name, int events, int s
 	(void)w, (void)name, (void)events, (void)status;
 }
 
-/* Paused, with its VMM made ahead: that VMM's pid, or 0. */
-static pid_t pause_held(const char *id)
+/* Its VMM made ahead, once it holds the guest: that VMM's pid, or 0. */
+static pid_t held_pid(const char *id)
 {
 	uv_fs_event_t w;
 	bool ok;
 
-	if (!t_pause(id) || uv_fs_event_init(T.loop, &w))
+	if (!t_sb(id) || uv_fs_event_init(T.loop, &w))
 		return 0;
 	/* Its control socket's arrival in the folder is what wakes the loop. */
 	ok = !uv_fs_event_start(&w, folder_changed, t_sb(id)->dir, 0) &&
@@ -62,6 +62,12 @@ static pid_t pause_held(const char *id)
 	uv_close((uv_handle_t *)&w, NULL);
 	t_spin();
 	return ok ? t_vmm_pid(id) : 0;
+}
+
+/* Paused, with its VMM made ahead: that VMM's pid, or 0. */
+static pid_t pause_held(const char *id)
+{
+	return t_pause(id) ? held_pid(id) : 0;
 }
 
 static bool resume(const char *id, char *msg, size_t len)
@@ -197,7 +203,13 @@ static void restarts(const char *id)
 	        (int)held);
 	t_open();
 	sbx_mgr_adopt(T.m);
-	orphan = resume(id, msg, sizeof(msg)) ? pause_held(id) : 0;
+	/* Taken up paused, it gets its next VMM as a pause would have given it; the resume runs it.
+	 */
+	held = held_pid(id);
+	t_check("ahead_made_for_a_paused_sandbox_taken_up",
+	        held && resume(id, msg, sizeof(msg)) && t_vmm_pid(id) == held && runs(id),
+	        "held pid %d, runs %d: %s", (int)held, (int)t_vmm_pid(id), held ? msg : "none");
+	orphan = t_state(id) == SBX_IDLE || resume(id, msg, sizeof(msg)) ? pause_held(id) : 0;
 	/* As if huskd were killed: nothing told the held VMM to go. */
 	if (t_sb(id))
 		t_sb(id)->ahead = SBX_AHEAD_NONE;

@@ -137,6 +137,9 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 		if (pid > 0 && sbx_vmm_adopt(sb, pid, start, -1) == 0) {
 			sb->ahead = SBX_AHEAD_HELD;
 			sbx_ahead_drop(sb);
+		} else {
+			/* As after a pause: its next VMM, made ahead (within --resume-ahead). */
+			sbx_ahead_make(sb);
 		}
 		return;
 	}
