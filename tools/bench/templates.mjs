@@ -20,7 +20,7 @@
 import { createRequire } from 'node:module';
 import { closeSync, existsSync, fsyncSync, openSync, readFileSync, readdirSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { createCipheriv, randomBytes } from 'node:crypto';
-import { createConnection } from 'node:net';
+import { execFileSync } from 'node:child_process';
 
 const req = createRequire(new URL('../../tests/api/client/package.json', import.meta.url));
 const { SandboxClient } = await import(req.resolve('@agentuity/core'));
@@ -234,23 +234,6 @@ if (mode === 'template') {
 // Pause after dirtying: huskd's own figure (its log's "paused in N ms") and the file's size; then
 // resume -> first exec. ahead: huskd makes the sandbox's next VMM once it is paused (--resume-ahead)
 // and the resume waits until that VMM listens (its control socket is there), as a later resume would.
-// One line to a VMM's control socket (vmm/control.h); its answer's first line.
-function ctlAsk(path, line) {
-	return new Promise((resolve, reject) => {
-		let got = '';
-		const c = createConnection(path, () => c.write(`${line}\n`));
-		c.on('data', (d) => {
-			got += d;
-			if (got.includes('\n')) {
-				c.destroy();
-				resolve(got.split('\n')[0].trim());
-			}
-		});
-		c.on('error', reject);
-		c.on('end', () => resolve(got.trim()));
-	});
-}
-
 async function pauseResume(tag, ahead) {
 	const { sb } = await once();
 	const ex = await sb.execute({ command: ['sh', '-c', `head -c ${dirtyMib}M /dev/urandom >/dev/shm/d`] });
@@ -274,8 +257,9 @@ async function pauseResume(tag, ahead) {
 	}
 	if (ahead) {
 		// Its control socket answers once the restore is done and the guest held: what it holds then.
-		const st = await ctlAsk(`${dir}/control.sock`, 'status');
-		if (st !== 'OK paused') throw new Error(`${sb.id}: its VMM made ahead says '${st}'`);
+		const agentctl = new URL('../../build/bin/husk-agentctl', import.meta.url).pathname;
+		const st = execFileSync(agentctl, ['--control', `${dir}/control.sock`, 'status'], { encoding: 'utf8' }).trim();
+		if (st !== 'paused') throw new Error(`${sb.id}: its VMM made ahead says '${st}'`);
 		const held = (f) => vmmKib(f, (args) => args.includes('--held'));
 		const [rss, pss] = [held('Rss'), held('Pss')];
 		if (rss.length !== 1) throw new Error(`${rss.length} VMMs held, wanted the one`);
