@@ -133,7 +133,8 @@ static void adopt_one(struct sbx_mgr *m, json_t *row)
 		}
 		sbx_to(sb, SBX_PAUSED, NULL, NULL);
 		log_info(id, "paused on disk; resumes when asked for");
-		/* A VMM made ahead of its resume the old huskd left behind: it goes. */
+		/* A VMM made ahead the old huskd left behind goes; one of ours follows
+		 * (sbx_ahead_exited). */
 		if (pid > 0 && sbx_vmm_adopt(sb, pid, start, -1) == 0) {
 			sb->ahead = SBX_AHEAD_HELD;
 			sbx_ahead_drop(sb);

@@ -187,7 +187,12 @@ enum sbx_ahead_next sbx_ahead_exited(struct sandbox *sb, int status)
 		}
 		sbx_dial_close(sb);
 		/* A plan waited for its disk and snapshot to be the plan's alone. */
-		return sb->plan.after && !sb->plan.working ? SBX_AHEAD_PLAN_GOES : SBX_AHEAD_GONE;
+		if (sb->plan.after && !sb->plan.working)
+			return SBX_AHEAD_PLAN_GOES;
+		/* Dropped with nothing waiting (one left by a huskd killed outright): a new one. */
+		if (was == SBX_AHEAD_DROPPING)
+			sbx_ahead_make(sb);
+		return SBX_AHEAD_GONE;
 	}
 	return sb->state == SBX_RESUMING && was == SBX_AHEAD_REPLACE ? SBX_AHEAD_RESUME_USUAL
 	                                                             : SBX_AHEAD_NOT_OURS;
