@@ -50,11 +50,7 @@ qemu() { # KERNEL
 }
 
 # What the last guest's memory held, overwritten before the next boot (see above).
-scrub() {
-	[ "$scrub_mib" -gt 0 ] || return 0
-	dd if=/dev/zero of="$out/scrub" bs=1048576 count="$scrub_mib" 2>/dev/null
-	rm -f "$out/scrub"
-}
+scrub() { HUSK_BENCH_SCRUB_MIB=$scrub_mib "$top/tools/bench/scrub.sh"; }
 
 echo "boot benchmark: $n boots each, 1 vCPU, $mem MiB, bzImage $(du -k "$bzimage" | cut -f1) KiB," \
 	"vmlinux $(du -k "$vmlinux" | cut -f1) KiB, initramfs $(du -k "$initrd" | cut -f1) KiB," \

@@ -30,14 +30,8 @@ const mode = process.env.MODE;
 const runs = Number(process.env.HUSK_BENCH_TEMPLATE_RUNS ?? 5);
 const children = Number(process.env.HUSK_BENCH_CHILDREN ?? 20);
 const now = () => performance.now();
-// Before each timed start, as tools/bench/boot.sh does between boots: 384 MiB written through the
-// page cache, so that no start runs on memory the last guest freed (under the nested host's
-// emulator that memory is slow to write again, which would load the booting baseline most).
-const scrubFile = `${process.env.TMPDIR ?? '/tmp'}/bench-scrub`;
-const scrub = () => {
-	execFileSync('dd', ['if=/dev/zero', `of=${scrubFile}`, 'bs=1048576', 'count=384'], { stdio: 'ignore' });
-	unlinkSync(scrubFile);
-};
+// Before each timed start, as between the boot bench's boots (tools/bench/scrub.sh says why).
+const scrub = () => execFileSync(new URL('scrub.sh', import.meta.url).pathname, { stdio: 'ignore' });
 const out = (k, v) => console.log(`${k}=${typeof v === 'number' ? v.toFixed(1) : v}`);
 const pct = (a, p) => {
 	const s = [...a].sort((x, y) => x - y);
