@@ -84,6 +84,7 @@ struct fake {
 	int64_t paused_at, paused_total; /* host monotonic ms */
 	struct conn *conn;               /* the connection the agent dialled, or NULL */
 	struct job *jobs;                /* newest first */
+	unsigned execs;                  /* exec requests run since the VMM started */
 	unsigned next_job;
 };
 

@@ -352,6 +352,7 @@ void op_exec(struct conn *c, uint32_t id, json_t *req)
 	e->pty = json_is_true(pty) || json_is_object(pty);
 	e->started = guest_ms(fk);
 	e->timeout_at = json_integer_value(t) > 0 ? e->started + json_integer_value(t) : -1;
+	fk->execs++;
 	run_start(fk, json_object_get(req, "argv"), env, &e->run, exec_out, e);
 	json_decref(env);
 	if (e->run.kind == RUN_DONE)

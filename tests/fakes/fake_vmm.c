@@ -252,8 +252,10 @@ static void ctl_command(struct vmm *v, struct ctl *cl, const char *cmd)
 	if (!strcmp(cmd, "status")) {
 		ctl_reply(cl, "OK %s\n", fk->paused ? "paused" : "running");
 	} else if (!strcmp(cmd, "pause")) {
-		if (!fk->paused)
+		if (!fk->paused) {
 			fk->paused_at = mono_ms();
+			fprintf(stderr, "fake-vmm: paused after %u execs\n", fk->execs);
+		}
 		fk->paused = true;
 		ctl_reply(cl, "OK %s\n", "paused");
 	} else if (!strcmp(cmd, "resume")) {

@@ -70,6 +70,26 @@ static const char *vmm_status(const char *id)
 	return reply;
 }
 
+/* The fake VMM of id logged its first pause after n execs (the warm-up's). */
+static bool parked_after(const char *id, unsigned n)
+{
+	char path[4200], line[200], want[64];
+	bool found = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/vmm.log", t_sb(id) ? t_sb(id)->dir : "/nonexistent");
+	snprintf(want, sizeof(want), "fake-vmm: paused after %u execs\n", n);
+	f = fopen(path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, "fake-vmm: paused after ", 23)) {
+			found = !strcmp(line, want);
+			break;
+		}
+	if (f)
+		fclose(f);
+	return found;
+}
+
 /* Waits (bounded) until pid has ended. */
 static bool ends(pid_t pid)
 {
@@ -226,6 +246,8 @@ void t_pool(void)
 	t_check("warm_vmm_made_once_its_template_is_ready",
 	        a[0] && t_wait(pooled, NULL, T_WAIT_MS) && !strcmp(vmm_status(warm), "paused"),
 	        "%s", a[0] ? reply : err);
+	t_check("warm_vmm_ran_a_command_before_it_parked", warm[0] && parked_after(warm, 1),
+	        "%s's vmm.log has no 'paused after 1 execs'", warm);
 	snprintf(w, sizeof(w), "%s", warm);
 	up("{}", b, err, sizeof(err));
 	t_check("second_create_takes_it", w[0] && !strcmp(b, w), "created '%s', warm '%s': %s", b,
