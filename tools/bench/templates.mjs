@@ -226,6 +226,7 @@ if (mode === 'template') {
 	}
 	const t = [];
 	for (let i = 0; i < runs; i++) {
+		scrub();
 		const t0 = now();
 		const c = await client.create({ snapshot: snap.snapshotId, resources: { memory: '256Mi' } });
 		const ex = await c.execute({ command: ['true'] });

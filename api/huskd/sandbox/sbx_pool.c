@@ -264,7 +264,6 @@ static void warmed(void *arg, int rc, json_t *reply, const struct sbx_err *err)
 			park(sb);
 		}
 	}
-	sbx_drop(sb);
 }
 
 static const struct sbx_call_ops warm_ops = {.done = warmed};
@@ -285,7 +284,7 @@ static void warm_up(struct sandbox *sb)
 		park(sb);
 		return;
 	}
-	sbx_hold(sb);
+	/* (The call holds sb until warmed() has run.) */
 	(void)sbx_call_now(sb, req, NULL, &warm_ops, sb);
 	json_decref(req);
 }
