@@ -208,7 +208,9 @@ static int follow(struct cli *c, const char *sandbox, json_t *data, bool kill_on
 	                           : strcmp(status, "completed") != 0;
 	if (json_is_integer(code) && json_integer_value(code) && !rc)
 		rc = 1; /* a code that is 0 modulo 256 must not look like success */
-	if (strcmp(status, "completed") && strcmp(status, "failed"))
+	/* "failed" with an error: the command did not end by itself (its sandbox failed, say). */
+	if (strcmp(status, "completed") &&
+	    (strcmp(status, "failed") || json_string_value(json_object_get(exec, "error"))))
 		fprintf(stderr, "husk: the command ended with status %s%s%s\n", status,
 		        json_string_value(json_object_get(exec, "error")) ? ": " : "",
 		        json_string_value(json_object_get(exec, "error"))

@@ -36,6 +36,8 @@ struct huskd {
 	struct tenants *tenants;
 	struct keystore *keystore;
 	uv_signal_t sigint, sigterm;
+	uv_timer_t stop_watch; /* after a signal: what the loop still waits for */
+	bool stopping;
 };
 
 /* Keys from HUSK_API_KEY (comma-separated), else the state folder's api-keys file, made once. */
@@ -215,6 +217,34 @@ static void connections_refused(unsigned count, unsigned limit)
 	          limit);
 }
 
+/* A handle that keeps the loop running, logged: a stop that hangs names what it waits for. */
+static void still_open(uv_handle_t *h, void *arg)
+{
+	unsigned *n = arg;
+	uv_os_fd_t fd;
+
+	if ((!uv_is_active(h) && !uv_is_closing(h)) || !uv_has_ref(h))
+		return;
+	(*n)++;
+	if (h->type == UV_PROCESS)
+		log_warn(NULL, "still stopping: waiting for process %d to exit",
+		         ((uv_process_t *)h)->pid);
+	else if (uv_fileno(h, &fd) == 0)
+		log_warn(NULL, "still stopping: a %s handle (fd %d)%s",
+		         uv_handle_type_name(h->type), fd, uv_is_closing(h) ? ", closing" : "");
+	else
+		log_warn(NULL, "still stopping: a %s handle%s", uv_handle_type_name(h->type),
+		         uv_is_closing(h) ? ", closing" : "");
+}
+
+static void stop_watch(uv_timer_t *t)
+{
+	unsigned n = 0;
+
+	uv_walk(t->loop, still_open, &n);
+	log_warn(NULL, "huskd has not stopped yet: %u handle(s) keep it running", n);
+}
+
 static void on_signal(uv_signal_t *s, int sig)
 {
 	struct huskd *d = s->data;
@@ -229,6 +259,12 @@ static void on_signal(uv_signal_t *s, int sig)
 	uv_signal_stop(&d->sigterm);
 	uv_close((uv_handle_t *)&d->sigint, NULL);
 	uv_close((uv_handle_t *)&d->sigterm, NULL);
+	/* Not itself a reason to run on (unreferenced). */
+	if (!d->stopping && uv_timer_init(d->loop, &d->stop_watch) == 0) {
+		d->stopping = true;
+		uv_timer_start(&d->stop_watch, stop_watch, 15000, 60000);
+		uv_unref((uv_handle_t *)&d->stop_watch);
+	}
 }
 
 /*
@@ -405,6 +441,8 @@ static int start(struct huskd *d, struct options *o)
 /* What main made, freed; the loop run once more for handles that close asynchronously. */
 static void cleanup(struct huskd *d, struct options *o)
 {
+	if (d->stopping)
+		uv_close((uv_handle_t *)&d->stop_watch, NULL);
 	uv_run(d->loop, UV_RUN_NOWAIT);
 	sbx_mgr_free(d->mgr);
 	routes_free(d->routes);

@@ -100,6 +100,38 @@ else
 	fail pause_quits_cleanly "create: status $cli_s"
 fi
 
+# A command whose sandbox fails under it (its VMM killed): husk exec says why,
+# not only status 1 (CI27: a bare "exit 1" hid a sandbox that had failed).
+if h create --json --runtime base:latest; then
+	f_id=$(sed -n 's/.*"sandboxId": *"\([^"]*\)".*/\1/p' "$T/o" | head -n 1)
+	(
+		HUSK_URL=http://127.0.0.1:$port HUSK_API_KEY=$key "$top/build/bin/husk-san" exec "$f_id" -- sleep 600 \
+			>"$T/f.o" 2>"$T/f.e"
+		echo $? >"$T/f.s"
+	) &
+	bg=$!
+	# Its command runs (the sandbox's status says so); the bound is a hang guard.
+	i=0
+	until h get "$f_id" --json && grep -q '"status": *"running"' "$T/o" || [ $i -ge 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	for p in /proc/[0-9]*; do
+		case $({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) in
+		*fake-vmm*"$state/sandboxes/$f_id/"*) kill -9 "${p#/proc/}" ;;
+		esac
+	done
+	wait $bg
+	if [ "$(cat "$T/f.s")" = 1 ] && grep -q "husk: the command ended with status failed: ." "$T/f.e"; then
+		pass exec_says_its_sandbox_failed
+	else
+		fail exec_says_its_sandbox_failed "status $(cat "$T/f.s"), stderr '$(cat "$T/f.e")'"
+	fi
+	h destroy "$f_id"
+else
+	fail exec_says_its_sandbox_failed "create: status $cli_s"
+fi
+
 # Every sandbox was destroyed: no VMM of this state folder may be left (their
 # exit after SIGKILL is asynchronous: allow them 10 s to go; a dead huskd
 # leaves them running by design, and kills none).
@@ -141,9 +173,11 @@ else
 fi
 pid=
 
-# Its log: no sanitizer report, no refused state move, no error but the HOST_FULL asked for.
+# Its log: no sanitizer report, no refused state move, no error but those asked for
+# (HOST_FULL; the failure of the sandbox whose VMM was killed).
 bad=$(grep -n "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:\|a bug in huskd" "$T/huskd.log")
-errors=$(grep -n '^[0-9TZ:.-]* error ' "$T/huskd.log" | grep -v ' 503 HOST_FULL: ')
+errors=$(grep -n '^[0-9TZ:.-]* error ' "$T/huskd.log" | grep -v ' 503 HOST_FULL: ' |
+	grep -v " \[${f_id:-none}\] failed: husk-vmm was killed by signal 9")
 if [ -n "$bad" ]; then
 	echo "FAIL load/huskd_log_clean: $(echo "$bad" | head -n 5 | tr '\n' ' ')"
 	# The report, with the log lines before it.

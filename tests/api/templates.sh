@@ -50,7 +50,12 @@ if ! start_huskd 1; then
 	exit 1
 fi
 cold=$(new)
-if h exec "$cold" -- true && ! restored "$cold"; then pass first_create_boots; else fail first_create_boots "exit $cli_s"; fi
+if h exec "$cold" -- true && ! restored "$cold"; then
+	pass first_create_boots
+else
+	fail first_create_boots "exit $cli_s (sandbox ${cold:-none})"
+	[ -z "$cold" ] || story "$cold"
+fi
 if wait_log "template of base:latest (256 MiB, 1 vCPUs) ready"; then
 	pass template_made
 else

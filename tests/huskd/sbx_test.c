@@ -71,16 +71,25 @@ void t_open(void)
 	sbx_mgr_on_change(T.m, changed, NULL);
 }
 
-void t_close(void)
+bool t_close(void)
 {
+	uint64_t end = uv_hrtime() + (uint64_t)T_WAIT_MS * 1000000;
+	bool drained;
+
 	sbx_mgr_close(T.m);
-	/* Drained: every handle the manager had is closed. */
-	while (uv_run(T.loop, UV_RUN_NOWAIT))
-		;
+	/* Drained: every handle the manager had is closed (the bound is a hang guard). */
+	while (!(drained = !uv_run(T.loop, UV_RUN_NOWAIT)) && uv_hrtime() < end)
+		usleep(1000);
+	if (!drained) {
+		t_kill_all();
+		while (uv_run(T.loop, UV_RUN_NOWAIT))
+			usleep(1000);
+	}
 	sbx_mgr_free(T.m);
 	T.m = NULL;
 	store_close(T.store);
 	T.store = NULL;
+	return drained;
 }
 
 void t_kill_all(void)

@@ -36,8 +36,12 @@ bool t_check(const char *name, bool cond, const char *fmt, ...)
 
 /* Opens the store and the manager on T.root (made by t_setup), with cfg as in T.cfg. */
 void t_open(void);
-/* Lets go (VMMs run on), drains the loop, frees. */
-void t_close(void);
+/*
+ * Lets go (VMMs run on), drains the loop, frees. False if the loop did not
+ * drain in T_WAIT_MS (a handle left open, as huskd would hang at its stop):
+ * then the fakes are killed first so that the tests go on.
+ */
+bool t_close(void);
 /* Ends every fake VMM the tests started (their processes outlive the manager). */
 void t_kill_all(void);
 

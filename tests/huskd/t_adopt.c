@@ -56,17 +56,27 @@ void t_adoption(void)
 	{
 		struct sbx_exec_req req = {.base = "http://t", .argv = json_pack("[s]", "true")};
 		json_t *files = json_pack("[{ssss}]", "path", "w.txt", "content", "eA==");
+		json_t *create_body = json_object();
+		struct t_done c = {0};
 		struct sbx_err e;
 		json_t *exec = NULL;
-		bool resumed;
+		bool resumed, drained;
 
 		if (sbx_exec_start(T.m, starting.id, &req, &exec, &resumed, &e))
 			exec = NULL;
 		sbx_fs_write(T.m, starting.id, files, t_done_cb, &d);
-		t_close();
+		/* A create whose layer is being made (off the loop) as huskd stops: no VMM after.
+		 */
+		sbx_create(T.m, create_body, t_done_cb, &c);
+		drained = t_close();
 		t_check("close_answers_what_waits", d.done && !d.ok && d.fault == SBX_UNAVAILABLE,
 		        "done %d: %s", d.done, d.msg);
+		t_check("close_during_a_create_starts_no_vmm",
+		        drained && c.done && !c.ok && c.fault == SBX_UNAVAILABLE,
+		        "the loop drained %d; create answered %d: %s", drained, c.done, c.msg);
 		t_done_reset(&d);
+		t_done_reset(&c);
+		json_decref(create_body);
 		json_decref(exec);
 		json_decref(files);
 		json_decref(req.argv);

@@ -105,10 +105,13 @@ static void create_free(struct create *c)
 static void create_fail(struct sandbox *sb, struct create *c, const struct sbx_err *err)
 {
 	c->done(c->ctx, err, NULL);
-	sb->end_status = "failed";
-	if (sb->stored)
-		log_error(sb->id, "failed: %s", err->msg);
-	sbx_to(sb, SBX_STOPPING, err->msg, NULL);
+	/* Ended already (huskd stopping, a warm VMM's snapshot deleted): nothing more to end. */
+	if (sb->state != SBX_STOPPING && sb->state != SBX_GONE) {
+		sb->end_status = "failed";
+		if (sb->stored)
+			log_error(sb->id, "failed: %s", err->msg);
+		sbx_to(sb, SBX_STOPPING, err->msg, NULL);
+	}
 	create_free(c);
 }
 
@@ -124,6 +127,21 @@ static void layer_done(struct sandbox *sb, int rc, void *arg)
 	if (rc) {
 		sbx_fail(&err, c->why ? c->why : SBX_INTERNAL, rc, "%s",
 		         c->err[0] ? c->err : strerror(-rc));
+		create_fail(sb, c, &err);
+		return;
+	}
+	/*
+	 * Ended while its layer was made: huskd stopped (a VMM started now would
+	 * keep huskd's loop, and so huskd, running), or it was a warm VMM of a
+	 * snapshot deleted meanwhile.
+	 */
+	if (sb->state == SBX_STOPPING || sb->state == SBX_GONE) {
+		if (sb->m->closing)
+			sbx_fail(&err, SBX_UNAVAILABLE, -ESHUTDOWN,
+			         "huskd is stopping; try again once it is back");
+		else
+			sbx_fail(&err, SBX_ENDED, -ESHUTDOWN,
+			         "the sandbox ended while it was created: %s", sb->end_reason);
 		create_fail(sb, c, &err);
 		return;
 	}

@@ -115,22 +115,27 @@ static void dial_closed(uv_handle_t *h)
 	free(h);
 }
 
-void sbx_dial_close(struct sandbox *sb)
+static void dial_unlisten(struct sandbox *sb)
 {
 	char path[4200];
 
-	if (sb->session) {
-		struct agent_session *s = sb->session;
-
-		sb->session = NULL;
-		agent_session_close(s);
-	}
 	if (sb->dial) {
 		uv_close((uv_handle_t *)sb->dial, dial_closed);
 		sb->dial = NULL;
 		dial_path(sb, path, sizeof(path));
 		unlink(path);
 	}
+}
+
+void sbx_dial_close(struct sandbox *sb)
+{
+	if (sb->session) {
+		struct agent_session *s = sb->session;
+
+		sb->session = NULL;
+		agent_session_close(s);
+	}
+	dial_unlisten(sb);
 }
 
 /* ---- the VMM ---- */
@@ -347,6 +352,8 @@ int sbx_vmm_start(struct sandbox *sb, const char *restore, const char *mem_file,
 	if (spec.key_fd >= 0)
 		close(spec.key_fd);
 	if (rc) {
+		/* An open listener would keep huskd's loop, and so a stopping huskd, running. */
+		dial_unlisten(sb);
 		sbx_net_detach(sb);
 		sbx_jail_release(sb);
 		return rc;
