@@ -68,6 +68,12 @@ struct http_config {
 	size_t spool_over;
 	/* PEM files: HTTPS on every listener (http_tls_check says why one is refused). */
 	const char *tls_cert, *tls_key;
+	/*
+	 * Told once per request that reached the handler, as it is freed (its
+	 * accessors and http_status still work): ns from its dispatch to its end,
+	 * answered or abandoned. May be NULL.
+	 */
+	void (*served)(const struct http_req *req, uint64_t ns);
 };
 
 /* 0 if tls_cert and tls_key make a TLS server; else -EINVAL with a sentence in err. */

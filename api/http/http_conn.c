@@ -30,6 +30,7 @@ void http_limits_init(struct http_limits *lim, const struct http_config *cfg)
 	lim->admit = cfg->admit;
 	lim->spool_dir = cfg->spool_dir;
 	lim->spool_over = cfg->spool_dir ? cfg->spool_over : 0;
+	lim->served = cfg->served;
 }
 
 static void set_timer(struct http_conn *c, enum http_timer_mode m)
@@ -220,6 +221,8 @@ static void conn_dispatch(struct http_conn *c)
 {
 	c->state = C_HANDLING;
 	c->req->dispatched = true;
+	c->req->served = c->lim->served;
+	c->req->t_dispatch = c->req->served ? http_now_ns() : 0;
 	set_timer(c, c->queued ? T_STALL : T_NONE);
 	if (c->in_len - c->in_off >= IN_PAUSE_BYTES)
 		read_pause(c, true);

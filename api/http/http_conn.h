@@ -52,6 +52,7 @@ struct http_limits {
 	http_admit_fn admit;
 	const char *spool_dir;
 	size_t spool_over;
+	void (*served)(const struct http_req *req, uint64_t ns);
 };
 
 enum http_conn_state {
@@ -153,6 +154,8 @@ struct http_req {
 	void (*on_free)(struct http_req *r, void *arg);
 	void *on_free_arg;
 	int status; /* the answer's, once one began; 0 before */
+	void (*served)(const struct http_req *r, uint64_t ns);
+	uint64_t t_dispatch; /* uv_hrtime() when the handler got it */
 };
 
 /* The parser callbacks (http_parse.c) building c->req. */
@@ -171,6 +174,8 @@ void conn_answered(struct http_conn *c);
 /* Answers the current, not yet dispatched, request with a JSON error and closes. */
 void conn_fail(struct http_conn *c, int status, const char *code, const char *msg);
 void http_req_free(struct http_req *r);
+/* CLOCK_MONOTONIC in ns. */
+uint64_t http_now_ns(void);
 /* Builds a response head for r into a malloc'd buffer with room for extra bytes after it. */
 char *http_resp_head(struct http_req *r, int status, const char *ctype, long long clen,
                      size_t extra, size_t *head_len);

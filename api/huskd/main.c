@@ -424,6 +424,8 @@ static int start(struct huskd *d, struct options *o)
 		return 2;
 	}
 	o->http.admit = routes_admit;
+	if (huskd_log_enabled(HLOG_DEBUG))
+		o->http.served = routes_served;
 	/* Bodies over 1 MiB (uploads, file writes) wait in STATE/streams, not in memory. */
 	snprintf(spool, sizeof(spool), "%s/streams", o->state);
 	o->http.spool_dir = spool;

@@ -65,8 +65,7 @@ void t_adoption(void)
 		if (sbx_exec_start(T.m, starting.id, &req, &exec, &resumed, &e))
 			exec = NULL;
 		sbx_fs_write(T.m, starting.id, files, t_done_cb, &d);
-		/* A create whose layer is being made (off the loop) as huskd stops: no VMM after.
-		 */
+		/* A create whose layer is being made as huskd stops: no VMM after. */
 		sbx_create(T.m, create_body, t_done_cb, &c);
 		drained = t_close();
 		t_check("close_answers_what_waits", d.done && !d.ok && d.fault == SBX_UNAVAILABLE,

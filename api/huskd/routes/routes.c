@@ -164,6 +164,13 @@ static const struct who *authorized(struct routes *rt, struct http_req *r)
 	return who;
 }
 
+void routes_served(const struct http_req *r, uint64_t ns)
+{
+	/* The path alone: a query may carry a token. */
+	log_debug(NULL, "%s %s: %d in %.1f ms", http_method(r), http_path(r), http_status(r),
+	          (double)ns / 1e6);
+}
+
 /*
  * The key is checked as soon as a request's head is in: a request without a
  * valid one is answered 401 before any of its body is read, so nobody

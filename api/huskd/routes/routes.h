@@ -33,6 +33,8 @@ int routes_open(struct sbx_mgr *m, const struct routes_config *cfg, struct route
 	__attribute__((warn_unused_result));
 /* The http_admit_fn (the key, checked before a body is read): ctx is the struct routes. */
 int routes_admit(struct http_req *r, void *ctx, struct http_refusal *out);
+/* The http_config's served (with --log-level debug): each request's answer and its time. */
+void routes_served(const struct http_req *r, uint64_t ns);
 /*
  * Prints every route as a JSON line {"method", "pattern", "scope"}: scope is
  * "open" (no key), "sandbox", "execution" or "build" (the first parameter is

@@ -30,8 +30,16 @@ export async function check(name, fn) {
 	// HUSK_TEST_ONLY=word runs only the checks whose name has it (for debugging).
 	if (process.env.HUSK_TEST_ONLY && !name.includes(process.env.HUSK_TEST_ONLY)) return;
 	if (!wanted(name)) return;
+	// A hang guard, not a time limit (a whole run of these checks takes a few minutes
+	// nested): a request that never comes back fails its check, with huskd's errors shown,
+	// before the nested host's 600 s watchdog ends the suite with no word of which one.
+	const bound = Number(process.env.HUSK_CHECK_BOUND_S ?? 420);
+	let timer;
+	const hung = new Promise((resolve) => {
+		timer = setTimeout(() => resolve(`no result after ${bound} s: a request never came back (a hang guard)`), bound * 1000);
+	});
 	try {
-		const why = await fn();
+		const why = await Promise.race([fn(), hung]);
 		if (why) {
 			failed++;
 			console.log(`FAIL client/${name}: ${why}`);
@@ -41,6 +49,8 @@ export async function check(name, fn) {
 	} catch (e) {
 		failed++;
 		console.log(`FAIL client/${name}: ${e?.name}: ${e?.message}`);
+	} finally {
+		clearTimeout(timer);
 	}
 }
 
