@@ -155,7 +155,7 @@ struct http_req {
 	void *on_free_arg;
 	int status; /* the answer's, once one began; 0 before */
 	void (*served)(const struct http_req *r, uint64_t ns);
-	uint64_t t_dispatch; /* uv_hrtime() when the handler got it */
+	uint64_t t_dispatch; /* http_now_ns() when the handler got it */
 };
 
 /* The parser callbacks (http_parse.c) building c->req. */

@@ -110,12 +110,10 @@ if h create --json --runtime base:latest; then
 		echo $? >"$T/f.s"
 	) &
 	bg=$!
-	# Its command runs (the sandbox's status says so); the bound is a hang guard.
-	i=0
-	until h get "$f_id" --json && grep -q '"status": *"running"' "$T/o" || [ $i -ge 600 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
+	# Its command runs: huskd's long-poll answers once the sandbox's status says so.
+	U=http://127.0.0.1:$port K=$key node --input-type=module -e "
+		import { request } from '$top/tests/api/client/checks.mjs';
+		await request(process.env.U, process.env.K, 'GET', '/sandbox/$f_id?waitForStatus=running&waitMs=60000');"
 	for p in /proc/[0-9]*; do
 		case $({ tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null) in
 		*fake-vmm*"$state/sandboxes/$f_id/"*) kill -9 "${p#/proc/}" ;;

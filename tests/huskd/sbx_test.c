@@ -71,20 +71,35 @@ void t_open(void)
 	sbx_mgr_on_change(T.m, changed, NULL);
 }
 
+struct guard {
+	bool fired;
+};
+
+static void guard_fired(uv_timer_t *t)
+{
+	((struct guard *)t->data)->fired = true;
+}
+
 bool t_close(void)
 {
-	uint64_t end = uv_hrtime() + (uint64_t)T_WAIT_MS * 1000000;
+	struct guard g = {0};
+	uv_timer_t timer;
 	bool drained;
 
 	sbx_mgr_close(T.m);
-	/* Drained: every handle the manager had is closed (the bound is a hang guard). */
-	while (!(drained = !uv_run(T.loop, UV_RUN_NOWAIT)) && uv_hrtime() < end)
-		usleep(1000);
-	if (!drained) {
+	/* Drained: every handle the manager had is closed (the unreferenced guard bounds a hang).
+	 */
+	uv_timer_init(T.loop, &timer);
+	timer.data = &g;
+	uv_timer_start(&timer, guard_fired, T_WAIT_MS, 0);
+	uv_unref((uv_handle_t *)&timer);
+	while (uv_run(T.loop, UV_RUN_ONCE) && !g.fired)
+		;
+	drained = !g.fired;
+	uv_close((uv_handle_t *)&timer, NULL);
+	if (!drained)
 		t_kill_all();
-		while (uv_run(T.loop, UV_RUN_NOWAIT))
-			usleep(1000);
-	}
+	uv_run(T.loop, UV_RUN_DEFAULT);
 	sbx_mgr_free(T.m);
 	T.m = NULL;
 	store_close(T.store);
@@ -102,15 +117,6 @@ void t_kill_all(void)
 		perror("pkill");
 	while (waitpid(-1, NULL, WNOHANG) > 0)
 		;
-}
-
-struct guard {
-	bool fired;
-};
-
-static void guard_fired(uv_timer_t *t)
-{
-	((struct guard *)t->data)->fired = true;
 }
 
 bool t_wait(bool (*pred)(void *arg), void *arg, unsigned ms)
