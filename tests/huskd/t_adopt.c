@@ -5,7 +5,9 @@
  * idle, running a command, paused to disk, still starting, and one whose
  * VMM died while no huskd watched it.
  */
+#include <dirent.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -18,6 +20,23 @@ struct kept {
 	pid_t pid;
 	char exec[STORE_ID_LEN];
 };
+
+/* How many sandboxes' folders the state folder holds. */
+static unsigned folders(void)
+{
+	char path[300];
+	struct dirent *e;
+	unsigned n = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "%s/state/sandboxes", T.root);
+	d = opendir(path);
+	while (d && (e = readdir(d)))
+		n += e->d_name[0] != '.';
+	if (d)
+		closedir(d);
+	return n;
+}
 
 static bool make(struct kept *k, const char *mode, enum sbx_state want)
 {
@@ -61,6 +80,7 @@ void t_adoption(void)
 		struct sbx_err e;
 		json_t *exec = NULL;
 		bool resumed, drained;
+		unsigned before = folders();
 
 		if (sbx_exec_start(T.m, starting.id, &req, &exec, &resumed, &e))
 			exec = NULL;
@@ -73,6 +93,10 @@ void t_adoption(void)
 		t_check("close_during_a_create_starts_no_vmm",
 		        drained && c.done && !c.ok && c.fault == SBX_UNAVAILABLE,
 		        "the loop drained %d; create answered %d: %s", drained, c.done, c.msg);
+		/* It was never recorded: no huskd after would take its folder up. */
+		t_check("close_during_a_create_leaves_no_folder", folders() == before,
+		        "%u sandbox folders before its create, %u after the stop", before,
+		        folders());
 		t_done_reset(&d);
 		t_done_reset(&c);
 		json_decref(create_body);

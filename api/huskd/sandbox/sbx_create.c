@@ -112,6 +112,12 @@ static void create_fail(struct sandbox *sb, struct create *c, const struct sbx_e
 			log_error(sb->id, "failed: %s", err->msg);
 		sbx_to(sb, SBX_STOPPING, err->msg, NULL);
 	}
+	/*
+	 * Cut short by huskd's stop, which keeps sandboxes' folders for the next
+	 * huskd to take up: this one was never recorded, and no one would.
+	 */
+	if (sb->m->closing && !sb->stored)
+		sbx_remove_dir(sb->dir);
 	create_free(c);
 }
 
