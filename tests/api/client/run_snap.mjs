@@ -27,11 +27,14 @@ await check('pause_resume', async () => {
 	} catch (e) {
 		again = e?.name ?? String(e);
 	}
-	await new Promise((ok) => setTimeout(ok, 2000));
 	await sb.resume();
 	const justAfter = await count();
-	await new Promise((ok) => setTimeout(ok, 2000));
-	const later = await count();
+	// The job counts every 0.1 s: it goes on by itself, or it does not (bounded, as before: 60 s).
+	let later = justAfter;
+	for (let i = 0; i < 120 && !(later > justAfter); i++) {
+		await new Promise((ok) => setTimeout(ok, 500));
+		later = await count().catch(() => later);
+	}
 	await sb.pause();
 	const auth = { authorization: `Bearer ${process.env.HUSK_API_KEY}`, 'content-type': 'application/json' };
 	const ex = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}/execute`, {
@@ -56,10 +59,15 @@ await check('paused_timeout', async () => {
 	const sb = await client.create({ runtime: 'base:latest', timeout: { paused: '2s' } });
 	await sb.execute({ command: ['true'] });
 	const p = await sb.pause();
-	await new Promise((ok) => setTimeout(ok, 6000));
+	// huskd's own long-poll answers as the sandbox terminates (or after a minute: a failure).
+	const w = await raw('GET', `/sandbox/status/${sb.id}?waitForStatus=terminated&waitMs=60000`);
+	const woke = Date.now();
 	const info = await client.get(sb.id);
 	if (!p.terminatesAt) return 'no terminatesAt for a 2s paused timeout';
-	if (info.status !== 'terminated') return `status ${info.status} 6 s after a 2s paused timeout`;
+	if (info.status !== 'terminated') return `status ${info.status} (the long-poll: ${w.status} ${JSON.stringify(w.data)}) a minute after a 2s paused timeout`;
+	// Not before its time (both clocks are this machine's).
+	const early = Date.parse(p.terminatesAt) - woke;
+	if (early > 500) return `terminated ${early} ms before its terminatesAt ${p.terminatesAt}`;
 });
 
 // Disk checkpoints: a file written after a checkpoint is gone after its
