@@ -174,12 +174,10 @@ await check('files_as_zip', async () => {
 await check('idle_timeout_reaps', async () => {
 	const sb = await client.create({ runtime: 'base:latest', timeout: { idle: '3s' } });
 	await sb.execute({ command: ['true'] });
-	let info = await client.get(sb.id);
-	for (let i = 0; i < 100 && info.status !== 'terminated'; i++) {
-		await new Promise((ok) => setTimeout(ok, 200));
-		info = await client.get(sb.id);
-	}
-	if (info.status !== 'terminated') return `still ${info.status} long after its 3 s idle timeout`;
+	// huskd's long-poll answers as it terminates (or after a minute: a failure).
+	await raw('GET', `/sandbox/status/${sb.id}?waitForStatus=terminated&waitMs=60000`);
+	const info = await client.get(sb.id);
+	if (info.status !== 'terminated') return `still ${info.status} a minute after its 3 s idle timeout`;
 	const ev = await client.listEvents(sb.id);
 	const t = (ev.events ?? []).find((e) => e.type === 'lifecycle:terminated');
 	if (!/idle/.test(t?.event?.reason ?? '')) return `terminated event: ${JSON.stringify(t)}`;
@@ -204,12 +202,9 @@ if (process.env.HUSK_ON_IDLE === 'pause') {
 	await check('idle_pauses', async () => {
 		const sb = await client.create({ runtime: 'base:latest', timeout: { idle: '3s' } });
 		await sb.execute({ command: ['sh', '-c', 'echo kept > /root/f'] });
-		let info = await client.get(sb.id);
-		for (let i = 0; i < 300 && info.status !== 'paused'; i++) {
-			await new Promise((ok) => setTimeout(ok, 200));
-			info = await client.get(sb.id);
-		}
-		if (info.status !== 'paused') return `still ${info.status} long after its 3 s idle timeout`;
+		await raw('GET', `/sandbox/status/${sb.id}?waitForStatus=paused&waitMs=60000`);
+		const info = await client.get(sb.id);
+		if (info.status !== 'paused') return `still ${info.status} a minute after its 3 s idle timeout`;
 		// Raw: the client keeps only data, and autoResumed sits beside it.
 		const ex = await (await fetch(`${process.env.HUSK_URL}/sandbox/${sb.id}/execute`, {
 			method: 'POST',
@@ -231,7 +226,8 @@ if (process.env.HUSK_ON_IDLE === 'pause') {
 await check('busy_and_errors', async () => {
 	const sb = await client.create({ runtime: 'base:latest' });
 	const slow = sb.execute({ command: ['sleep', '3'] });
-	await new Promise((ok) => setTimeout(ok, 500));
+	// Busy from when huskd says it runs (its long-poll), not after a guess at how long that takes.
+	await raw('GET', `/sandbox/status/${sb.id}?waitForStatus=running&waitMs=60000`);
 	let busy = '';
 	try {
 		await sb.execute({ command: ['true'] });
