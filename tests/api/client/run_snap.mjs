@@ -66,7 +66,9 @@ await check('paused_timeout', async () => {
 	if (!p.terminatesAt) return 'no terminatesAt for a 2s paused timeout';
 	if (info.status !== 'terminated') return `status ${info.status} (the long-poll: ${w.status} ${JSON.stringify(w.data)}) a minute after a 2s paused timeout`;
 	// Not before its time (both clocks are this machine's).
-	const early = Date.parse(p.terminatesAt) - woke;
+	const due = Date.parse(p.terminatesAt);
+	if (Number.isNaN(due)) return `terminatesAt ${JSON.stringify(p.terminatesAt)} is not a time`;
+	const early = due - woke;
 	if (early > 500) return `terminated ${early} ms before its terminatesAt ${p.terminatesAt}`;
 });
 
