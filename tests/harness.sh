@@ -98,16 +98,21 @@ else
 		failed=1
 	fi
 fi
-# early_wedge NAME VAR=VALUE MARK SAYS SCRIPT: SCRIPT makes the nested host
-# look wedged in a way husk-kvm-run (a limit of it set by VAR) takes before
-# --idle: it must exit 123 with a line matching MARK and saying SAYS.
+# early_wedge NAME VAR=VALUE MARK SAYS SCRIPT [ALSO]...: SCRIPT makes the
+# nested host look wedged in a way husk-kvm-run (a limit of it set by VAR)
+# takes before --idle: it must exit 123 with a line matching MARK, one
+# saying SAYS and one matching each ALSO.
 early_wedge() {
-	out=$(env "$2" tools/husk-kvm-run --timeout 900 --idle 600 -- sh -c "$5" 2>&1)
+	name=$1 var=$2 mark=$3 says=$4 script=$5
+	shift 5
+	out=$(env "$var" tools/husk-kvm-run --timeout 900 --idle 600 -- sh -c "$script" 2>&1)
 	rc=$?
-	if [ "$rc" = 123 ] && echo "$out" | grep -q "$3" && echo "$out" | grep -q "$4"; then
-		echo "PASS harness/$1"
+	also=1
+	for re in "$@"; do echo "$out" | grep -q "$re" || also=0; done
+	if [ "$rc" = 123 ] && echo "$out" | grep -q "$mark" && echo "$out" | grep -q "$says" && [ $also = 1 ]; then
+		echo "PASS harness/$name"
 	else
-		echo "FAIL harness/$1: status $rc, output: $(echo "$out" | tail -n 8)"
+		echo "FAIL harness/$name: status $rc, output: $(echo "$out" | tail -n 8)"
 		failed=1
 	fi
 }
@@ -142,12 +147,17 @@ else
 	nested_death panic_is_a_wedge c "kernel panicked (above); exit 123"
 	nested_death reset_is_a_wedge b "reset itself before the command ended; exit 123"
 	# A nested host where nothing runs any more (seen under TCG: both CPUs
-	# lost in KVM_RUN) stops its heartbeat: ended well before --idle. Here
-	# the command stops the watcher that beats.
+	# lost in KVM_RUN) stops its heartbeat: ended well before --idle, once
+	# husk-kvm-unstick.mjs has shown where its CPUs were (through QEMU's
+	# monitor), dropped the emulator's code (through its gdb stub) and the
+	# heartbeat still did not come back. Here the command stops the watcher
+	# that beats.
 	early_wedge heartbeat_watchdog HUSK_L1_HEARTBEAT_LIMIT=30 '^watcher-gone$' \
-		'no heartbeat from the nested host for 30s' '
+		'no heartbeat from the nested host for 30s, nor after its code was dropped' '
 		for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = husk-watch ] && kill -9 ${p##*/}; done
-		echo watcher-gone; sleep 1019'
+		echo watcher-gone; sleep 1019' \
+		'stuck: CPU 1: RIP [0-9a-f]\{16\} CPL [0-3] HLT [01]; code there: [0-9a-f ]* (' \
+		"dropped the emulator's code translated from [12] page(s) (gdb stub: T[0-9a-f][0-9a-f], detach OK; QEMU's count of invalidated blocks [0-9]* -> [0-9]*)"
 	# A thread that outlives its SIGKILL (a vCPU stuck in the nested host's
 	# KVM_RUN, seen under TCG) makes the host wedged, long before --idle. The
 	# stand-in: a task frozen by the cgroup v1 freezer keeps its SIGKILL
