@@ -149,15 +149,32 @@ else
 	# A nested host where nothing runs any more (seen under TCG: both CPUs
 	# lost in KVM_RUN) stops its heartbeat: ended well before --idle, once
 	# husk-kvm-unstick.mjs has shown where its CPUs were (through QEMU's
-	# monitor), dropped the emulator's code (through its gdb stub) and the
-	# heartbeat still did not come back. Here the command stops the watcher
-	# that beats.
+	# monitor), dropped the emulator's code (through its gdb stub), woken
+	# its CPUs (all idle here) with an NMI, and the heartbeat still did not
+	# come back. Here the command stops the watcher that beats.
 	early_wedge heartbeat_watchdog HUSK_L1_HEARTBEAT_LIMIT=30 '^watcher-gone$' \
 		'no heartbeat from the nested host for 30s, nor after its code was dropped' '
 		for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = husk-watch ] && kill -9 ${p##*/}; done
 		echo watcher-gone; sleep 1019' \
 		'stuck: CPU 1: RIP [0-9a-f]\{16\} CPL [0-3] HLT [01]; code there: [0-9a-f ]* (' \
 		"dropped the emulator's code translated from [12] page(s) (gdb stub: T[0-9a-f][0-9a-f], detach OK; QEMU's count of invalidated blocks [0-9]* -> [0-9]*)"
+	# Its CPUs (idle) get an NMI when the look after the flush found both
+	# halted, and only then (a CPU seen running makes this a skip).
+	if echo "$out" | grep -q 'after the flush: CPU 0: .* HLT 1;' &&
+		echo "$out" | grep -q 'after the flush: CPU 1: .* HLT 1;'; then
+		if echo "$out" | grep -q 'every CPU was halted: sent them an NMI' &&
+			echo "$out" | grep -q 'after the NMI: CPU 1: RIP'; then
+			echo "PASS harness/halted_host_gets_an_nmi"
+		else
+			echo "FAIL harness/halted_host_gets_an_nmi: $(echo "$out" | grep 'husk-kvm-run:' | tail -n 6)"
+			failed=1
+		fi
+	elif echo "$out" | grep -q 'sent them an NMI'; then
+		echo "FAIL harness/halted_host_gets_an_nmi: sent though a CPU ran: $(echo "$out" | grep 'after the flush')"
+		failed=1
+	else
+		echo "SKIP harness/halted_host_gets_an_nmi: a CPU ran when looked at"
+	fi
 	# A thread that outlives its SIGKILL (a vCPU stuck in the nested host's
 	# KVM_RUN, seen under TCG) makes the host wedged, long before --idle. The
 	# stand-in: a task frozen by the cgroup v1 freezer keeps its SIGKILL

@@ -6,7 +6,7 @@
  * makes QEMU drop what it translated from the page each CPU runs in (the
  * page written back as it is through QEMU's gdb stub, with the VM stopped:
  * a debugger's write invalidates the code translated from what it wrote)
- * and prints the CPUs again.
+ * and prints the CPUs again; when all of them are halted it sends an NMI.
  *
  * Why: a wedge caught with the monitor had both CPUs of the nested host on
  * one 5-byte NOP of kvm.ko, the site of a jump label (KVM's
@@ -15,7 +15,9 @@
  * memory where a CPU trapped on one, sends the CPU back to run the
  * instruction again: a CPU that executes a stale translation still holding
  * the patch's int3 loops there for ever. Dropping the translations ends
- * such a loop; the caller then sees whether the heartbeat comes back.
+ * such a loop. Another wedge caught had both CPUs halted in the idle loop,
+ * nothing to wake them. The caller then sees whether the heartbeat comes
+ * back.
  *
  * usage: node tools/husk-kvm-unstick.mjs MONITOR GDBSOCKET
  * Exit 0 when the flush went through, 1 otherwise (what failed is printed).
@@ -71,7 +73,7 @@ async function hmp(mon, cmd) {
 	return lines.filter((l) => l && !l.startsWith('(qemu)')).join('\n');
 }
 
-/* Prints each CPU's place; returns their RIPs. */
+/* Prints each CPU's place; returns their RIPs, and whether every CPU is halted. */
 async function where(mon, label) {
 	const regs = await hmp(mon, 'info registers -a');
 	const rips = [...regs.matchAll(/^RIP=([0-9a-f]+) .*CPL=(\d).*HLT=(\d)/gm)];
@@ -82,7 +84,9 @@ async function where(mon, label) {
 		say(`${label} CPU ${i}: RIP ${rips[i][1]} CPL ${rips[i][2]} HLT ${rips[i][3]}; code there: ${bytes.trim()} (${insn})`);
 	}
 	if (!rips.length) throw new Error(`the monitor gave no registers: ${regs.slice(0, 200)}`);
-	return rips.map((r) => BigInt(`0x${r[1]}`));
+	const out = rips.map((r) => BigInt(`0x${r[1]}`));
+	out.halted = rips.every((r) => r[3] === '1');
+	return out;
 }
 
 /* One gdb remote-protocol exchange: the packet, its ack, the reply packet. */
@@ -137,7 +141,17 @@ try {
 	await hmp(mon, 'gdbserver none');
 	rc = 0;
 	await pause(2000);
-	await where(mon, 'after the flush:');
+	/*
+	 * Every CPU halted, for good: a wake-up the emulator lost (caught
+	 * once: both CPUs in the idle loop's hlt, no soft lockup, no heartbeat).
+	 * An NMI wakes them; the idle loop then programs the next timer anew.
+	 */
+	if ((await where(mon, 'after the flush:')).halted) {
+		await hmp(mon, 'nmi');
+		say('every CPU was halted: sent them an NMI');
+		await pause(2000);
+		await where(mon, 'after the NMI:');
+	}
 } catch (e) {
 	say(`could not look into or unstick the nested host: ${e.message}`);
 }
