@@ -157,7 +157,15 @@ else
 		for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = husk-watch ] && kill -9 ${p##*/}; done
 		echo watcher-gone; sleep 1019' \
 		'stuck: CPU 1: RIP [0-9a-f]\{16\} CPL [0-3] HLT [01]; code there: [0-9a-f ]* (' \
-		"dropped the emulator's code translated from [12] page(s) (gdb stub: T[0-9a-f][0-9a-f], detach OK; QEMU's count of invalidated blocks [0-9]* -> [0-9]*)"
+		"dropped the emulator's code translated from [12] page(s) (gdb stub: T[0-9a-f][0-9a-f], detach OK; QEMU's count of invalidated blocks [0-9][0-9]* -> [0-9][0-9]*)"
+	# The write-back made QEMU invalidate code it had translated from those pages.
+	counts=$(echo "$out" | sed -n "s/.*QEMU's count of invalidated blocks \([0-9]*\) -> \([0-9]*\)).*/\1 \2/p")
+	if [ -n "$counts" ] && [ "${counts#* }" -gt "${counts% *}" ]; then
+		echo "PASS harness/write_back_invalidates ($counts)"
+	else
+		echo "FAIL harness/write_back_invalidates: the count did not rise: '$counts'"
+		failed=1
+	fi
 	# Its CPUs (idle) get an NMI when the look after the flush found both
 	# halted, and only then (a CPU seen running makes this a skip).
 	if echo "$out" | grep -q 'after the flush: CPU 0: .* HLT 1;' &&
